@@ -1,0 +1,197 @@
+package ggmlcgo
+
+// #include <stdlib.h>
+// #include "gglua_ggml.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+)
+
+// Backend is a ggml compute backend: the CPU, or a device of a loaded dynamic
+// backend (CUDA). A Backend is used by one goroutine at a time.
+type Backend struct {
+	p       C.ggml_backend_t
+	tp      *C.struct_ggml_threadpool
+	threads int
+	name    string
+}
+
+// NewCPU starts the CPU backend with a persistent threadpool of the given
+// size (<= 0: one thread per core).
+//
+// Why the threadpool: ggml_backend_cpu_init defaults to 4 threads, and on a
+// 2-core machine every compute then stalls for milliseconds; without a
+// persistent pool, threads are created and joined on every compute. With one,
+// a tiny graph costs about a microsecond. The pool's workers poll for work
+// after a graph, so Compute pauses it when it returns.
+func NewCPU(threads int) (*Backend, error) {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	if threads > C.GGLUA_MAX_N_THREADS {
+		return nil, fmt.Errorf("cpu backend: %d threads requested, at most %d", threads, C.GGLUA_MAX_N_THREADS)
+	}
+	p := C.ggml_backend_cpu_init()
+	if p == nil {
+		return nil, errors.New("cpu backend: initialisation failed")
+	}
+	b := &Backend{p: p, threads: threads, name: "CPU"}
+	if threads > 1 {
+		params := C.ggml_threadpool_params_default(C.int(threads))
+		params.paused = true
+		b.tp = C.ggml_threadpool_new(&params)
+		if b.tp == nil {
+			C.ggml_backend_free(p)
+			return nil, errors.New("cpu backend: could not start the threadpool")
+		}
+		C.ggml_backend_cpu_set_threadpool(p, b.tp)
+	}
+	C.ggml_backend_cpu_set_n_threads(p, C.int(threads))
+	return b, nil
+}
+
+// NewForDevice starts a backend on the named device (see Devices). The CPU
+// device gets NewCPU's threadpool.
+func NewForDevice(name string, threads int) (*Backend, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	dev := C.ggml_backend_dev_by_name(cs)
+	if dev == nil {
+		return nil, fmt.Errorf("no ggml device named %q (have %v)", name, deviceNames())
+	}
+	if C.ggml_backend_dev_type(dev) == C.GGML_BACKEND_DEVICE_TYPE_CPU {
+		return NewCPU(threads)
+	}
+	p := C.ggml_backend_dev_init(dev, nil)
+	if p == nil {
+		return nil, fmt.Errorf("ggml device %q failed to initialise", name)
+	}
+	return &Backend{p: p, name: C.GoString(C.ggml_backend_name(p))}, nil
+}
+
+// Name is the backend's name ("CPU", "CUDA0", ...).
+func (b *Backend) Name() string { return b.name }
+
+// IsCPU reports whether this is the CPU backend.
+func (b *Backend) IsCPU() bool {
+	return C.ggml_backend_dev_type(C.ggml_backend_get_device(b.p)) == C.GGML_BACKEND_DEVICE_TYPE_CPU
+}
+
+// Threads is the size of the CPU threadpool (0 for other backends).
+func (b *Backend) Threads() int { return b.threads }
+
+// BufferType is the backend's default buffer type: where its tensors live.
+func (b *Backend) BufferType() BufferType {
+	return BufferType{p: C.ggml_backend_get_default_buffer_type(b.p)}
+}
+
+// Compute runs g to completion on the backend.
+func (b *Backend) Compute(g *Graph) error {
+	if b == nil || b.p == nil {
+		return errors.New("compute: backend is closed")
+	}
+	if g == nil || g.p == nil {
+		return errors.New("compute: nil graph")
+	}
+	for _, n := range g.nodes() {
+		if !n.Allocated() {
+			return fmt.Errorf("compute: tensor %q has no memory", n.Name())
+		}
+	}
+	status := C.ggml_backend_graph_compute(b.p, g.p)
+	if b.tp != nil {
+		C.ggml_threadpool_pause(b.tp)
+	}
+	return statusError("compute", status)
+}
+
+func (g *Graph) nodes() []Tensor {
+	out := make([]Tensor, 0, len(g.seen))
+	for p := range g.seen {
+		out = append(out, Tensor{p: p})
+	}
+	return out
+}
+
+// Supports reports whether the backend can compute the node t.
+func (b *Backend) Supports(t Tensor) bool { return bool(C.ggml_backend_supports_op(b.p, t.p)) }
+
+// Synchronize waits for the backend's queued work.
+func (b *Backend) Synchronize() { C.ggml_backend_synchronize(b.p) }
+
+// Close frees the backend and its threadpool. It is safe to call twice.
+func (b *Backend) Close() {
+	if b == nil || b.p == nil {
+		return
+	}
+	C.ggml_backend_free(b.p)
+	b.p = nil
+	if b.tp != nil {
+		C.ggml_threadpool_free(b.tp)
+		b.tp = nil
+	}
+}
+
+// DeviceInfo describes a ggml device.
+type DeviceInfo struct {
+	Name, Description string
+	Type              string // "cpu", "gpu", "igpu" or "accel"
+	FreeBytes         uint64
+	TotalBytes        uint64
+}
+
+var devTypeNames = map[C.enum_ggml_backend_dev_type]string{
+	C.GGML_BACKEND_DEVICE_TYPE_CPU:   "cpu",
+	C.GGML_BACKEND_DEVICE_TYPE_GPU:   "gpu",
+	C.GGML_BACKEND_DEVICE_TYPE_IGPU:  "igpu",
+	C.GGML_BACKEND_DEVICE_TYPE_ACCEL: "accel",
+}
+
+// Devices lists the devices of every registered backend.
+func Devices() []DeviceInfo {
+	n := int(C.ggml_backend_dev_count())
+	out := make([]DeviceInfo, 0, n)
+	for i := 0; i < n; i++ {
+		d := C.ggml_backend_dev_get(C.size_t(i))
+		var free, total C.size_t
+		C.ggml_backend_dev_memory(d, &free, &total)
+		out = append(out, DeviceInfo{
+			Name:        C.GoString(C.ggml_backend_dev_name(d)),
+			Description: C.GoString(C.ggml_backend_dev_description(d)),
+			Type:        devTypeNames[C.ggml_backend_dev_type(d)],
+			FreeBytes:   uint64(free),
+			TotalBytes:  uint64(total),
+		})
+	}
+	return out
+}
+
+func deviceNames() []string {
+	var names []string
+	for _, d := range Devices() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// LoadBackend loads a dynamic ggml backend library (libggml-cuda.so, ...) and
+// registers its devices. It returns the backend's registry name.
+func LoadBackend(path string) (string, error) {
+	if st, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("load backend: %w", err)
+	} else if st.IsDir() {
+		return "", fmt.Errorf("load backend: %s is a folder", path)
+	}
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	reg := C.ggml_backend_load(cs)
+	if reg == nil {
+		return "", fmt.Errorf("load backend: %s is not a ggml backend library (see the ggml log)", path)
+	}
+	return C.GoString(C.ggml_backend_reg_name(reg)), nil
+}

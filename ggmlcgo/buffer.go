@@ -1,0 +1,134 @@
+package ggmlcgo
+
+// #include "gglua_ggml.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+)
+
+// BufferType is a kind of backend memory (host RAM, CUDA device memory, ...).
+type BufferType struct {
+	p C.ggml_backend_buffer_type_t
+}
+
+// Name is the buffer type's name.
+func (bt BufferType) Name() string { return C.GoString(C.ggml_backend_buft_name(bt.p)) }
+
+// Alignment is the alignment of tensors in buffers of this type.
+func (bt BufferType) Alignment() int64 { return int64(C.ggml_backend_buft_get_alignment(bt.p)) }
+
+// MaxSize is the largest buffer the type can allocate.
+func (bt BufferType) MaxSize() int64 { return int64(C.ggml_backend_buft_get_max_size(bt.p)) }
+
+// IsHost reports whether the memory is addressable by the CPU.
+func (bt BufferType) IsHost() bool { return bool(C.ggml_backend_buft_is_host(bt.p)) }
+
+// AllocSize is the number of bytes t takes in a buffer of this type, before
+// alignment padding.
+func (bt BufferType) AllocSize(t Tensor) int64 {
+	return int64(C.ggml_backend_buft_get_alloc_size(bt.p, t.p))
+}
+
+// Alloc allocates a buffer of size bytes.
+func (bt BufferType) Alloc(size int64) (Buffer, error) {
+	if size < 1 || size > MaxTensorBytes {
+		return Buffer{}, fmt.Errorf("buffer alloc: bad size %d", size)
+	}
+	p := C.ggml_backend_buft_alloc_buffer(bt.p, C.size_t(size))
+	if p == nil {
+		return Buffer{}, fmt.Errorf("buffer alloc: %s could not allocate %d bytes", bt.Name(), size)
+	}
+	return Buffer{p: p}, nil
+}
+
+// Buffer is a block of backend memory that tensors are placed in.
+type Buffer struct {
+	p C.ggml_backend_buffer_t
+}
+
+// IsNil reports whether b is no buffer.
+func (b Buffer) IsNil() bool { return b.p == nil }
+
+// Size is the buffer's size in bytes.
+func (b Buffer) Size() int64 { return int64(C.ggml_backend_buffer_get_size(b.p)) }
+
+// Free releases the buffer; its tensors become unusable.
+func (b Buffer) Free() {
+	if b.p != nil {
+		C.ggml_backend_buffer_free(b.p)
+	}
+}
+
+// Tallocr places tensors one after another in a buffer (ggml's linear
+// allocator). Fits must be asked first: ggml aborts when the buffer is full.
+type Tallocr struct {
+	c C.struct_ggml_tallocr
+}
+
+// NewTallocr starts placing tensors at the beginning of b.
+func NewTallocr(b Buffer) *Tallocr {
+	return &Tallocr{c: C.ggml_tallocr_new(b.p)}
+}
+
+func (a *Tallocr) need(t Tensor) int64 {
+	size := int64(C.ggml_backend_buffer_get_alloc_size(a.c.buffer, t.p))
+	align := int64(a.c.alignment)
+	return (size + align - 1) / align * align
+}
+
+// Fits reports whether t still fits in the buffer.
+func (a *Tallocr) Fits(t Tensor) bool {
+	return int64(a.c.offset)+a.need(t) <= int64(C.ggml_backend_buffer_get_size(a.c.buffer))
+}
+
+// Alloc places t in the buffer.
+func (a *Tallocr) Alloc(t Tensor) error {
+	switch {
+	case t.p == nil:
+		return errors.New("tallocr: nil tensor")
+	case t.Allocated():
+		return fmt.Errorf("tallocr: tensor %q is already placed", t.Name())
+	case !a.Fits(t):
+		return fmt.Errorf("tallocr: %d bytes do not fit (%d of %d used)", a.need(t), int64(a.c.offset), int64(C.ggml_backend_buffer_get_size(a.c.buffer)))
+	}
+	return statusError("tallocr", C.ggml_tallocr_alloc(&a.c, t.p))
+}
+
+// Gallocr allocates the intermediate tensors of a graph in one buffer that it
+// owns, reusing memory between nodes whose lifetimes do not overlap.
+type Gallocr struct {
+	p C.ggml_gallocr_t
+}
+
+// NewGallocr makes a graph allocator for buffers of type bt.
+func NewGallocr(bt BufferType) *Gallocr { return &Gallocr{p: C.ggml_gallocr_new(bt.p)} }
+
+// Reserve sizes the allocator's buffer for g (and graphs like it) and
+// returns the buffer size.
+func (a *Gallocr) Reserve(g *Graph) (int64, error) {
+	if !bool(C.ggml_gallocr_reserve(a.p, g.p)) {
+		return 0, errors.New("gallocr: could not reserve the graph's buffer")
+	}
+	return a.BufferSize(), nil
+}
+
+// AllocGraph places every unplaced tensor of g.
+func (a *Gallocr) AllocGraph(g *Graph) error {
+	if !bool(C.ggml_gallocr_alloc_graph(a.p, g.p)) {
+		return errors.New("gallocr: could not allocate the graph")
+	}
+	return nil
+}
+
+// BufferSize is the size of the allocator's buffer.
+func (a *Gallocr) BufferSize() int64 { return int64(C.ggml_gallocr_get_buffer_size(a.p, 0)) }
+
+// Free releases the allocator and its buffer.
+func (a *Gallocr) Free() {
+	if a != nil && a.p != nil {
+		C.ggml_gallocr_free(a.p)
+		a.p = nil
+	}
+}

@@ -1,0 +1,84 @@
+package ggmlcgo
+
+// #include "gglua_ggml.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Graph is a ggml compute graph. It lives in the Context that made it.
+type Graph struct {
+	p    *C.struct_ggml_cgraph
+	size int
+	// seen mirrors ggml's visited set so that Expand can refuse a graph that
+	// would outgrow its size before ggml asserts on it.
+	seen map[*C.struct_ggml_tensor]struct{}
+}
+
+// NewGraph makes a graph of at most size nodes (and size leaves) in c.
+func (c *Context) NewGraph(size int) (*Graph, error) {
+	if c == nil || c.p == nil {
+		return nil, errors.New("ggml graph: context used after free")
+	}
+	if size < 1 || size > 1<<24 {
+		return nil, fmt.Errorf("ggml graph: bad size %d", size)
+	}
+	if c.free() < C.ggml_graph_overhead_custom(C.size_t(size), false) {
+		return nil, fmt.Errorf("ggml graph: context has no room for a graph of %d nodes", size)
+	}
+	p := C.ggml_new_graph_custom(c.p, C.size_t(size), false)
+	return &Graph{p: p, size: size, seen: map[*C.struct_ggml_tensor]struct{}{}}, nil
+}
+
+// Expand adds t and every tensor it depends on that the graph lacks.
+func (g *Graph) Expand(t Tensor) error {
+	if t.p == nil {
+		return errors.New("ggml graph: expand of a nil tensor")
+	}
+	var fresh []*C.struct_ggml_tensor
+	pending := map[*C.struct_ggml_tensor]struct{}{}
+	stack := []*C.struct_ggml_tensor{t.p}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if _, ok := g.seen[n]; ok {
+			continue
+		}
+		if _, ok := pending[n]; ok {
+			continue
+		}
+		pending[n] = struct{}{}
+		fresh = append(fresh, n)
+		for _, s := range n.src {
+			if s != nil {
+				stack = append(stack, s)
+			}
+		}
+	}
+	if len(g.seen)+len(fresh) > g.size {
+		return fmt.Errorf("ggml graph: %d tensors do not fit a graph of %d", len(g.seen)+len(fresh), g.size)
+	}
+	for _, n := range fresh {
+		g.seen[n] = struct{}{}
+	}
+	C.ggml_build_forward_expand(g.p, t.p)
+	return nil
+}
+
+// NNodes is the number of computed nodes (leaves excluded).
+func (g *Graph) NNodes() int { return int(C.ggml_graph_n_nodes(g.p)) }
+
+func statusError(op string, s C.enum_ggml_status) error {
+	if s == C.GGML_STATUS_SUCCESS {
+		return nil
+	}
+	if s == C.GGML_STATUS_ABORTED {
+		return ErrAborted
+	}
+	return fmt.Errorf("%s: %s", op, C.GoString(C.ggml_status_to_string(s)))
+}
+
+// ErrAborted is returned by a compute that its abort callback stopped.
+var ErrAborted = errors.New("ggml compute aborted")

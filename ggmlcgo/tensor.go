@@ -1,0 +1,107 @@
+package ggmlcgo
+
+// #include <stdlib.h>
+// #include "gglua_ggml.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// Tensor is a ggml tensor. The zero value is no tensor. Its metadata belongs to
+// the Context that made it and its data to the buffer it was placed in: it is
+// only valid while both are.
+type Tensor struct {
+	p *C.struct_ggml_tensor
+}
+
+// IsNil reports whether t refers to no tensor.
+func (t Tensor) IsNil() bool { return t.p == nil }
+
+// Type is the element type.
+func (t Tensor) Type() Type { return Type(t.p._type) }
+
+// Ne is the size of each dimension, innermost first; unused dimensions are 1.
+func (t Tensor) Ne() [MaxDims]int64 {
+	var ne [MaxDims]int64
+	for i := range ne {
+		ne[i] = int64(t.p.ne[i])
+	}
+	return ne
+}
+
+// Nelements is the number of elements.
+func (t Tensor) Nelements() int64 { return int64(C.ggml_nelements(t.p)) }
+
+// Nbytes is the size of the data in bytes.
+func (t Tensor) Nbytes() int64 { return int64(C.ggml_nbytes(t.p)) }
+
+// Name is the tensor's name.
+func (t Tensor) Name() string { return C.GoString(C.ggml_get_name(t.p)) }
+
+// SetName names the tensor; names longer than MaxNameLen are an error because
+// ggml would truncate them silently and checkpoint keys would collide.
+func (t Tensor) SetName(name string) error {
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("tensor name %q is longer than %d bytes", name, MaxNameLen)
+	}
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	C.ggml_set_name(t.p, cs)
+	return nil
+}
+
+// Allocated reports whether the tensor has been placed in memory.
+func (t Tensor) Allocated() bool { return t.p != nil && (t.p.buffer != nil || t.p.data != nil) }
+
+// SetInput and SetOutput flag a graph leaf / result for the graph allocator,
+// which then never reuses their memory for other nodes.
+func (t Tensor) SetInput()  { C.ggml_set_input(t.p) }
+func (t Tensor) SetOutput() { C.ggml_set_output(t.p) }
+
+func (t Tensor) checkIO(op string, n int) error {
+	switch {
+	case t.p == nil:
+		return fmt.Errorf("%s: nil tensor", op)
+	case t.p.buffer == nil:
+		return fmt.Errorf("%s: tensor %q has no device memory", op, t.Name())
+	case int64(n) != t.Nbytes():
+		return fmt.Errorf("%s: tensor holds %d bytes, buffer has %d", op, t.Nbytes(), n)
+	}
+	return nil
+}
+
+// Set copies data (exactly Nbytes long) into the tensor's device memory.
+func (t Tensor) Set(data []byte) error {
+	if err := t.checkIO("tensor set", len(data)); err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		C.ggml_backend_tensor_set(t.p, unsafe.Pointer(&data[0]), 0, C.size_t(len(data)))
+	}
+	return nil
+}
+
+// Get copies the tensor's device memory into dst (exactly Nbytes long).
+func (t Tensor) Get(dst []byte) error {
+	if err := t.checkIO("tensor get", len(dst)); err != nil {
+		return err
+	}
+	if len(dst) > 0 {
+		C.ggml_backend_tensor_get(t.p, unsafe.Pointer(&dst[0]), 0, C.size_t(len(dst)))
+	}
+	return nil
+}
+
+// Zero fills the tensor's device memory with zero bytes.
+func (t Tensor) Zero() error {
+	if err := t.checkIO("tensor zero", int(t.Nbytes())); err != nil {
+		return err
+	}
+	C.ggml_backend_tensor_memset(t.p, 0, 0, C.size_t(t.Nbytes()))
+	return nil
+}
+
+var errNilOperand = errors.New("nil operand")

@@ -1,0 +1,10 @@
+module github.com/gglua/gglua
+
+go 1.26.8
+
+require (
+	github.com/ollama/ollama v0.24.0
+	github.com/stretchr/testify v1.12.1
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
