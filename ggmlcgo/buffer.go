@@ -132,3 +132,6 @@ func (a *Gallocr) Free() {
 		a.p = nil
 	}
 }
+
+// Offset is how many bytes of the buffer are used.
+func (a *Tallocr) Offset() int64 { return int64(a.c.offset) }

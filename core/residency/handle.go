@@ -1,0 +1,122 @@
+package residency
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Handle reaches a device tensor: {tensor, shape, scope, gen}. It is live
+// while its own pool is at the generation it was allocated in.
+type Handle struct {
+	state  *State
+	scope  Scope
+	gen    int64
+	tensor ggmlcgo.Tensor
+	shape  []int
+	typ    ggmlcgo.Type
+	host   []byte // a host copy of the data, if the owner cached one
+}
+
+// ErrStale is wrapped by every error about a handle whose pool was reset.
+var ErrStale = errors.New("stale handle")
+
+// Live reports whether the handle's memory still exists.
+func (h *Handle) Live() bool { return h.gen == h.state.pools[h.scope].gen }
+
+// Scope is the pool the handle belongs to.
+func (h *Handle) Scope() Scope { return h.scope }
+
+// Gen is the generation of its pool the handle was allocated in.
+func (h *Handle) Gen() int64 { return h.gen }
+
+// Shape is the tensor's shape, outermost first.
+func (h *Handle) Shape() []int { return append([]int(nil), h.shape...) }
+
+// Type is the element type.
+func (h *Handle) Type() ggmlcgo.Type { return h.typ }
+
+// Nbytes is the size of the data.
+func (h *Handle) Nbytes() int64 {
+	n := h.typ.Size()
+	for _, d := range h.shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+func (h *Handle) staleError(op string) error {
+	return fmt.Errorf("%s: %w: its buffer was freed by a reset of the %s pool (allocated in generation %d, the pool is now at %d)",
+		op, ErrStale, h.scope, h.gen, h.state.pools[h.scope].gen)
+}
+
+// Tensor is the ggml tensor, for building graphs. It is an error once the
+// handle is stale, so a freed tensor never reaches ggml.
+func (h *Handle) Tensor() (ggmlcgo.Tensor, error) {
+	if !h.Live() {
+		return ggmlcgo.Tensor{}, h.staleError("tensor")
+	}
+	return h.tensor, nil
+}
+
+// Write uploads data (exactly Nbytes) to the device and drops the host copy.
+func (h *Handle) Write(data []byte) error {
+	if !h.Live() {
+		return h.staleError("write")
+	}
+	if err := h.tensor.Set(data); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	h.state.h2d += int64(len(data))
+	h.host = nil
+	return nil
+}
+
+// Read copies the data into dst (exactly Nbytes). A stale handle returns its
+// host copy if it has one and is otherwise an error naming the pool.
+func (h *Handle) Read(dst []byte) error {
+	if !h.Live() {
+		if h.host == nil {
+			return h.staleError("read")
+		}
+		if len(dst) != len(h.host) {
+			return fmt.Errorf("read: tensor holds %d bytes, buffer has %d", len(h.host), len(dst))
+		}
+		copy(dst, h.host)
+		return nil
+	}
+	if err := h.tensor.Get(dst); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	h.state.d2h += int64(len(dst))
+	return nil
+}
+
+// KeepHostCopy records data (which the caller must not change afterwards) as
+// the host copy that Read falls back to once the handle is stale. A later
+// Write drops it.
+func (h *Handle) KeepHostCopy(data []byte) error {
+	if int64(len(data)) != h.Nbytes() {
+		return fmt.Errorf("host copy: tensor holds %d bytes, copy has %d", h.Nbytes(), len(data))
+	}
+	h.host = data
+	return nil
+}
+
+// Upload allocates a tensor for r and writes data to it. Nothing is allocated
+// when it fails.
+func (s *State) Upload(r Request, data []byte) (*Handle, error) {
+	nbytes, err := s.check(r)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != nbytes {
+		return nil, fmt.Errorf("residency: upload of %d bytes into a %v %v tensor of %d bytes", len(data), r.Type, r.Shape, nbytes)
+	}
+	h, err := s.Alloc(r)
+	if err != nil {
+		return nil, err
+	}
+	return h, h.Write(data)
+}
