@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/ollama/ollama v0.24.0
 	github.com/stretchr/testify v1.12.1
+	github.com/yuin/gopher-lua v1.1.2
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

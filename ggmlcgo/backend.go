@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -19,7 +21,18 @@ type Backend struct {
 	tp      *C.struct_ggml_threadpool
 	threads int
 	name    string
+
+	// mu orders Compute and Close against the idle timer, which runs on
+	// another goroutine and pauses the threadpool.
+	mu   sync.Mutex
+	idle *time.Timer
 }
+
+// PauseAfter is how long the CPU threadpool may spin waiting for the next
+// graph before it is paused. Resuming a paused pool costs ~15 us on a 2-core
+// machine, a spinning one ~1 us; pausing only when idle keeps training loops
+// on the fast path without leaving a core busy after the work is done.
+const PauseAfter = 2 * time.Millisecond
 
 // NewCPU starts the CPU backend with a persistent threadpool of the given
 // size (<= 0: one thread per core).
@@ -28,7 +41,7 @@ type Backend struct {
 // 2-core machine every compute then stalls for milliseconds; without a
 // persistent pool, threads are created and joined on every compute. With one,
 // a tiny graph costs about a microsecond. The pool's workers poll for work
-// after a graph, so Compute pauses it when it returns.
+// after a graph, so Compute pauses it after PauseAfter without work.
 func NewCPU(threads int) (*Backend, error) {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
@@ -50,6 +63,8 @@ func NewCPU(threads int) (*Backend, error) {
 			return nil, errors.New("cpu backend: could not start the threadpool")
 		}
 		C.ggml_backend_cpu_set_threadpool(p, b.tp)
+		b.idle = time.AfterFunc(time.Hour, b.pauseIdle)
+		b.idle.Stop()
 	}
 	C.ggml_backend_cpu_set_n_threads(p, C.int(threads))
 	return b, nil
@@ -103,11 +118,24 @@ func (b *Backend) Compute(g *Graph) error {
 			return fmt.Errorf("compute: tensor %q has no memory", n.Name())
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.p == nil {
+		return errors.New("compute: backend is closed")
+	}
 	status := C.ggml_backend_graph_compute(b.p, g.p)
+	if b.idle != nil {
+		b.idle.Reset(PauseAfter)
+	}
+	return statusError("compute", status)
+}
+
+func (b *Backend) pauseIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.tp != nil {
 		C.ggml_threadpool_pause(b.tp)
 	}
-	return statusError("compute", status)
 }
 
 func (g *Graph) nodes() []Tensor {
@@ -126,8 +154,16 @@ func (b *Backend) Synchronize() { C.ggml_backend_synchronize(b.p) }
 
 // Close frees the backend and its threadpool. It is safe to call twice.
 func (b *Backend) Close() {
-	if b == nil || b.p == nil {
+	if b == nil {
 		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.p == nil {
+		return
+	}
+	if b.idle != nil {
+		b.idle.Stop()
 	}
 	C.ggml_backend_free(b.p)
 	b.p = nil

@@ -1,0 +1,210 @@
+// Command gglua runs Lua scripts of tensor programs on ggml.
+//
+//	gglua [flags] [script.lua [args...]]
+//	gglua -e 'print(to_gpu(tensor{{1,2},{3,4}}, "persistent"):scope())'
+//	gglua devices
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/ggmlcgo"
+	"github.com/gglua/gglua/runtime"
+)
+
+// Version is the gglua release.
+const Version = "0.1.0-dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+type cliFlags struct {
+	exec     string
+	device   string
+	threads  int
+	memLimit string
+	verbose  bool
+	version  bool
+	inter    bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*cliFlags, []string, error) {
+	f := &cliFlags{}
+	fs := flag.NewFlagSet("gglua", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.exec, "e", "", "run the Lua `code` (before the script, if one is given)")
+	fs.StringVar(&f.device, "device", "cpu", "compute device: cpu, cuda, auto or a ggml device name")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads (default: one per core)")
+	fs.StringVar(&f.memLimit, "mem-limit", "", "residency budget, e.g. 2GiB or 512MB (default: none)")
+	fs.BoolVar(&f.verbose, "verbose", false, "report the CPU features ggml was compiled with")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.BoolVar(&f.inter, "i", false, "enter the REPL after running the script")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: gglua [flags] [script.lua [args...]]\n       gglua devices\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	return f, fs.Args(), nil
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	f, rest, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.version {
+		fmt.Fprintf(stdout, "gglua %s (ggml from github.com/ollama/ollama v0.24.0, %s, cpu features: %s)\n",
+			Version, goruntime.Version(), cpuFeatures())
+		return 0
+	}
+	reportKernels(f.verbose, stderr)
+	if len(rest) > 0 && rest[0] == "devices" {
+		if _, err := os.Stat("devices"); err != nil { // a script named "devices" still runs
+			return listDevices(f, stdout, stderr)
+		}
+	}
+	limit, err := parseBytes(f.memLimit)
+	if err != nil {
+		fmt.Fprintf(stderr, "gglua: --mem-limit: %v\n", err)
+		return 2
+	}
+	rt, err := runtime.New(runtime.Options{Device: f.device, Threads: f.threads, MemLimit: limit, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		fmt.Fprintf(stderr, "gglua: %v\n", err)
+		return 1
+	}
+	defer rt.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if f.exec != "" {
+		if _, err := rt.DoString(ctx, f.exec); err != nil {
+			return reportError(stderr, err)
+		}
+	}
+	switch {
+	case len(rest) > 0:
+		if _, err := rt.DoFile(ctx, rest[0], rest[1:]...); err != nil {
+			return reportError(stderr, err)
+		}
+	case f.exec == "" && !isTerminal(stdin):
+		// Piped code with no script: run it as one chunk, as `lua -` does.
+		code, err := io.ReadAll(stdin)
+		if err == nil {
+			_, err = rt.DoString(ctx, string(code))
+		}
+		if err != nil {
+			return reportError(stderr, err)
+		}
+	case f.exec == "" || f.inter:
+		fmt.Fprintln(stderr, "gglua: the interactive REPL is not available yet; run a script or use -e")
+		return 2
+	}
+	return 0
+}
+
+// reportKernels says, once, which SIMD features ggml was compiled with: always
+// with --verbose, and unasked when the kernels are the slow portable ones.
+func reportKernels(verbose bool, stderr io.Writer) {
+	slow := ggmlcgo.SlowKernels()
+	if !verbose && !slow {
+		return
+	}
+	fmt.Fprintf(stderr, "gglua: ggml CPU kernels compiled with: %s\n", cpuFeatures())
+	if slow {
+		fmt.Fprintf(stderr, "gglua: these are the slow portable kernels (matmul runs tens of times slower); %s\n", ggmlcgo.FastBuildHint)
+	}
+}
+
+func cpuFeatures() string {
+	if f := ggmlcgo.CPUFeatures(); len(f) > 0 {
+		return strings.Join(f, " ")
+	}
+	return "none"
+}
+
+func listDevices(f *cliFlags, stdout, stderr io.Writer) int {
+	if f.device != "cpu" {
+		// Asking for a device loads the dynamic backends, so they are listed too.
+		if rt, err := runtime.New(runtime.Options{Device: f.device, Threads: 1}); err == nil {
+			rt.Close()
+		} else {
+			fmt.Fprintf(stderr, "gglua: %v\n", err)
+		}
+	}
+	for _, d := range ggmlcgo.Devices() {
+		fmt.Fprintf(stdout, "%-8s %-6s %s", d.Name, d.Type, d.Description)
+		if d.TotalBytes > 0 {
+			fmt.Fprintf(stdout, " (%.1f GiB free of %.1f GiB)", float64(d.FreeBytes)/(1<<30), float64(d.TotalBytes)/(1<<30))
+		}
+		fmt.Fprintln(stdout)
+	}
+	return 0
+}
+
+// reportError prints a Lua error (file:line: message and a traceback).
+func reportError(stderr io.Writer, err error) int {
+	var apiErr *lua.ApiError
+	if errors.As(err, &apiErr) {
+		fmt.Fprintf(stderr, "gglua: %s\n", apiErr.Object.String())
+		if apiErr.StackTrace != "" {
+			fmt.Fprintln(stderr, apiErr.StackTrace)
+		}
+		return 1
+	}
+	fmt.Fprintf(stderr, "gglua: %v\n", err)
+	return 1
+}
+
+// parseBytes reads sizes such as "2GiB", "512MB", "1e9" or "" (none).
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+	}
+	mult := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(s), strings.ToUpper(u.suffix)) && (len(u.suffix) > 1 || !strings.HasSuffix(strings.ToUpper(s), "IB")) {
+			s, mult = strings.TrimSpace(s[:len(s)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || v*mult > 1<<62 {
+		return 0, fmt.Errorf("bad size %q (expected e.g. 2GiB, 512MB or a number of bytes)", s)
+	}
+	return int64(v * mult), nil
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,99 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// EngineOptions chooses the engine's device.
+type EngineOptions struct {
+	// Device is "cpu" (the default), "auto" (the first GPU if one is
+	// registered, else the CPU) or a ggml device name such as "CUDA0"; "cuda"
+	// means the first CUDA device.
+	Device string
+	// Threads sizes the CPU threadpool (<= 0: one per core).
+	Threads int
+}
+
+// Engine is one backend with its residency state. It is used by one
+// goroutine at a time; parallel runtimes each have their own.
+type Engine struct {
+	backend *ggmlcgo.Backend
+	res     *residency.State
+}
+
+// NewEngine starts a backend on the chosen device.
+func NewEngine(opts EngineOptions) (*Engine, error) {
+	name, err := resolveDevice(opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	b, err := ggmlcgo.NewForDevice(name, opts.Threads)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{backend: b, res: residency.New(b)}, nil
+}
+
+func resolveDevice(want string) (string, error) {
+	var loadErr error
+	if w := strings.ToLower(want); w != "" && w != "cpu" {
+		loadErr = loadDynamicBackends()
+	}
+	devs := ggmlcgo.Devices()
+	find := func(match func(ggmlcgo.DeviceInfo) bool) (string, bool) {
+		for _, d := range devs {
+			if match(d) {
+				return d.Name, true
+			}
+		}
+		return "", false
+	}
+	var name string
+	var ok bool
+	switch w := strings.ToLower(want); w {
+	case "", "cpu":
+		name, ok = find(func(d ggmlcgo.DeviceInfo) bool { return d.Type == "cpu" })
+	case "auto":
+		if name, ok = find(func(d ggmlcgo.DeviceInfo) bool { return d.Type == "gpu" }); !ok {
+			name, ok = find(func(d ggmlcgo.DeviceInfo) bool { return d.Type == "cpu" })
+		}
+	case "cuda", "gpu":
+		name, ok = find(func(d ggmlcgo.DeviceInfo) bool {
+			return d.Type == "gpu" && (w == "gpu" || strings.HasPrefix(strings.ToLower(d.Name), "cuda"))
+		})
+	default:
+		name, ok = find(func(d ggmlcgo.DeviceInfo) bool { return strings.EqualFold(d.Name, want) })
+	}
+	if !ok {
+		var have []string
+		for _, d := range devs {
+			have = append(have, d.Name)
+		}
+		msg := fmt.Sprintf("device %q is not available (devices: %s; GPU backends are loaded from GGLUA_BACKEND_PATH or the executable's folder)", want, strings.Join(have, ", "))
+		if loadErr != nil {
+			msg += ": " + loadErr.Error()
+		}
+		return "", errors.New(msg)
+	}
+	return name, nil
+}
+
+// Residency is the engine's pools.
+func (e *Engine) Residency() *residency.State { return e.res }
+
+// Backend is the engine's ggml backend.
+func (e *Engine) Backend() *ggmlcgo.Backend { return e.backend }
+
+// DeviceName is the lower-cased name of the engine's device ("cpu", "cuda0").
+func (e *Engine) DeviceName() string { return strings.ToLower(e.backend.Name()) }
+
+// Close frees every device buffer and the backend.
+func (e *Engine) Close() {
+	e.res.Close()
+	e.backend.Close()
+}

@@ -1,0 +1,36 @@
+package luabind
+
+import (
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+)
+
+// Env is what the Lua libraries share: the engine, which device.use may
+// replace with one on another device.
+type Env struct {
+	Engine  *core.Engine
+	Threads int
+}
+
+// Open installs the gglua globals into L.
+func Open(L *lua.LState, env *Env) {
+	openTensor(L, env)
+	openResidency(L, env)
+	openDevice(L, env)
+}
+
+// argError raises "fn: message" as a Lua error at the caller's line.
+func argError(L *lua.LState, fn, format string, args ...any) {
+	L.RaiseError(fn+": "+format, args...)
+}
+
+// luaTypeName is the type of v as a Lua user would name it.
+func luaTypeName(v lua.LValue) string {
+	if ud, ok := v.(*lua.LUserData); ok {
+		if _, ok := ud.Value.(*core.Tensor); ok {
+			return "tensor"
+		}
+	}
+	return v.Type().String()
+}

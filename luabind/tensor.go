@@ -1,0 +1,258 @@
+package luabind
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+)
+
+const tensorTypeName = "gglua.tensor"
+
+// pushTensor wraps t as a Lua userdata with the tensor metatable.
+func pushTensor(L *lua.LState, t *core.Tensor) lua.LValue {
+	ud := L.NewUserData()
+	ud.Value = t
+	L.SetMetatable(ud, L.GetTypeMetatable(tensorTypeName))
+	return ud
+}
+
+// checkTensor returns argument n as a tensor or raises an error naming fn.
+func checkTensor(L *lua.LState, fn string, n int) *core.Tensor {
+	v := L.Get(n)
+	if ud, ok := v.(*lua.LUserData); ok {
+		if t, ok := ud.Value.(*core.Tensor); ok {
+			return t
+		}
+	}
+	argError(L, fn, "argument %d: expected a tensor, got %s", n, luaTypeName(v))
+	return nil
+}
+
+var tensorMethods = map[string]lua.LGFunction{
+	"shape": func(L *lua.LState) int {
+		L.Push(intList(L, checkTensor(L, "shape", 1).Shape()))
+		return 1
+	},
+	"size": func(L *lua.LState) int {
+		t := checkTensor(L, "size", 1)
+		if L.GetTop() < 2 {
+			L.Push(intList(L, t.Shape()))
+			return 1
+		}
+		d := L.CheckInt(2)
+		if d < 1 || d > t.Dim() {
+			argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1-based)", d, t.Dim(), core.ShapeString(t.Shape()))
+		}
+		L.Push(lua.LNumber(t.Shape()[d-1]))
+		return 1
+	},
+	"dim":    func(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "dim", 1).Dim())); return 1 },
+	"numel":  func(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "numel", 1).Numel())); return 1 },
+	"dtype":  func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "dtype", 1).Dtype().String())); return 1 },
+	"device": func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "device", 1).Device())); return 1 },
+	"scope":  func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "scope", 1).Scope())); return 1 },
+	"item": func(L *lua.LState) int {
+		v, err := checkTensor(L, "item", 1).Item()
+		if err != nil {
+			L.RaiseError("%s", err.Error())
+		}
+		L.Push(lua.LNumber(v))
+		return 1
+	},
+	"totable": func(L *lua.LState) int {
+		t := checkTensor(L, "totable", 1)
+		v, err := t.Float32s()
+		if err != nil {
+			L.RaiseError("totable: %s", err.Error())
+		}
+		L.Push(nestedTable(L, v, t.Shape()))
+		return 1
+	},
+}
+
+func openTensor(L *lua.LState, env *Env) {
+	mt := L.NewTypeMetatable(tensorTypeName)
+	methods := L.SetFuncs(L.NewTable(), tensorMethods)
+	L.SetField(mt, "__index", methods)
+	L.SetField(mt, "__tostring", L.NewFunction(func(L *lua.LState) int {
+		L.Push(lua.LString(formatTensor(checkTensor(L, "tostring", 1))))
+		return 1
+	}))
+
+	lib := L.SetFuncs(L.NewTable(), tensorMethods) // tensor.fn(x, ...) as well as x:fn(...)
+	L.SetField(lib, "zeros", L.NewFunction(func(L *lua.LState) int {
+		shape := checkShapeArgs(L, "tensor.zeros", 1)
+		t, err := core.Zeros(shape...)
+		if err != nil {
+			L.RaiseError("tensor.zeros: %s", err.Error())
+		}
+		L.Push(pushTensor(L, t))
+		return 1
+	}))
+	call := L.NewTable()
+	L.SetField(call, "__call", L.NewFunction(func(L *lua.LState) int {
+		// tensor{...}: argument 1 is the tensor library itself.
+		t := tensorFromLua(L, "tensor", L.Get(2))
+		L.Push(pushTensor(L, t))
+		return 1
+	}))
+	L.SetMetatable(lib, call)
+	L.SetGlobal("tensor", lib)
+}
+
+func intList(L *lua.LState, v []int) *lua.LTable {
+	t := L.CreateTable(len(v), 0)
+	for _, x := range v {
+		t.Append(lua.LNumber(x))
+	}
+	return t
+}
+
+// checkShapeArgs reads a shape given as numbers (2, 3) or as one table {2, 3}.
+func checkShapeArgs(L *lua.LState, fn string, from int) []int {
+	var vals []lua.LValue
+	if tbl, ok := L.Get(from).(*lua.LTable); ok {
+		for i := 1; i <= tbl.Len(); i++ {
+			vals = append(vals, tbl.RawGetInt(i))
+		}
+	} else {
+		for i := from; i <= L.GetTop(); i++ {
+			vals = append(vals, L.Get(i))
+		}
+	}
+	if len(vals) == 0 {
+		argError(L, fn, "expected a shape (sizes as numbers or a table), got nothing")
+	}
+	shape := make([]int, len(vals))
+	for i, v := range vals {
+		n, ok := v.(lua.LNumber)
+		if !ok || float64(n) != math.Trunc(float64(n)) || math.Abs(float64(n)) > 1<<40 {
+			argError(L, fn, "size %d must be an integer, got %s", i+1, v.String())
+		}
+		shape[i] = int(n)
+	}
+	return shape
+}
+
+// tensorFromLua builds a host tensor from a number or a (nested) table of
+// numbers. Ragged nesting and non-numbers are errors.
+func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
+	if n, ok := v.(lua.LNumber); ok {
+		t, _ := core.FromFloat32([]float32{float32(n)}, 1)
+		return t
+	}
+	tbl, ok := v.(*lua.LTable)
+	if !ok {
+		argError(L, fn, "expected a number or a nested table of numbers, got %s", luaTypeName(v))
+	}
+	var shape []int
+	for cur := lua.LValue(tbl); ; {
+		ct, ok := cur.(*lua.LTable)
+		if !ok {
+			break
+		}
+		if ct.Len() == 0 {
+			argError(L, fn, "empty table at depth %d: every dimension needs at least one element", len(shape)+1)
+		}
+		shape = append(shape, ct.Len())
+		if len(shape) > 4 {
+			argError(L, fn, "more than 4 levels of nesting; tensors have at most 4 dims")
+		}
+		cur = ct.RawGetInt(1)
+	}
+	var data []float32
+	var walk func(t *lua.LTable, depth int, path string)
+	walk = func(t *lua.LTable, depth int, path string) {
+		if t.Len() != shape[depth] {
+			argError(L, fn, "ragged table: %s has %d elements, expected %d", path, t.Len(), shape[depth])
+		}
+		for i := 1; i <= t.Len(); i++ {
+			el := t.RawGetInt(i)
+			where := fmt.Sprintf("%s[%d]", path, i)
+			if depth == len(shape)-1 {
+				n, ok := el.(lua.LNumber)
+				if !ok {
+					argError(L, fn, "%s is a %s, expected a number", where, luaTypeName(el))
+				}
+				data = append(data, float32(n))
+				continue
+			}
+			sub, ok := el.(*lua.LTable)
+			if !ok {
+				argError(L, fn, "ragged table: %s is a %s, expected a table", where, luaTypeName(el))
+			}
+			walk(sub, depth+1, where)
+		}
+	}
+	walk(tbl, 0, "t")
+	t, err := core.FromFloat32(data, shape...)
+	if err != nil {
+		L.RaiseError("%s: %s", fn, err.Error())
+	}
+	return t
+}
+
+// nestedTable turns flat values of shape into nested Lua tables.
+func nestedTable(L *lua.LState, v []float32, shape []int) *lua.LTable {
+	tbl := L.CreateTable(shape[0], 0)
+	if len(shape) == 1 {
+		for _, x := range v {
+			tbl.Append(lua.LNumber(x))
+		}
+		return tbl
+	}
+	step := len(v) / shape[0]
+	for i := 0; i < shape[0]; i++ {
+		tbl.Append(nestedTable(L, v[i*step:(i+1)*step], shape[1:]))
+	}
+	return tbl
+}
+
+// formatTensor prints values like PyTorch (summarised above 1000 elements)
+// followed by a footer such as [tensor f32 2x3 cpu pass].
+func formatTensor(t *core.Tensor) string {
+	footer := fmt.Sprintf("[tensor %s %s %s %s]", t.Dtype(), core.ShapeString(t.Shape()), t.Device(), t.Scope())
+	v, err := t.Float32s()
+	if err != nil {
+		return fmt.Sprintf("<%s>\n%s", err.Error(), footer)
+	}
+	var b strings.Builder
+	shape := t.Shape()
+	summarise := len(v) > 1000
+	var rec func(v []float32, shape []int, indent int)
+	rec = func(v []float32, shape []int, indent int) {
+		b.WriteString("[")
+		n := shape[0]
+		step := len(v) / n
+		for i := 0; i < n; i++ {
+			if summarise && n > 6 && i == 3 {
+				b.WriteString("...")
+				i = n - 3
+				if len(shape) > 1 {
+					b.WriteString(",\n" + strings.Repeat(" ", indent+1))
+				} else {
+					b.WriteString(", ")
+				}
+			}
+			if len(shape) == 1 {
+				fmt.Fprintf(&b, "%.4g", v[i])
+			} else {
+				rec(v[i*step:(i+1)*step], shape[1:], indent+1)
+			}
+			if i < n-1 {
+				if len(shape) > 1 {
+					b.WriteString(",\n" + strings.Repeat(" ", indent+1))
+				} else {
+					b.WriteString(", ")
+				}
+			}
+		}
+		b.WriteString("]")
+	}
+	rec(v, shape, 0)
+	return b.String() + "\n" + footer
+}

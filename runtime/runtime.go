@@ -1,0 +1,186 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/luabind"
+)
+
+// Options configure a Runtime. The zero value runs on the CPU with one thread
+// per core and prints to os.Stdout.
+type Options struct {
+	Device   string // "cpu" (default), "cuda", "auto" or a ggml device name
+	Threads  int    // CPU threads (<= 0: one per core)
+	MemLimit int64  // residency budget in bytes (0: none)
+	Stdout   io.Writer
+	Stderr   io.Writer
+	// Sandbox withholds io, os, debug, load*, dofile and require.
+	Sandbox bool
+}
+
+// Runtime is one Lua state with its device state.
+type Runtime struct {
+	L   *lua.LState
+	env *luabind.Env
+	out io.Writer
+}
+
+// New starts a runtime.
+func New(opts Options) (*Runtime, error) {
+	eng, err := core.NewEngine(core.EngineOptions{Device: opts.Device, Threads: opts.Threads})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := eng.Residency().SetLimit(opts.MemLimit); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	out := opts.Stdout
+	if out == nil {
+		out = os.Stdout
+	}
+	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+	openStdlib(L, opts.Sandbox)
+	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads}, out: out}
+	L.SetGlobal("print", L.NewFunction(rt.print))
+	luabind.Open(L, rt.env)
+	return rt, nil
+}
+
+// openStdlib opens Lua's standard libraries; the sandbox leaves out those
+// that reach the host (io, os, debug) and those that load code.
+type stdlib struct {
+	name string
+	open lua.LGFunction
+}
+
+var (
+	safeLibs = []stdlib{
+		{lua.LoadLibName, lua.OpenPackage}, {lua.BaseLibName, lua.OpenBase},
+		{lua.TabLibName, lua.OpenTable}, {lua.StringLibName, lua.OpenString},
+		{lua.MathLibName, lua.OpenMath}, {lua.CoroutineLibName, lua.OpenCoroutine},
+	}
+	hostLibs = []stdlib{{lua.IoLibName, lua.OpenIo}, {lua.OsLibName, lua.OpenOs}, {lua.DebugLibName, lua.OpenDebug}}
+)
+
+// openStdlib opens Lua's standard libraries; the sandbox leaves out those
+// that reach the host (io, os, debug) and those that load code.
+func openStdlib(L *lua.LState, sandbox bool) {
+	libs := safeLibs
+	if !sandbox {
+		libs = append(append([]stdlib(nil), safeLibs...), hostLibs...)
+	}
+	for _, lib := range libs {
+		L.Push(L.NewFunction(lib.open))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	if sandbox {
+		for _, name := range []string{"load", "loadstring", "loadfile", "dofile", "require", "module", "package"} {
+			L.SetGlobal(name, lua.LNil)
+		}
+	}
+}
+
+// print writes to the runtime's Stdout, as Lua's print does.
+func (rt *Runtime) print(L *lua.LState) int {
+	top := L.GetTop()
+	for i := 1; i <= top; i++ {
+		if i > 1 {
+			fmt.Fprint(rt.out, "\t")
+		}
+		fmt.Fprint(rt.out, L.ToStringMeta(L.Get(i)).String())
+	}
+	fmt.Fprintln(rt.out)
+	return 0
+}
+
+// DoString runs a chunk and returns its results as Go values.
+func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
+	fn, err := rt.L.LoadString(code)
+	if err != nil {
+		return nil, err
+	}
+	return rt.call(ctx, fn)
+}
+
+// DoFile runs a script with args in the global arg table, as the lua
+// interpreter does (arg[0] is the script).
+func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]any, error) {
+	fn, err := rt.L.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	argt := rt.L.NewTable()
+	argt.RawSetInt(0, lua.LString(path))
+	for i, a := range args {
+		argt.RawSetInt(i+1, lua.LString(a))
+	}
+	rt.L.SetGlobal("arg", argt)
+	return rt.call(ctx, fn)
+}
+
+func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rt.L.SetContext(ctx)
+	defer rt.L.RemoveContext()
+	base := rt.L.GetTop()
+	rt.L.Push(fn)
+	if err := rt.L.PCall(0, lua.MultRet, nil); err != nil {
+		return nil, err
+	}
+	n := rt.L.GetTop() - base
+	out := make([]any, n)
+	for i := 0; i < n; i++ {
+		out[i] = toGo(rt.L.Get(base+1+i), 0)
+	}
+	rt.L.SetTop(base)
+	return out, nil
+}
+
+// toGo converts a Lua value: numbers to float64, strings, booleans, tensors
+// to *core.Tensor, sequences to []any and other tables to map[string]any.
+func toGo(v lua.LValue, depth int) any {
+	switch x := v.(type) {
+	case lua.LNumber:
+		return float64(x)
+	case lua.LString:
+		return string(x)
+	case lua.LBool:
+		return bool(x)
+	case *lua.LUserData:
+		return x.Value
+	case *lua.LTable:
+		if depth > 32 {
+			return nil // a cycle or absurd nesting
+		}
+		if n := x.Len(); n > 0 {
+			s := make([]any, n)
+			for i := range s {
+				s[i] = toGo(x.RawGetInt(i+1), depth+1)
+			}
+			return s
+		}
+		m := map[string]any{}
+		x.ForEach(func(k, val lua.LValue) { m[k.String()] = toGo(val, depth+1) })
+		return m
+	}
+	return nil
+}
+
+// Engine is the runtime's current engine (device.use may replace it).
+func (rt *Runtime) Engine() *core.Engine { return rt.env.Engine }
+
+// Close frees every device buffer of the runtime and its Lua state.
+func (rt *Runtime) Close() {
+	rt.L.Close()
+	rt.env.Engine.Close()
+}

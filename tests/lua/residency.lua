@@ -1,0 +1,53 @@
+-- Residency as a script sees it. Run by tests/lua_test.go in a fresh runtime.
+
+local x = tensor{{1, 2}, {3, 4}}
+assert(x:scope() == "host", x:scope())
+
+local w = to_gpu(x, "persistent")
+local w2 = to_gpu(x, {scope = "persistent"})
+local a = to_gpu(x)
+assert(w:scope() == "persistent" and w2:scope() == "persistent")
+assert(a:scope() == "pass", "to_gpu defaults to the pass pool")
+assert(w:device() == device.current())
+
+local s = residency.stats()
+for _, k in ipairs{"buffer_bytes", "n_buffers", "p_buffer_bytes", "p_n_buffers", "total_buffer_bytes",
+                   "pass_gen", "persistent_gen", "h2d_bytes", "d2h_bytes"} do
+  assert(type(s[k]) == "number", "stats() lacks " .. k)
+end
+assert(s.total_buffer_bytes == s.buffer_bytes + s.p_buffer_bytes)
+assert(s.h2d_bytes >= 3 * 16, "three uploads of 16 bytes")
+
+residency.reset("pass")
+local s2 = residency.stats()
+assert(s2.buffer_bytes == 0 and s2.p_buffer_bytes == s.p_buffer_bytes)
+assert(s2.pass_gen == s.pass_gen + 1 and s2.persistent_gen == s.persistent_gen)
+
+-- The weight survived; the activation's buffer is gone and reading it says so.
+assert(w:totable()[2][1] == 3)
+local ok, err = pcall(function() return a:totable() end)
+assert(not ok and err:find("reset of the pass pool"), err)
+
+-- The budget counts both pools and refuses with the figures.
+local prev = residency.limit(residency.stats().total_buffer_bytes + 1024)
+assert(prev == 0)
+ok, err = pcall(to_gpu, tensor.zeros(512, 512))
+assert(not ok and err:find("budget exceeded"), err)
+residency.limit(0)
+
+-- Bad input is a Lua error naming the function.
+ok, err = pcall(to_gpu, x, "global")
+assert(not ok and err:find("to_gpu") and err:find("unknown scope"), err)
+ok, err = pcall(to_gpu, x, {scop = "pass"})
+assert(not ok and err:find("unknown option"), err)
+ok, err = pcall(residency.reset, "everything")
+assert(not ok and err:find("residency.reset"), err)
+ok, err = pcall(to_gpu, 42)
+assert(not ok and err:find("expected a tensor, got number"), err)
+ok, err = pcall(tensor.zeros, 2, -1)
+assert(not ok and err:find("tensor.zeros"), err)
+
+residency.reset()
+assert(residency.stats().total_buffer_bytes == 0)
+ok, err = pcall(function() return w:totable() end)
+assert(not ok and err:find("reset of the persistent pool"), err)
