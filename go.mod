@@ -1,6 +1,6 @@
 module github.com/gglua/gglua
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/ollama/ollama v0.24.0

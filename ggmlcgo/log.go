@@ -6,6 +6,7 @@ package ggmlcgo
 import "C"
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -67,7 +68,7 @@ func ggluaLogSink(level C.enum_ggml_log_level, text *C.char, _ *C.void) {
 			break
 		}
 		if line := strings.TrimSpace(buf[:i]); line != "" {
-			logState.logger.Log(nil, logState.level, "ggml: "+line)
+			logState.logger.Log(context.Background(), logState.level, "ggml: "+line)
 		}
 		buf = buf[i+1:]
 	}

@@ -18,7 +18,7 @@ ok, err = pcall(tensor, {})
 assert(not ok and err:find("empty"), err)
 
 local s = tostring(to_gpu(x))
-assert(s:find("%[tensor f32 2x3 cpu pass%]"), s)
+assert(s:find("[tensor f32 2x3 " .. device.current() .. " pass]", 1, true), s)
 assert(s:find("4, 5, 6"), s)
 
 local big = tostring(tensor.zeros(40, 40))
