@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/gglua/gglua/core/residency"
@@ -24,6 +25,15 @@ type EngineOptions struct {
 type Engine struct {
 	backend *ggmlcgo.Backend
 	res     *residency.State
+
+	// Lazy work (lazy.go): op nodes are described in nodeCtxs, which belong
+	// to the current pass, and computed together by Realize.
+	nodeCtxs []*ggmlcgo.Context
+	pending  []*Tensor
+	eager    bool
+	stats    Stats
+
+	tape tape // autograd.go
 }
 
 // NewEngine starts a backend on the chosen device.
@@ -36,7 +46,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{backend: b, res: residency.New(b)}, nil
+	return &Engine{backend: b, res: residency.New(b), eager: os.Getenv("GGLUA_EAGER") == "1"}, nil
 }
 
 func resolveDevice(want string) (string, error) {
@@ -94,6 +104,8 @@ func (e *Engine) DeviceName() string { return strings.ToLower(e.backend.Name()) 
 
 // Close frees every device buffer and the backend.
 func (e *Engine) Close() {
+	e.dropPending()
+	e.freeNodeContexts()
 	e.res.Close()
 	e.backend.Close()
 }

@@ -5,26 +5,41 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
-// Tensor is an N-dimensional array (1 to 4 dims) on the host or on a device.
+// Tensor is an N-dimensional array (1 to 4 dims) on the host or on an
+// engine's device. A device tensor made by an op is pending until a value is
+// needed: its node is then computed with everything else pending.
 type Tensor struct {
 	shape  []int
 	dtype  ggmlcgo.Type
-	host   []float32         // host storage, nil on the device
-	handle *residency.Handle // device storage, nil on the host
 	engine *Engine
+
+	host   []float32         // host storage
+	upload *residency.Handle // a host tensor's upload into the current pass
+
+	handle  *residency.Handle // device memory, once placed
+	node    ggmlcgo.Tensor    // while pending: the op node that computes the value
+	pending bool
+	passGen int64 // while pending: the pass generation of node's metadata
+	dropped bool  // its pending work was dropped by a reset before it ran
+
+	requiresGrad bool
+	gradFn       *gradFn
+	grad         *Tensor
+	gradZero     bool // zero_grad ran: the next backward sets .grad instead of adding
 }
+
+var errDropped = fmt.Errorf("%w: this value was never computed: a reset of the pass pool dropped the work that made it", residency.ErrStale)
 
 // FromFloat32 makes a host tensor of shape holding data (not copied).
 func FromFloat32(data []float32, shape ...int) (*Tensor, error) {
 	n, err := checkShape(shape)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tensor: %w", err)
 	}
 	if int64(len(data)) != n {
 		return nil, fmt.Errorf("tensor: %d values given for shape %s (%d elements)", len(data), ShapeString(shape), n)
@@ -32,35 +47,21 @@ func FromFloat32(data []float32, shape ...int) (*Tensor, error) {
 	return &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, host: data}, nil
 }
 
-// Zeros makes a host tensor of zeros.
-func Zeros(shape ...int) (*Tensor, error) {
+// Full makes a host tensor filled with v.
+func Full(v float32, shape ...int) (*Tensor, error) {
 	n, err := checkShape(shape)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tensor: %w", err)
 	}
-	return FromFloat32(make([]float32, n), shape...)
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = v
+	}
+	return FromFloat32(data, shape...)
 }
 
-func checkShape(shape []int) (int64, error) {
-	ne := make([]int64, len(shape))
-	for i, d := range shape {
-		ne[i] = int64(d)
-	}
-	n, err := ggmlcgo.CheckShape(ggmlcgo.F32, ne)
-	if err != nil {
-		return 0, fmt.Errorf("tensor: shape %s: %w", ShapeString(shape), err)
-	}
-	return n, nil
-}
-
-// ShapeString formats a shape as "2x3".
-func ShapeString(shape []int) string {
-	parts := make([]string, len(shape))
-	for i, d := range shape {
-		parts[i] = fmt.Sprint(d)
-	}
-	return strings.Join(parts, "x")
-}
+// Zeros makes a host tensor of zeros.
+func Zeros(shape ...int) (*Tensor, error) { return Full(0, shape...) }
 
 // Shape is the tensor's shape, outermost first.
 func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
@@ -80,28 +81,58 @@ func (t *Tensor) Numel() int64 {
 // Dtype is the storage type.
 func (t *Tensor) Dtype() ggmlcgo.Type { return t.dtype }
 
-// OnDevice reports whether the data lives on a device.
-func (t *Tensor) OnDevice() bool { return t.handle != nil }
+// OnDevice reports whether the data lives (or will live) on a device.
+func (t *Tensor) OnDevice() bool { return t.host == nil }
+
+// Pending reports whether the value is still to be computed.
+func (t *Tensor) Pending() bool { return t.pending }
 
 // Device is "host" for host tensors, else the engine's device ("cpu", "cuda0").
 func (t *Tensor) Device() string {
-	if t.handle == nil {
+	if t.host != nil {
 		return "host"
 	}
 	return t.engine.DeviceName()
 }
 
 // Scope is the pool of a device tensor ("pass" or "persistent"), "host" for
-// host tensors.
+// host tensors. Op results live in the pass pool.
 func (t *Tensor) Scope() string {
-	if t.handle == nil {
+	switch {
+	case t.host != nil:
 		return "host"
+	case t.handle != nil:
+		return t.handle.Scope().String()
 	}
-	return t.handle.Scope().String()
+	return residency.Pass.String()
 }
 
-// Handle is the residency handle of a device tensor (nil on the host).
-func (t *Tensor) Handle() *residency.Handle { return t.handle }
+func (t *Tensor) persistent() bool {
+	return t.handle != nil && t.handle.Scope() == residency.Persistent
+}
+
+// RequiresGrad reports whether backward computes a gradient for t.
+func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+
+// SetRequiresGrad marks a leaf as a parameter (or not).
+func (t *Tensor) SetRequiresGrad(on bool) error {
+	if t.gradFn != nil {
+		return errors.New("requires_grad: only leaf tensors can be marked; this one was computed by an op")
+	}
+	t.requiresGrad = on
+	return nil
+}
+
+// Grad is the accumulated gradient (nil before any backward).
+func (t *Tensor) Grad() *Tensor {
+	if t.gradZero {
+		return nil
+	}
+	return t.grad
+}
+
+// IsLeaf reports whether t was made by the user rather than by a recorded op.
+func (t *Tensor) IsLeaf() bool { return t.gradFn == nil }
 
 // ToDevice copies the tensor into a pool of e's device, stored as dtype.
 func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) (*Tensor, error) {
@@ -109,15 +140,30 @@ func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) 
 	if err != nil {
 		return nil, err
 	}
-	raw, err := encode(dtype, data)
-	if err != nil {
-		return nil, err
-	}
-	h, err := e.res.Upload(residency.Request{Shape: t.shape, Type: dtype, Scope: scope}, raw)
+	h, err := e.upload(data, t.shape, dtype, scope)
 	if err != nil {
 		return nil, err
 	}
 	return &Tensor{shape: t.Shape(), dtype: dtype, handle: h, engine: e}, nil
+}
+
+// MoveToDevice moves a leaf tensor itself to a pool of e's device: the same
+// *Tensor, requires_grad kept, now resident. Modules and optimizers hold
+// their parameters this way.
+func (t *Tensor) MoveToDevice(e *Engine, scope residency.Scope) error {
+	if t.gradFn != nil {
+		return errors.New("to_gpu: only leaf tensors move in place")
+	}
+	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending {
+		return nil
+	}
+	moved, err := t.ToDevice(e, scope, t.dtype)
+	if err != nil {
+		return err
+	}
+	t.host, t.upload, t.handle, t.engine = nil, nil, moved.handle, e
+	t.grad, t.gradZero = nil, false
+	return nil
 }
 
 // ToHost copies the tensor's values to a host f32 tensor.
@@ -126,14 +172,23 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return FromFloat32(data, t.shape...)
+	return FromFloat32(append([]float32(nil), data...), t.shape...)
 }
 
-// Float32s returns the values, outermost dimension slowest. The slice of a
-// host tensor is its storage; a device tensor's is a fresh copy.
+// Float32s returns the values, outermost dimension slowest, computing
+// pending work first. The slice of a host tensor is its storage; a device
+// tensor's is a fresh copy.
 func (t *Tensor) Float32s() ([]float32, error) {
-	if t.handle == nil {
+	if t.host != nil {
 		return t.host, nil
+	}
+	if t.dropped {
+		return nil, errDropped
+	}
+	if t.pending {
+		if err := t.engine.Realize(); err != nil {
+			return nil, err
+		}
 	}
 	raw := make([]byte, t.handle.Nbytes())
 	if err := t.handle.Read(raw); err != nil {

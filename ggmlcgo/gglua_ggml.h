@@ -181,8 +181,34 @@ const char * ggml_status_to_string(enum ggml_status status);
 void ggml_set_input(struct ggml_tensor * tensor);
 void ggml_set_output(struct ggml_tensor * tensor);
 
-struct ggml_tensor * ggml_add(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
-struct ggml_tensor * ggml_mul_mat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+// ops (ggml.h); each is wrapped in ops.go with the checks ggml would assert
+#define GGLUA_UNARY_OPS(X) \
+    X(neg) X(exp) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) \
+    X(sigmoid) X(tanh) X(gelu) X(silu) X(cont) X(transpose) X(sum) X(sum_rows) X(soft_max) X(argmax)
+#define GGLUA_DECLARE_UNARY(name) struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a);
+GGLUA_UNARY_OPS(GGLUA_DECLARE_UNARY)
+
+#define GGLUA_BINARY_OPS(X) \
+    X(add) X(sub) X(mul) X(div) X(mul_mat) X(out_prod) X(repeat) X(repeat_back) \
+    X(cpy) X(get_rows) X(cross_entropy_loss) X(silu_back)
+#define GGLUA_DECLARE_BINARY(name) struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+GGLUA_BINARY_OPS(GGLUA_DECLARE_BINARY)
+
+struct ggml_tensor * ggml_add_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * a, float s);
+struct ggml_tensor * ggml_scale_bias(struct ggml_context * ctx, struct ggml_tensor * a, float s, float b);
+struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
+struct ggml_tensor * ggml_fill(struct ggml_context * ctx, struct ggml_tensor * a, float c);
+struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+struct ggml_tensor * ggml_repeat_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
+struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
+struct ggml_tensor * ggml_concat(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int dim);
+struct ggml_tensor * ggml_get_rows_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
+struct ggml_tensor * ggml_soft_max_ext_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, float scale, float max_bias);
+struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
+struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * adamw_params);
+struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);
 
 struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t size, bool grads);
 void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
@@ -243,6 +269,7 @@ size_t ggml_backend_buffer_get_alloc_size(ggml_backend_buffer_t buffer, const st
 
 void ggml_backend_tensor_set(struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);
 void ggml_backend_tensor_get(const struct ggml_tensor * tensor, void * data, size_t offset, size_t size);
+enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
 void ggml_backend_tensor_memset(struct ggml_tensor * tensor, uint8_t value, size_t offset, size_t size);
 
 size_t ggml_backend_dev_count(void);

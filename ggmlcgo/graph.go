@@ -82,3 +82,39 @@ func statusError(op string, s C.enum_ggml_status) error {
 
 // ErrAborted is returned by a compute that its abort callback stopped.
 var ErrAborted = errors.New("ggml compute aborted")
+
+// Nodes lists the graph's computed nodes in execution order.
+func (g *Graph) Nodes() []Tensor {
+	n := g.NNodes()
+	out := make([]Tensor, n)
+	for i := 0; i < n; i++ {
+		out[i] = Tensor{p: C.ggml_graph_node(g.p, C.int(i))}
+	}
+	return out
+}
+
+// Reachable counts the distinct tensors that roots depend on (themselves
+// included): the size a graph of them needs.
+func Reachable(roots []Tensor) int {
+	seen := map[*C.struct_ggml_tensor]struct{}{}
+	var stack []*C.struct_ggml_tensor
+	for _, r := range roots {
+		if r.p != nil {
+			stack = append(stack, r.p)
+		}
+	}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if _, ok := seen[n]; ok {
+			continue
+		}
+		seen[n] = struct{}{}
+		for _, s := range n.src {
+			if s != nil {
+				stack = append(stack, s)
+			}
+		}
+	}
+	return len(seen)
+}

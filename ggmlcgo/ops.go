@@ -6,6 +6,8 @@ import "C"
 import "fmt"
 
 // The op builders check what ggml would assert on, then add one node to c.
+// Compute ops take f32 operands (plus i32 row indices); the storage types
+// f16/bf16 are converted by Cpy first.
 
 func (c *Context) checkOp(op string, ts ...Tensor) error {
 	if c == nil || c.p == nil {
@@ -22,26 +24,202 @@ func (c *Context) checkOp(op string, ts ...Tensor) error {
 	return nil
 }
 
+func (c *Context) checkF32(op string, ts ...Tensor) error {
+	if err := c.checkOp(op, ts...); err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if t.Type() != F32 {
+			return fmt.Errorf("%s: operand of type %v, expected f32", op, t.Type())
+		}
+	}
+	return nil
+}
+
+func result(p *C.struct_ggml_tensor) (Tensor, error) { return Tensor{p: p}, nil }
+
 // canRepeat is ggml_can_repeat: every dim of b divides the same dim of a.
-func canRepeat(b, a Tensor) bool {
-	nb, na := b.Ne(), a.Ne()
-	for i := range na {
-		if na[i]%nb[i] != 0 {
+func canRepeat(b Tensor, ne [MaxDims]int64) bool {
+	nb := b.Ne()
+	for i := range ne {
+		if nb[i] == 0 || ne[i]%nb[i] != 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// Add is a + b, where b is repeated (broadcast) along every dim it divides.
-func (c *Context) Add(a, b Tensor) (Tensor, error) {
-	if err := c.checkOp("add", a, b); err != nil {
+func sameShape(a, b Tensor) bool { return a.Ne() == b.Ne() }
+
+// Unary ops: y = f(a), elementwise unless noted.
+func (c *Context) unary(op string, a Tensor, f func(*C.struct_ggml_context, *C.struct_ggml_tensor) *C.struct_ggml_tensor) (Tensor, error) {
+	if err := c.checkF32(op, a); err != nil {
 		return Tensor{}, err
 	}
-	if a.Type() != F32 && a.Type() != F16 && a.Type() != BF16 || !canRepeat(b, a) {
-		return Tensor{}, fmt.Errorf("add: cannot broadcast %v (%v) into %v (%v)", b.Ne(), b.Type(), a.Ne(), a.Type())
+	return result(f(c.p, a.p))
+}
+
+func (c *Context) Neg(a Tensor) (Tensor, error)     { return c.unary("neg", a, cNeg) }
+func (c *Context) Exp(a Tensor) (Tensor, error)     { return c.unary("exp", a, cExp) }
+func (c *Context) Log(a Tensor) (Tensor, error)     { return c.unary("log", a, cLog) }
+func (c *Context) Sqrt(a Tensor) (Tensor, error)    { return c.unary("sqrt", a, cSqrt) }
+func (c *Context) Sqr(a Tensor) (Tensor, error)     { return c.unary("sqr", a, cSqr) }
+func (c *Context) Abs(a Tensor) (Tensor, error)     { return c.unary("abs", a, cAbs) }
+func (c *Context) Sgn(a Tensor) (Tensor, error)     { return c.unary("sgn", a, cSgn) }
+func (c *Context) Step(a Tensor) (Tensor, error)    { return c.unary("step", a, cStep) }
+func (c *Context) Relu(a Tensor) (Tensor, error)    { return c.unary("relu", a, cRelu) }
+func (c *Context) Sigmoid(a Tensor) (Tensor, error) { return c.unary("sigmoid", a, cSigmoid) }
+func (c *Context) Tanh(a Tensor) (Tensor, error)    { return c.unary("tanh", a, cTanh) }
+func (c *Context) Gelu(a Tensor) (Tensor, error)    { return c.unary("gelu", a, cGelu) }
+func (c *Context) Silu(a Tensor) (Tensor, error)    { return c.unary("silu", a, cSilu) }
+
+// Sum is the sum of all elements (one element).
+func (c *Context) Sum(a Tensor) (Tensor, error) { return c.unary("sum", a, cSum) }
+
+// SumRows sums along ne0 (the innermost dim), which becomes 1.
+func (c *Context) SumRows(a Tensor) (Tensor, error) { return c.unary("sum_rows", a, cSumRows) }
+
+// SoftMax is the softmax along ne0.
+func (c *Context) SoftMax(a Tensor) (Tensor, error) { return c.unary("soft_max", a, cSoftMax) }
+
+// Argmax is the i32 index of the largest element of each row of a matrix.
+func (c *Context) Argmax(a Tensor) (Tensor, error) {
+	if ne := a.Ne(); a.p != nil && (ne[2] != 1 || ne[3] != 1) {
+		return Tensor{}, fmt.Errorf("argmax: ne %v is not a matrix", ne)
 	}
-	return Tensor{p: C.ggml_add(c.p, a.p, b.p)}, nil
+	return c.unary("argmax", a, cArgmax)
+}
+
+// Cont makes a contiguous copy (of a transposed or permuted view).
+func (c *Context) Cont(a Tensor) (Tensor, error) {
+	if err := c.checkOp("cont", a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_cont(c.p, a.p))
+}
+
+// Transpose swaps ne0 and ne1 of a, as a contiguous copy.
+func (c *Context) Transpose(a Tensor) (Tensor, error) {
+	if err := c.checkOp("transpose", a); err != nil {
+		return Tensor{}, err
+	}
+	if c.Room() < 2 {
+		return Tensor{}, fmt.Errorf("transpose: context has no room for two nodes")
+	}
+	return result(C.ggml_cont(c.p, C.ggml_transpose(c.p, a.p)))
+}
+
+// Permute moves dim i of a to position axes[i], as a contiguous copy.
+func (c *Context) Permute(a Tensor, axes [MaxDims]int) (Tensor, error) {
+	if err := c.checkOp("permute", a); err != nil {
+		return Tensor{}, err
+	}
+	seen := [MaxDims]bool{}
+	for _, x := range axes {
+		if x < 0 || x >= MaxDims || seen[x] {
+			return Tensor{}, fmt.Errorf("permute: %v is not a permutation of 0..3", axes)
+		}
+		seen[x] = true
+	}
+	if c.Room() < 2 {
+		return Tensor{}, fmt.Errorf("permute: context has no room for two nodes")
+	}
+	v := C.ggml_permute(c.p, a.p, C.int(axes[0]), C.int(axes[1]), C.int(axes[2]), C.int(axes[3]))
+	return result(C.ggml_cont(c.p, v))
+}
+
+// Scale is a*s; ScaleBias is a*s + b.
+func (c *Context) Scale(a Tensor, s float32) (Tensor, error) {
+	if err := c.checkF32("scale", a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_scale(c.p, a.p, C.float(s)))
+}
+
+func (c *Context) ScaleBias(a Tensor, s, b float32) (Tensor, error) {
+	if err := c.checkF32("scale_bias", a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_scale_bias(c.p, a.p, C.float(s), C.float(b)))
+}
+
+// Clamp limits a to [lo, hi].
+func (c *Context) Clamp(a Tensor, lo, hi float32) (Tensor, error) {
+	if err := c.checkF32("clamp", a); err != nil {
+		return Tensor{}, err
+	}
+	if c.Room() < 2 {
+		return Tensor{}, fmt.Errorf("clamp: context has no room for two nodes")
+	}
+	// ggml_clamp works in place on its operand: clamp a copy.
+	return result(C.ggml_clamp(c.p, C.ggml_cont(c.p, a.p), C.float(lo), C.float(hi)))
+}
+
+// Fill is a tensor of a's shape holding v everywhere. It reads nothing of
+// a's data, so it makes constants on the device without an upload.
+func (c *Context) Fill(a Tensor, v float32) (Tensor, error) {
+	if err := c.checkF32("fill", a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_fill(c.p, a.p, C.float(v)))
+}
+
+// Norm normalises each row (along ne0) to zero mean and unit variance.
+func (c *Context) Norm(a Tensor, eps float32) (Tensor, error) {
+	if err := c.checkF32("norm", a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_norm(c.p, a.p, C.float(eps)))
+}
+
+// Binary elementwise ops: b is broadcast (repeated) into a's shape.
+func (c *Context) binary(op string, a, b Tensor, f func(*C.struct_ggml_context, *C.struct_ggml_tensor, *C.struct_ggml_tensor) *C.struct_ggml_tensor) (Tensor, error) {
+	if err := c.checkF32(op, a, b); err != nil {
+		return Tensor{}, err
+	}
+	if !canRepeat(b, a.Ne()) {
+		return Tensor{}, fmt.Errorf("%s: cannot broadcast ne %v into %v", op, b.Ne(), a.Ne())
+	}
+	return result(f(c.p, a.p, b.p))
+}
+
+func (c *Context) Add(a, b Tensor) (Tensor, error) { return c.binary("add", a, b, cAdd) }
+func (c *Context) Sub(a, b Tensor) (Tensor, error) { return c.binary("sub", a, b, cSub) }
+func (c *Context) Mul(a, b Tensor) (Tensor, error) { return c.binary("mul", a, b, cMul) }
+func (c *Context) Div(a, b Tensor) (Tensor, error) { return c.binary("div", a, b, cDiv) }
+
+// Repeat tiles a up to ne; every dim of a must divide ne's.
+func (c *Context) Repeat(a Tensor, ne [MaxDims]int64) (Tensor, error) {
+	if err := c.checkOp("repeat", a); err != nil {
+		return Tensor{}, err
+	}
+	if !canRepeat(a, ne) {
+		return Tensor{}, fmt.Errorf("repeat: cannot tile ne %v up to %v", a.Ne(), ne)
+	}
+	return result(C.ggml_repeat_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3])))
+}
+
+// RepeatBack sums a down to like's shape (the gradient of Repeat): a dim
+// whose size differs is summed over.
+func (c *Context) RepeatBack(a, like Tensor) (Tensor, error) {
+	if err := c.checkF32("repeat_back", a); err != nil {
+		return Tensor{}, err
+	}
+	if like.p == nil || !canRepeat(like, a.Ne()) {
+		return Tensor{}, fmt.Errorf("repeat_back: cannot sum ne %v down to %v", a.Ne(), like.Ne())
+	}
+	return result(C.ggml_repeat_back(c.p, a.p, like.p))
+}
+
+// Reshape is a contiguous copy of a with ne (same element count).
+func (c *Context) Reshape(a Tensor, ne [MaxDims]int64) (Tensor, error) {
+	if err := c.checkOp("reshape", a); err != nil {
+		return Tensor{}, err
+	}
+	if ne[0]*ne[1]*ne[2]*ne[3] != a.Nelements() {
+		return Tensor{}, fmt.Errorf("reshape: ne %v does not hold the %d elements of %v", ne, a.Nelements(), a.Ne())
+	}
+	return result(C.ggml_cont_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3])))
 }
 
 // MulMat is ggml_mul_mat: for a of ne (k, m) and b of ne (k, n) the result has
@@ -51,8 +229,124 @@ func (c *Context) MulMat(a, b Tensor) (Tensor, error) {
 		return Tensor{}, err
 	}
 	na, nb := a.Ne(), b.Ne()
-	if na[0] != nb[0] || nb[2]%na[2] != 0 || nb[3]%na[3] != 0 || b.Type() != F32 {
+	if na[0] != nb[0] || nb[2]%na[2] != 0 || nb[3]%na[3] != 0 || b.Type() != F32 || a.Type() == I32 {
 		return Tensor{}, fmt.Errorf("mul_mat: incompatible ne %v (%v) and %v (%v)", na, a.Type(), nb, b.Type())
 	}
-	return Tensor{p: C.ggml_mul_mat(c.p, a.p, b.p)}, nil
+	return result(C.ggml_mul_mat(c.p, a.p, b.p))
+}
+
+// OutProd is ggml_out_prod: for a of ne (m, k) and b of ne (n, k) the result
+// has ne (m, n): the sum over k of the outer products of their columns.
+func (c *Context) OutProd(a, b Tensor) (Tensor, error) {
+	if err := c.checkF32("out_prod", a, b); err != nil {
+		return Tensor{}, err
+	}
+	na, nb := a.Ne(), b.Ne()
+	if na[1] != nb[1] || nb[2]%na[2] != 0 || nb[3]%na[3] != 0 {
+		return Tensor{}, fmt.Errorf("out_prod: incompatible ne %v and %v", na, nb)
+	}
+	return result(C.ggml_out_prod(c.p, a.p, b.p))
+}
+
+// Cpy writes a (converted to dst's type) into dst's memory; the result is a
+// view of dst that later nodes can depend on.
+func (c *Context) Cpy(a, dst Tensor) (Tensor, error) {
+	if err := c.checkOp("cpy", a, dst); err != nil {
+		return Tensor{}, err
+	}
+	if a.Nelements() != dst.Nelements() || a.Type() == I32 || dst.Type() == I32 {
+		return Tensor{}, fmt.Errorf("cpy: cannot copy ne %v (%v) into %v (%v)", a.Ne(), a.Type(), dst.Ne(), dst.Type())
+	}
+	return result(C.ggml_cpy(c.p, a.p, dst.p))
+}
+
+// GetRows picks rows of a (ne (k, n)) by the i32 indices idx (ne (r)); the
+// result has ne (k, r). Indices are not range-checked here (their values
+// live on the device): callers check them where they know them.
+func (c *Context) GetRows(a, idx Tensor) (Tensor, error) {
+	if err := c.checkOp("get_rows", a, idx); err != nil {
+		return Tensor{}, err
+	}
+	na, ni := a.Ne(), idx.Ne()
+	if idx.Type() != I32 || a.Type() != F32 || na[2] != ni[1] || ni[3] != 1 || na[3] != 1 {
+		return Tensor{}, fmt.Errorf("get_rows: cannot index ne %v (%v) with ne %v (%v)", na, a.Type(), ni, idx.Type())
+	}
+	return result(C.ggml_get_rows(c.p, a.p, idx.p))
+}
+
+// GetRowsBack scatters grad (ne (k, r)) back into a tensor shaped like like,
+// adding the rows that idx picked (the gradient of GetRows).
+func (c *Context) GetRowsBack(grad, idx, like Tensor) (Tensor, error) {
+	if err := c.checkOp("get_rows_back", grad, idx, like); err != nil {
+		return Tensor{}, err
+	}
+	if idx.Type() != I32 || grad.Ne()[0] != like.Ne()[0] || grad.Ne()[1] != idx.Ne()[0] || like.Ne()[2] != 1 || like.Ne()[3] != 1 {
+		return Tensor{}, fmt.Errorf("get_rows_back: incompatible ne %v, %v and %v", grad.Ne(), idx.Ne(), like.Ne())
+	}
+	return result(C.ggml_get_rows_back(c.p, grad.p, idx.p, like.p))
+}
+
+// SoftMaxBack is the gradient of SoftMax, given its output y.
+func (c *Context) SoftMaxBack(grad, y Tensor) (Tensor, error) {
+	if err := c.checkF32("soft_max_back", grad, y); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(grad, y) {
+		return Tensor{}, fmt.Errorf("soft_max_back: ne %v and %v differ", grad.Ne(), y.Ne())
+	}
+	return result(C.ggml_soft_max_ext_back(c.p, grad.p, y.p, 1, 0))
+}
+
+// SiluBack is the gradient of Silu at x.
+func (c *Context) SiluBack(grad, x Tensor) (Tensor, error) {
+	if err := c.checkF32("silu_back", grad, x); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(grad, x) {
+		return Tensor{}, fmt.Errorf("silu_back: ne %v and %v differ", grad.Ne(), x.Ne())
+	}
+	return result(C.ggml_silu_back(c.p, grad.p, x.p))
+}
+
+// CrossEntropyLoss is the mean over rows of -sum(labels * log_softmax(logits))
+// along ne0 (one element).
+func (c *Context) CrossEntropyLoss(logits, labels Tensor) (Tensor, error) {
+	if err := c.checkF32("cross_entropy_loss", logits, labels); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(logits, labels) {
+		return Tensor{}, fmt.Errorf("cross_entropy_loss: logits ne %v and labels ne %v differ", logits.Ne(), labels.Ne())
+	}
+	return result(C.ggml_cross_entropy_loss(c.p, logits.p, labels.p))
+}
+
+// CrossEntropyLossBack is the gradient of CrossEntropyLoss wrt the logits,
+// given the (one-element) gradient of the loss.
+func (c *Context) CrossEntropyLossBack(logits, labels, grad Tensor) (Tensor, error) {
+	if err := c.checkF32("cross_entropy_loss_back", logits, labels, grad); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(logits, labels) || grad.Nelements() != 1 {
+		return Tensor{}, fmt.Errorf("cross_entropy_loss_back: incompatible ne %v, %v and %v", logits.Ne(), labels.Ne(), grad.Ne())
+	}
+	// ggml's header names the operands (logits, labels, grad); its code
+	// asserts the first is the scalar gradient, which is the order it uses.
+	return result(C.ggml_cross_entropy_loss_back(c.p, grad.p, logits.p, labels.p))
+}
+
+// Concat joins a and b along dim (ne order).
+func (c *Context) Concat(a, b Tensor, dim int) (Tensor, error) {
+	if err := c.checkF32("concat", a, b); err != nil {
+		return Tensor{}, err
+	}
+	na, nb := a.Ne(), b.Ne()
+	if dim < 0 || dim >= MaxDims {
+		return Tensor{}, fmt.Errorf("concat: dim %d out of range", dim)
+	}
+	for i := range na {
+		if i != dim && na[i] != nb[i] {
+			return Tensor{}, fmt.Errorf("concat: ne %v and %v differ outside dim %d", na, nb, dim)
+		}
+	}
+	return result(C.ggml_concat(c.p, a.p, b.p, C.int(dim)))
 }

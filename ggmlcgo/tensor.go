@@ -105,3 +105,32 @@ func (t Tensor) Zero() error {
 }
 
 var errNilOperand = errors.New("nil operand")
+
+// IsView reports whether t shares the memory of another tensor.
+func (t Tensor) IsView() bool { return t.p != nil && t.p.view_src != nil }
+
+// InitView points a view at its source's memory once the source is placed.
+func (t Tensor) InitView() error {
+	switch {
+	case t.p == nil || t.p.view_src == nil:
+		return errors.New("view init: not a view")
+	case t.Allocated():
+		return errors.New("view init: already placed")
+	case t.p.view_src.buffer == nil:
+		return errors.New("view init: the source has no memory")
+	}
+	return statusError("view init", C.ggml_backend_view_init(t.p))
+}
+
+// MakeLeaf turns a computed node into a leaf: it keeps its data but forgets
+// the op and the operands that made it, so a later graph that uses it reads
+// the value instead of computing its ancestry again.
+func (t Tensor) MakeLeaf() {
+	t.p.op = C.GGML_OP_NONE
+	for i := range t.p.src {
+		t.p.src[i] = nil
+	}
+}
+
+// ViewSrc is the tensor whose memory a view shares (nil tensor if none).
+func (t Tensor) ViewSrc() Tensor { return Tensor{p: t.p.view_src} }

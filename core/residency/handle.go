@@ -120,3 +120,13 @@ func (s *State) Upload(r Request, data []byte) (*Handle, error) {
 	}
 	return h, h.Write(data)
 }
+
+
+// Alias is a handle to t, a view into h's memory: same pool, same
+// generation, so it goes stale with h.
+func (h *Handle) Alias(t ggmlcgo.Tensor, shape []int) *Handle {
+	c := *h
+	c.tensor, c.typ, c.host = t, t.Type(), nil
+	c.shape = append([]int(nil), shape...)
+	return &c
+}

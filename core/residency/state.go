@@ -145,17 +145,14 @@ func (s *State) check(r Request) (int64, error) {
 	return n * r.Type.Size(), nil
 }
 
-// Alloc places a tensor in its pool. Nothing is allocated when it fails.
+// Alloc places a new tensor in its pool. Nothing is allocated when it fails.
 func (s *State) Alloc(r Request) (*Handle, error) {
 	nbytes, err := s.check(r)
 	if err != nil {
 		return nil, err
 	}
 	p := &s.pools[r.Scope]
-	align := s.buft.Alignment()
-	need := (nbytes + align - 1) / align * align
-
-	a, err := s.arenaFor(p, need)
+	a, err := s.arenaFor(p, s.padded(nbytes))
 	if err != nil {
 		return nil, err
 	}
@@ -169,8 +166,32 @@ func (s *State) Alloc(r Request) (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("residency: %w", err)
 	}
-	shape := append([]int(nil), r.Shape...)
-	return &Handle{state: s, scope: r.Scope, gen: p.gen, tensor: t, shape: shape, typ: r.Type}, nil
+	return &Handle{state: s, scope: r.Scope, gen: p.gen, tensor: t, shape: append([]int(nil), r.Shape...), typ: r.Type}, nil
+}
+
+// Place gives memory in a pool to t, a tensor described elsewhere (an op
+// node of a graph), whose shape outermost first is shape.
+func (s *State) Place(scope Scope, t ggmlcgo.Tensor, shape []int) (*Handle, error) {
+	if s.closed {
+		return nil, errors.New("residency: state is closed")
+	}
+	if scope >= nScopes || t.IsNil() || t.Allocated() || t.IsView() {
+		return nil, fmt.Errorf("residency: cannot place this tensor in scope %v", scope)
+	}
+	p := &s.pools[scope]
+	a, err := s.arenaFor(p, s.padded(t.Nbytes()))
+	if err != nil {
+		return nil, err
+	}
+	if err := a.ta.Alloc(t); err != nil {
+		return nil, fmt.Errorf("residency: %w", err)
+	}
+	return &Handle{state: s, scope: scope, gen: p.gen, tensor: t, shape: append([]int(nil), shape...), typ: t.Type()}, nil
+}
+
+func (s *State) padded(nbytes int64) int64 {
+	align := s.buft.Alignment()
+	return (nbytes + align - 1) / align * align
 }
 
 // arenaFor returns the pool's last arena if it has room for need bytes and

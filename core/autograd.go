@@ -1,0 +1,189 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gglua/gglua/core/residency"
+)
+
+// gradFn is a recorded op: its inputs and how to turn the gradient of its
+// output into theirs (nil where an input gets none).
+type gradFn struct {
+	name     string
+	inputs   []*Tensor
+	backward func(g *Tensor) ([]*Tensor, error)
+}
+
+type tape struct {
+	active bool
+	noGrad int
+}
+
+func (e *Engine) recording() bool { return e.tape.active && e.tape.noGrad == 0 }
+
+// record attaches a gradFn to out when the tape is on and an input needs
+// a gradient. Outside a tape nothing is recorded.
+func (e *Engine) record(out *Tensor, name string, inputs []*Tensor, backward func(g *Tensor) ([]*Tensor, error)) {
+	if !e.recording() {
+		return
+	}
+	for _, in := range inputs {
+		if in.requiresGrad {
+			out.requiresGrad = true
+			out.gradFn = &gradFn{name: name, inputs: inputs, backward: backward}
+			return
+		}
+	}
+}
+
+// WithGradTape runs one step's forward pass: it computes pending work,
+// resets the pass pool, and records the ops fn makes.
+func (e *Engine) WithGradTape(fn func() error) error {
+	if e.tape.active {
+		return errors.New("with_grad_tape: already inside a tape (tapes do not nest: each one resets the pass pool)")
+	}
+	if err := e.Reset(residency.Pass); err != nil {
+		return fmt.Errorf("with_grad_tape: %w", err)
+	}
+	e.tape.active = true
+	defer func() { e.tape.active = false }()
+	return fn()
+}
+
+// NoGrad runs fn without recording.
+func (e *Engine) NoGrad(fn func() error) error {
+	e.tape.noGrad++
+	defer func() { e.tape.noGrad-- }()
+	return fn()
+}
+
+// Backward computes the gradient of the one-element loss with respect to
+// every leaf that requires grad, adding it to their .grad (until ZeroGrad).
+// It returns the leaves it reached with their gradients. The leaves' .grad
+// change only once every gradient op was built, so a failure changes none.
+func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
+	if loss.Numel() != 1 {
+		return nil, fmt.Errorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
+	}
+	if !loss.requiresGrad || loss.gradFn == nil {
+		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
+	}
+	e.tape.noGrad++
+	defer func() { e.tape.noGrad-- }()
+
+	order := topoOrder(loss)
+	seed, err := e.fillLike(loss, 1)
+	if err != nil {
+		return nil, fmt.Errorf("backward: %w", err)
+	}
+	grads := map[*Tensor]*Tensor{loss: seed}
+	leaves := map[*Tensor]*Tensor{}
+	for i := len(order) - 1; i >= 0; i-- {
+		t := order[i]
+		g := grads[t]
+		if g == nil {
+			continue
+		}
+		if t.gradFn == nil {
+			leaves[t] = g
+			continue
+		}
+		ins, err := t.gradFn.backward(g)
+		if err != nil {
+			return nil, fmt.Errorf("backward through %s: %w", t.gradFn.name, err)
+		}
+		for j, in := range t.gradFn.inputs {
+			if j >= len(ins) || ins[j] == nil || !in.requiresGrad {
+				continue
+			}
+			if prev := grads[in]; prev != nil {
+				if ins[j], err = e.Add(prev, ins[j]); err != nil {
+					return nil, fmt.Errorf("backward: %w", err)
+				}
+			}
+			grads[in] = ins[j]
+		}
+	}
+	for leaf, g := range leaves {
+		if err := e.accumulateGrad(leaf, g); err != nil {
+			return nil, fmt.Errorf("backward: %w", err)
+		}
+	}
+	out := map[*Tensor]*Tensor{}
+	for leaf := range leaves {
+		out[leaf] = leaf.grad
+	}
+	return out, nil
+}
+
+// topoOrder lists the tensors loss depends on, each after its inputs.
+func topoOrder(loss *Tensor) []*Tensor {
+	var order []*Tensor
+	seen := map[*Tensor]bool{}
+	type frame struct {
+		t    *Tensor
+		next int
+	}
+	stack := []frame{{t: loss}}
+	seen[loss] = true
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.t.gradFn != nil && f.next < len(f.t.gradFn.inputs) {
+			in := f.t.gradFn.inputs[f.next]
+			f.next++
+			if in.requiresGrad && !seen[in] {
+				seen[in] = true
+				stack = append(stack, frame{t: in})
+			}
+			continue
+		}
+		order = append(order, f.t)
+		stack = stack[:len(stack)-1]
+	}
+	return order
+}
+
+// accumulateGrad adds g to leaf.grad. A persistent parameter's gradient has
+// a persistent buffer, allocated once and written in place every step.
+func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
+	add := leaf.grad != nil && !leaf.gradZero
+	if !leaf.persistent() {
+		if add {
+			sum, err := e.Add(leaf.grad, g)
+			if err != nil {
+				return err
+			}
+			g = sum
+		}
+		leaf.grad, leaf.gradZero = g, false
+		return nil
+	}
+	if leaf.grad == nil {
+		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent})
+		if err != nil {
+			return err
+		}
+		leaf.grad = &Tensor{shape: leaf.Shape(), dtype: h.Type(), handle: h, engine: e}
+	}
+	if add {
+		sum, err := e.Add(leaf.grad, g)
+		if err != nil {
+			return err
+		}
+		g = sum
+	}
+	if err := e.writeInPlace(leaf.grad, g); err != nil {
+		return err
+	}
+	leaf.gradZero = false
+	return nil
+}
+
+// ZeroGrad clears the gradients of params: the next backward sets them
+// instead of adding. Persistent gradient buffers are kept for reuse.
+func ZeroGrad(params []*Tensor) {
+	for _, p := range params {
+		p.gradZero = true
+	}
+}

@@ -1,0 +1,244 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Stats are the engine's counters, read by tests and benchmarks.
+type Stats struct {
+	GraphComputes int64 // Realize calls that computed a graph
+	NodesComputed int64 // graph nodes computed, summed
+	PassBytes     int64 // bytes placed in the pass pool by Realize, summed
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// SetEager makes every op compute at once (GGLUA_EAGER=1 does too).
+func (e *Engine) SetEager(on bool) { e.eager = on }
+
+const nodeCtxTensors = 4096 // op-node slots of one metadata context
+
+// nodeContext returns a context with room for an op of a few nodes.
+func (e *Engine) nodeContext() (*ggmlcgo.Context, error) {
+	if n := len(e.nodeCtxs); n > 0 && e.nodeCtxs[n-1].Room() >= 16 {
+		return e.nodeCtxs[n-1], nil
+	}
+	c, err := ggmlcgo.NewContext(nodeCtxTensors, 0)
+	if err != nil {
+		return nil, err
+	}
+	e.nodeCtxs = append(e.nodeCtxs, c)
+	return c, nil
+}
+
+func (e *Engine) freeNodeContexts() {
+	for _, c := range e.nodeCtxs {
+		c.Free()
+	}
+	e.nodeCtxs = nil
+}
+
+func (e *Engine) upload(data []float32, shape []int, dtype ggmlcgo.Type, scope residency.Scope) (*residency.Handle, error) {
+	raw, err := encode(dtype, data)
+	if err != nil {
+		return nil, err
+	}
+	return e.res.Upload(residency.Request{Shape: shape, Type: dtype, Scope: scope}, raw)
+}
+
+// input is the ggml tensor through which an op reads t. A host tensor is
+// uploaded into the pass pool, once per pass.
+func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
+	if t.host != nil {
+		if t.upload == nil || !t.upload.Live() {
+			h, err := e.upload(t.host, t.shape, ggmlcgo.F32, residency.Pass)
+			if err != nil {
+				return ggmlcgo.Tensor{}, err
+			}
+			t.upload = h
+		}
+		return t.upload.Tensor()
+	}
+	if t.dropped {
+		return ggmlcgo.Tensor{}, errDropped
+	}
+	if t.engine != e {
+		return ggmlcgo.Tensor{}, fmt.Errorf("tensor of shape %s belongs to another runtime or device", ShapeString(t.shape))
+	}
+	if t.pending {
+		if t.passGen != e.res.Gen(residency.Pass) {
+			return ggmlcgo.Tensor{}, fmt.Errorf("%w: its pending value was dropped by a reset of the pass pool", residency.ErrStale)
+		}
+		return t.node, nil
+	}
+	return t.handle.Tensor()
+}
+
+// newOp adds an op: it reads inputs, lets build describe the output node(s)
+// and returns the pending result of the given shape.
+func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c *ggmlcgo.Context, in []ggmlcgo.Tensor) (ggmlcgo.Tensor, error)) (*Tensor, error) {
+	ins := make([]ggmlcgo.Tensor, len(inputs))
+	for i, t := range inputs {
+		x, err := e.input(t)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		ins[i] = x
+	}
+	c, err := e.nodeContext()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	node, err := build(c, ins)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
+		node: node, pending: true, passGen: e.res.Gen(residency.Pass)}
+	e.pending = append(e.pending, out)
+	if e.eager {
+		if err := e.Realize(); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return out, nil
+}
+
+// writeInPlace makes dst (a placed device tensor) take the value of src when
+// pending work is computed: dst's memory is updated, no new buffer is made.
+// Optimizers update persistent weights this way.
+func (e *Engine) writeInPlace(dst, src *Tensor) error {
+	if dst.handle == nil || dst.engine != e {
+		return fmt.Errorf("in-place update of a tensor that is not placed on this device")
+	}
+	s, err := e.input(src)
+	if err != nil {
+		return err
+	}
+	base, err := dst.handle.Tensor()
+	if err != nil {
+		return err
+	}
+	if dst.pending { // an update already queued: chain after it
+		base = dst.node
+	}
+	c, err := e.nodeContext()
+	if err != nil {
+		return err
+	}
+	node, err := c.Cpy(s, base)
+	if err != nil {
+		return err
+	}
+	if !dst.pending {
+		e.pending = append(e.pending, dst)
+	}
+	dst.node, dst.pending, dst.passGen = node, true, e.res.Gen(residency.Pass)
+	return nil
+}
+
+// Realize computes everything pending as one graph. Results are placed in
+// the pass pool and become leaves: a later graph reads them and never
+// recomputes their ancestry.
+func (e *Engine) Realize() error {
+	if len(e.pending) == 0 {
+		return nil
+	}
+	roots := make([]ggmlcgo.Tensor, len(e.pending))
+	for i, t := range e.pending {
+		if t.passGen != e.res.Gen(residency.Pass) {
+			e.dropPending()
+			return fmt.Errorf("realize: %w: pending work was dropped by a reset of the pass pool", residency.ErrStale)
+		}
+		roots[i] = t.node
+	}
+	size := ggmlcgo.Reachable(roots) + 8
+	gctx, err := ggmlcgo.NewContext(0, size)
+	if err != nil {
+		return fmt.Errorf("realize: %w", err)
+	}
+	defer gctx.Free()
+	g, err := gctx.NewGraph(size)
+	if err != nil {
+		return fmt.Errorf("realize: %w", err)
+	}
+	for _, r := range roots {
+		if err := g.Expand(r); err != nil {
+			return fmt.Errorf("realize: %w", err)
+		}
+	}
+	placed := map[ggmlcgo.Tensor]*residency.Handle{}
+	before := e.res.Ledger().BufferBytes
+	for _, n := range g.Nodes() {
+		if n.Allocated() {
+			continue
+		}
+		if n.IsView() {
+			if err := n.InitView(); err != nil {
+				return fmt.Errorf("realize: %w", err)
+			}
+			if src, ok := placed[n.ViewSrc()]; ok { // a view of this graph's memory
+				placed[n] = src
+			}
+			continue
+		}
+		h, err := e.res.Place(residency.Pass, n, nil)
+		if err != nil {
+			return fmt.Errorf("realize: %w", err)
+		}
+		placed[n] = h
+	}
+	if err := e.backend.Compute(g); err != nil {
+		return fmt.Errorf("realize: %w", err)
+	}
+	e.stats.GraphComputes++
+	e.stats.NodesComputed += int64(g.NNodes())
+	e.stats.PassBytes += e.res.Ledger().BufferBytes - before
+	for _, t := range e.pending {
+		if t.handle == nil { // an op result: its node is now its memory
+			h := placed[t.node]
+			if h == nil {
+				return fmt.Errorf("realize: internal error: result of shape %s has no memory", ShapeString(t.shape))
+			}
+			t.handle = h.Alias(t.node, t.shape)
+			t.node.MakeLeaf()
+		}
+		t.pending, t.node = false, ggmlcgo.Tensor{}
+	}
+	e.pending = nil
+	return nil
+}
+
+// dropPending forgets pending work (its pass is gone): op results become
+// unreadable, queued in-place updates are lost.
+func (e *Engine) dropPending() {
+	for _, t := range e.pending {
+		t.pending, t.node = false, ggmlcgo.Tensor{}
+		if t.handle == nil {
+			t.dropped = true
+		}
+	}
+	e.pending = nil
+}
+
+// Reset frees pools (none named: both) after computing pending work, so
+// that no queued update of a weight is lost. The pass pool's node contexts
+// go with it.
+func (e *Engine) Reset(scopes ...residency.Scope) error {
+	err := e.Realize()
+	e.dropPending()
+	if len(scopes) == 0 {
+		scopes = []residency.Scope{residency.Pass, residency.Persistent}
+	}
+	for _, s := range scopes {
+		if s == residency.Pass {
+			e.freeNodeContexts()
+		}
+	}
+	e.res.Reset(scopes...)
+	return err
+}

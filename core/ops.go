@@ -1,0 +1,318 @@
+package core
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Ops are Engine methods: each checks its operands, adds pending ggml nodes
+// and, inside a tape, records how to differentiate itself. Gradients are
+// built from ggml ops too, so backward runs on the device in the same graph.
+
+type ctx = *ggmlcgo.Context
+type node = ggmlcgo.Tensor
+
+// unaryOp is y = f(x), elementwise, with dx = bwd(g, x, y).
+func (e *Engine) unaryOp(name string, x *Tensor, f func(c ctx, a node) (node, error), bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
+	y, err := e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return f(c, in[0]) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, name, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := bwd(g, x, y)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// binaryOp is out = f(a, b) with PyTorch broadcasting; bwd returns the
+// gradients at the broadcast shape, which are then summed down to each
+// operand's shape.
+func (e *Engine) binaryOp(name string, a, b *Tensor, f func(c ctx, x, y node) (node, error), bwd func(g, a, b, out *Tensor) (*Tensor, *Tensor, error)) (*Tensor, error) {
+	shape, err := broadcastShape(name, a.shape, b.shape)
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.newOp(name, shape, []*Tensor{a, b}, func(c ctx, in []node) (node, error) {
+		x, y := in[0], in[1]
+		var err error
+		if !sameShape(a.shape, shape) { // ggml broadcasts only its second operand
+			if x, err = c.Repeat(x, ne4(shape)); err != nil {
+				return node{}, err
+			}
+		}
+		return f(c, x, y)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(out, name, []*Tensor{a, b}, func(g *Tensor) ([]*Tensor, error) {
+		ga, gb, err := bwd(g, a, b, out)
+		if err != nil {
+			return nil, err
+		}
+		if ga, err = e.sumTo(ga, a.shape); err != nil {
+			return nil, err
+		}
+		if gb, err = e.sumTo(gb, b.shape); err != nil {
+			return nil, err
+		}
+		return []*Tensor{ga, gb}, nil
+	})
+	return out, nil
+}
+
+// Add is a + b.
+func (e *Engine) Add(a, b *Tensor) (*Tensor, error) {
+	return e.binaryOp("add", a, b, ctx.Add, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) { return g, g, nil })
+}
+
+// Sub is a - b.
+func (e *Engine) Sub(a, b *Tensor) (*Tensor, error) {
+	return e.binaryOp("sub", a, b, ctx.Sub, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
+		nb, err := e.Neg(g)
+		return g, nb, err
+	})
+}
+
+// Mul is a * b, elementwise.
+func (e *Engine) Mul(a, b *Tensor) (*Tensor, error) {
+	return e.binaryOp("mul", a, b, ctx.Mul, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
+		ga, err := e.Mul(g, b)
+		if err != nil {
+			return nil, nil, err
+		}
+		gb, err := e.Mul(g, a)
+		return ga, gb, err
+	})
+}
+
+// Div is a / b, elementwise.
+func (e *Engine) Div(a, b *Tensor) (*Tensor, error) {
+	return e.binaryOp("div", a, b, ctx.Div, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
+		ga, err := e.Div(g, b) // d/da = 1/b
+		if err != nil {
+			return nil, nil, err
+		}
+		q, err := e.Div(out, b) // d/db = -a/b^2 = -out/b
+		if err != nil {
+			return nil, nil, err
+		}
+		gb, err := e.Mul(g, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		gb, err = e.Neg(gb)
+		return ga, gb, err
+	})
+}
+
+// Scale is x * s for a number s.
+func (e *Engine) Scale(x *Tensor, s float32) (*Tensor, error) {
+	return e.unaryOp("scale", x, func(c ctx, a node) (node, error) { return c.Scale(a, s) },
+		func(g, x, y *Tensor) (*Tensor, error) { return e.Scale(g, s) })
+}
+
+// AddScalar is x + s for a number s.
+func (e *Engine) AddScalar(x *Tensor, s float32) (*Tensor, error) {
+	return e.unaryOp("add", x, func(c ctx, a node) (node, error) { return c.ScaleBias(a, 1, s) },
+		func(g, x, y *Tensor) (*Tensor, error) { return g, nil })
+}
+
+// Neg is -x.
+func (e *Engine) Neg(x *Tensor) (*Tensor, error) { return e.Scale(x, -1) }
+
+// Exp is e^x.
+func (e *Engine) Exp(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("exp", x, ctx.Exp, func(g, x, y *Tensor) (*Tensor, error) { return e.Mul(g, y) })
+}
+
+// Log is the natural logarithm.
+func (e *Engine) Log(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("log", x, ctx.Log, func(g, x, y *Tensor) (*Tensor, error) { return e.Div(g, x) })
+}
+
+// Sqrt is the square root.
+func (e *Engine) Sqrt(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("sqrt", x, ctx.Sqrt, func(g, x, y *Tensor) (*Tensor, error) {
+		h, err := e.Div(g, y)
+		if err != nil {
+			return nil, err
+		}
+		return e.Scale(h, 0.5)
+	})
+}
+
+// Abs is |x|; its gradient at 0 is 0, as in PyTorch.
+func (e *Engine) Abs(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("abs", x, ctx.Abs, func(g, x, y *Tensor) (*Tensor, error) {
+		s, err := e.constOp("sgn", x, ctx.Sgn)
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, s)
+	})
+}
+
+// Pow is x^p for a number p. Integer powers work for negative x; others
+// are exp(p log x), NaN for negative x, as in PyTorch.
+func (e *Engine) Pow(x *Tensor, p float64) (*Tensor, error) {
+	switch {
+	case p == 1:
+		return e.Scale(x, 1)
+	case p == 2:
+		return e.unaryOp("pow", x, ctx.Sqr, func(g, x, y *Tensor) (*Tensor, error) {
+			h, err := e.Mul(g, x)
+			if err != nil {
+				return nil, err
+			}
+			return e.Scale(h, 2)
+		})
+	case p == 0.5:
+		return e.Sqrt(x)
+	}
+	var y *Tensor
+	var err error
+	if p == math.Trunc(p) && math.Abs(p) <= 16 {
+		y, err = e.intPow(x, int(math.Abs(p)))
+		if err == nil && p < 0 {
+			var one *Tensor
+			if one, err = e.fillLike(x, 1); err == nil {
+				y, err = e.Div(one, y)
+			}
+		}
+	} else {
+		var l *Tensor
+		if l, err = e.Log(x); err == nil {
+			if l, err = e.Scale(l, float32(p)); err == nil {
+				y, err = e.Exp(l)
+			}
+		}
+	}
+	return y, err
+}
+
+// intPow is x^n by repeated squaring, built from Mul (so it differentiates).
+func (e *Engine) intPow(x *Tensor, n int) (*Tensor, error) {
+	if n == 0 {
+		return e.fillLike(x, 1)
+	}
+	result, base := (*Tensor)(nil), x
+	var err error
+	for n > 0 {
+		if n&1 == 1 {
+			if result == nil {
+				result = base
+			} else if result, err = e.Mul(result, base); err != nil {
+				return nil, err
+			}
+		}
+		n >>= 1
+		if n > 0 {
+			if base, err = e.Mul(base, base); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return result, nil
+}
+
+// Clamp limits x to [lo, hi]; the gradient passes where lo <= x <= hi.
+func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
+	if lo > hi {
+		return nil, fmt.Errorf("clamp: min %g is greater than max %g", lo, hi)
+	}
+	return e.unaryOp("clamp", x, func(c ctx, a node) (node, error) { return c.Clamp(a, lo, hi) },
+		func(g, x, y *Tensor) (*Tensor, error) {
+			mask, err := e.constOp("clamp_mask", x, func(c ctx, a node) (node, error) {
+				// 1 - step(lo - x) - step(x - hi): 1 inside [lo, hi], ends included
+				below, err := c.ScaleBias(a, -1, lo)
+				if err == nil {
+					below, err = c.Step(below)
+				}
+				above, err2 := c.ScaleBias(a, 1, -hi)
+				if err2 == nil {
+					above, err2 = c.Step(above)
+				}
+				if err != nil || err2 != nil {
+					return node{}, fmt.Errorf("clamp_mask: %v %v", err, err2)
+				}
+				inside, err := c.Add(below, above)
+				if err != nil {
+					return node{}, err
+				}
+				return c.ScaleBias(inside, -1, 1)
+			})
+			if err != nil {
+				return nil, err
+			}
+			return e.Mul(g, mask)
+		})
+}
+
+// Relu is max(x, 0).
+func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("relu", x, ctx.Relu, func(g, x, y *Tensor) (*Tensor, error) {
+		m, err := e.constOp("relu_mask", x, ctx.Step)
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, m)
+	})
+}
+
+// Sigmoid is 1 / (1 + e^-x).
+func (e *Engine) Sigmoid(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("sigmoid", x, ctx.Sigmoid, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.constOp("sigmoid_back", y, func(c ctx, a node) (node, error) { // y (1 - y)
+			one, err := c.ScaleBias(a, -1, 1)
+			if err != nil {
+				return node{}, err
+			}
+			return c.Mul(a, one)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Tanh is the hyperbolic tangent.
+func (e *Engine) Tanh(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("tanh", x, ctx.Tanh, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.constOp("tanh_back", y, func(c ctx, a node) (node, error) { // 1 - y^2
+			sq, err := c.Sqr(a)
+			if err != nil {
+				return node{}, err
+			}
+			return c.ScaleBias(sq, -1, 1)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Silu is x * sigmoid(x).
+func (e *Engine) Silu(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("silu", x, ctx.Silu, func(g, x, y *Tensor) (*Tensor, error) {
+		return e.newOp("silu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+			return c.SiluBack(in[0], in[1])
+		})
+	})
+}
+
+// constOp is f(x) computed without recording: masks and derivatives used
+// inside gradients, which are themselves not differentiated.
+func (e *Engine) constOp(name string, x *Tensor, f func(c ctx, a node) (node, error)) (*Tensor, error) {
+	return e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return f(c, in[0]) })
+}
+
+// fillLike is a tensor of x's shape holding v, made on the device (no upload).
+func (e *Engine) fillLike(x *Tensor, v float32) (*Tensor, error) {
+	return e.constOp("fill", x, func(c ctx, a node) (node, error) { return c.Fill(a, v) })
+}

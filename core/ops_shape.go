@@ -1,0 +1,211 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// template describes (without memory) a tensor of shape, for ops that take
+// a shape from a tensor: repeat_back reads only its ne.
+func template(c ctx, shape []int) (node, error) {
+	ne := ne4(shape)
+	return c.NewTensor(ggmlcgo.F32, ne[:])
+}
+
+// sumTo sums g (of a broadcast shape) down to shape: the gradient of
+// broadcasting.
+func (e *Engine) sumTo(g *Tensor, shape []int) (*Tensor, error) {
+	if sameShape(g.shape, shape) {
+		return g, nil
+	}
+	return e.newOp("sum_to", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+		like, err := template(c, shape)
+		if err != nil {
+			return node{}, err
+		}
+		return c.RepeatBack(in[0], like)
+	})
+}
+
+// expandTo tiles x up to shape (x's dims must be 1 or equal).
+func (e *Engine) expandTo(x *Tensor, shape []int) (*Tensor, error) {
+	if sameShape(x.shape, shape) {
+		return x, nil
+	}
+	return e.newOp("expand", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Repeat(in[0], ne4(shape)) })
+}
+
+// Reshape gives x a new shape with the same number of elements; one size
+// may be -1 (inferred).
+func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
+	shape = append([]int(nil), shape...)
+	infer, known := -1, int64(1)
+	for i, d := range shape {
+		switch {
+		case d == -1 && infer < 0:
+			infer = i
+		case d < 1:
+			return nil, fmt.Errorf("reshape: bad size %d in %v", d, shape)
+		default:
+			known *= int64(d)
+		}
+	}
+	if infer >= 0 && known > 0 && x.Numel()%known == 0 {
+		shape[infer] = int(x.Numel() / known)
+	}
+	if n, err := checkShape(shape); err != nil || n != x.Numel() {
+		return nil, fmt.Errorf("reshape: cannot view shape %s (%d elements) as %v", ShapeString(x.shape), x.Numel(), shape)
+	}
+	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Reshape(in[0], ne4(shape)) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.Reshape(g, x.shape...)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Transpose swaps two dims (0-based, negative from the end).
+func (e *Engine) Transpose(x *Tensor, d0, d1 int) (*Tensor, error) {
+	a, err := checkDim("transpose", x.shape, d0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := checkDim("transpose", x.shape, d1)
+	if err != nil {
+		return nil, err
+	}
+	shape := x.Shape()
+	shape[a], shape[b] = shape[b], shape[a]
+	// In ne order the dims are k = n-1-d; swapping two axes is a permutation.
+	n := len(x.shape)
+	axes := [ggmlcgo.MaxDims]int{0, 1, 2, 3}
+	axes[n-1-a], axes[n-1-b] = n-1-b, n-1-a
+	y, err := e.newOp("transpose", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Permute(in[0], axes) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "transpose", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.Transpose(g, d0, d1)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Sum adds all elements (a one-element result of shape [1]).
+func (e *Engine) Sum(x *Tensor) (*Tensor, error) {
+	y, err := e.newOp("sum", []int{1}, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Sum(in[0]) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "sum", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.expandTo(g, x.shape)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Mean is the mean of all elements.
+func (e *Engine) Mean(x *Tensor) (*Tensor, error) {
+	s, err := e.Sum(x)
+	if err != nil {
+		return nil, err
+	}
+	return e.Scale(s, float32(1/float64(x.Numel())))
+}
+
+// SumDim sums along dim (0-based, negative from the end); keepdim keeps it
+// with size 1, as PyTorch does.
+func (e *Engine) SumDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
+	d, err := checkDim("sum", x.shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	kept := x.Shape()
+	kept[d] = 1
+	out := kept
+	if !keepdim && len(kept) > 1 {
+		out = append(append([]int(nil), kept[:d]...), kept[d+1:]...)
+	}
+	y, err := e.newOp("sum", out, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		like, err := template(c, kept)
+		if err != nil {
+			return node{}, err
+		}
+		s, err := c.RepeatBack(in[0], like)
+		if err != nil || sameShape(out, kept) {
+			return s, err
+		}
+		return c.Reshape(s, ne4(out))
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "sum", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gk, err := e.Reshape(g, kept...)
+		if err != nil {
+			return nil, err
+		}
+		gx, err := e.expandTo(gk, x.shape)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// MeanDim is the mean along dim.
+func (e *Engine) MeanDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
+	d, err := checkDim("mean", x.shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.SumDim(x, d, keepdim)
+	if err != nil {
+		return nil, err
+	}
+	return e.Scale(s, float32(1/float64(x.shape[d])))
+}
+
+// Matmul is the matrix product of a [m, k] and b [k, n].
+func (e *Engine) Matmul(a, b *Tensor) (*Tensor, error) {
+	if a.Dim() != 2 || b.Dim() != 2 || a.shape[1] != b.shape[0] {
+		return nil, fmt.Errorf("matmul: cannot multiply shapes %s and %s (expected [m, k] and [k, n])", ShapeString(a.shape), ShapeString(b.shape))
+	}
+	// ggml's mul_mat(x, y) is y·xᵀ, so a·b = mul_mat(bᵀ, a).
+	bt, err := e.Transpose(b, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	return e.Linear(a, bt)
+}
+
+// Linear is x·wᵀ for x [m, k] and w [n, k] (PyTorch's weight layout): one
+// ggml mul_mat with no transpose.
+func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
+	if x.Dim() != 2 || w.Dim() != 2 || x.shape[1] != w.shape[1] {
+		return nil, fmt.Errorf("linear: cannot multiply shape %s by the transpose of %s (expected [m, k] and [n, k])", ShapeString(x.shape), ShapeString(w.shape))
+	}
+	shape := []int{x.shape[0], w.shape[0]}
+	y, err := e.newOp("matmul", shape, []*Tensor{x, w}, func(c ctx, in []node) (node, error) { return c.MulMat(in[1], in[0]) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
+		// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x (out_prod(x, g)).
+		gx, err := e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
+			wt, err := c.Transpose(in[1])
+			if err != nil {
+				return node{}, err
+			}
+			return c.MulMat(wt, in[0])
+		})
+		if err != nil {
+			return nil, err
+		}
+		gw, err := e.newOp("matmul_back", w.shape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) { return c.OutProd(in[0], in[1]) })
+		return []*Tensor{gx, gw}, err
+	})
+	return y, nil
+}

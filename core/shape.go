@@ -1,0 +1,88 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// ShapeString formats a shape as "2x3".
+func ShapeString(shape []int) string {
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		parts[i] = fmt.Sprint(d)
+	}
+	return strings.Join(parts, "x")
+}
+
+func checkShape(shape []int) (int64, error) {
+	ne := make([]int64, len(shape))
+	for i, d := range shape {
+		ne[i] = int64(d)
+	}
+	n, err := ggmlcgo.CheckShape(ggmlcgo.F32, ne)
+	if err != nil {
+		return 0, fmt.Errorf("shape %s: %w", ShapeString(shape), err)
+	}
+	return n, nil
+}
+
+// ne4 is ggml's innermost-first, 1-padded form of an outermost-first shape.
+func ne4(shape []int) [ggmlcgo.MaxDims]int64 {
+	ne := [ggmlcgo.MaxDims]int64{1, 1, 1, 1}
+	for i, d := range shape {
+		ne[len(shape)-1-i] = int64(d)
+	}
+	return ne
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// broadcastShape is PyTorch's rule: align trailing dims; each pair must be
+// equal or contain a 1.
+func broadcastShape(op string, a, b []int) ([]int, error) {
+	n := max(len(a), len(b))
+	out := make([]int, n)
+	for i := 1; i <= n; i++ {
+		da, db := 1, 1
+		if i <= len(a) {
+			da = a[len(a)-i]
+		}
+		if i <= len(b) {
+			db = b[len(b)-i]
+		}
+		switch {
+		case da == db || db == 1:
+			out[n-i] = da
+		case da == 1:
+			out[n-i] = db
+		default:
+			return nil, fmt.Errorf("%s: shapes %s and %s do not broadcast (dim %d: %d vs %d)",
+				op, ShapeString(a), ShapeString(b), n-i+1, da, db)
+		}
+	}
+	return out, nil
+}
+
+// checkDim turns a 0-based dim (negative counts from the end) into an index.
+func checkDim(op string, shape []int, dim int) (int, error) {
+	d := dim
+	if d < 0 {
+		d += len(shape)
+	}
+	if d < 0 || d >= len(shape) {
+		return 0, fmt.Errorf("%s: dim %d out of range for shape %s", op, dim, ShapeString(shape))
+	}
+	return d, nil
+}
