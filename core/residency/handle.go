@@ -121,7 +121,6 @@ func (s *State) Upload(r Request, data []byte) (*Handle, error) {
 	return h, h.Write(data)
 }
 
-
 // Alias is a handle to t, a view into h's memory: same pool, same
 // generation, so it goes stale with h.
 func (h *Handle) Alias(t ggmlcgo.Tensor, shape []int) *Handle {
@@ -129,4 +128,12 @@ func (h *Handle) Alias(t ggmlcgo.Tensor, shape []int) *Handle {
 	c.tensor, c.typ, c.host = t, t.Type(), nil
 	c.shape = append([]int(nil), shape...)
 	return &c
+}
+
+// Zero fills the tensor with zeros on the device (no host traffic).
+func (h *Handle) Zero() error {
+	if !h.Live() {
+		return h.staleError("zero")
+	}
+	return h.tensor.Zero()
 }

@@ -1,0 +1,254 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gglua/gglua/core/residency"
+)
+
+// Optimizers update parameters on the device, inside the step graph: each
+// update is an in-place write into the parameter's persistent buffer, and
+// their state (momentum, moments) lives in the persistent pool, allocated
+// once. Step-dependent numbers (learning rate, bias corrections) are baked
+// into the graph's ops, so a step uploads nothing.
+
+type optimizer struct {
+	e      *Engine
+	params []*Tensor
+	state  map[*Tensor][]*Tensor
+}
+
+func newOptimizer(e *Engine, params []*Tensor) (optimizer, error) {
+	if len(params) == 0 {
+		return optimizer{}, errors.New("optimizer: no parameters given")
+	}
+	for i, p := range params {
+		if !p.IsLeaf() {
+			return optimizer{}, fmt.Errorf("optimizer: parameter %d is not a leaf tensor", i+1)
+		}
+		p.requiresGrad = true
+		if err := p.MoveToDevice(e, residency.Persistent); err != nil { // weights stay resident
+			return optimizer{}, fmt.Errorf("optimizer: parameter %d: %w", i+1, err)
+		}
+	}
+	return optimizer{e: e, params: params, state: map[*Tensor][]*Tensor{}}, nil
+}
+
+// Params are the optimized tensors.
+func (o *optimizer) Params() []*Tensor { return o.params }
+
+// ZeroGrad clears the parameters' gradients.
+func (o *optimizer) ZeroGrad() { ZeroGrad(o.params) }
+
+// slots returns p's n state tensors, allocated (zeroed, on the device) in
+// the persistent pool the first time.
+func (o *optimizer) slots(p *Tensor, n int) ([]*Tensor, error) {
+	if s, ok := o.state[p]; ok {
+		return s, nil
+	}
+	s := make([]*Tensor, n)
+	for i := range s {
+		h, err := o.e.res.Alloc(residency.Request{Shape: p.shape, Scope: residency.Persistent})
+		if err == nil {
+			err = h.Zero()
+		}
+		if err != nil {
+			return nil, err
+		}
+		s[i] = &Tensor{shape: p.Shape(), dtype: h.Type(), handle: h, engine: o.e}
+	}
+	o.state[p] = s
+	return s, nil
+}
+
+// axpby is a*x + b*y.
+func (e *Engine) axpby(a float32, x *Tensor, b float32, y *Tensor) (*Tensor, error) {
+	sx, err := e.Scale(x, a)
+	if err != nil {
+		return nil, err
+	}
+	sy, err := e.Scale(y, b)
+	if err != nil {
+		return nil, err
+	}
+	return e.Add(sx, sy)
+}
+
+// SGDOptions are torch.optim.SGD's.
+type SGDOptions struct {
+	LR, Momentum, Dampening, WeightDecay float32
+	Nesterov                             bool
+}
+
+// SGD is stochastic gradient descent with momentum, Nesterov and weight decay.
+type SGD struct {
+	optimizer
+	Opts SGDOptions
+}
+
+// NewSGD makes an SGD optimizer; host parameters move to the persistent pool.
+func NewSGD(e *Engine, params []*Tensor, opts SGDOptions) (*SGD, error) {
+	if opts.LR < 0 || opts.Momentum < 0 || opts.WeightDecay < 0 {
+		return nil, fmt.Errorf("sgd: lr, momentum and weight_decay must be >= 0 (got %g, %g, %g)", opts.LR, opts.Momentum, opts.WeightDecay)
+	}
+	if opts.Nesterov && (opts.Momentum == 0 || opts.Dampening != 0) {
+		return nil, errors.New("sgd: nesterov needs momentum > 0 and dampening = 0")
+	}
+	o, err := newOptimizer(e, params)
+	if err != nil {
+		return nil, err
+	}
+	return &SGD{optimizer: o, Opts: opts}, nil
+}
+
+// Step updates every parameter that has a gradient.
+func (s *SGD) Step() error {
+	e, o := s.e, s.Opts
+	return e.NoGrad(func() error {
+		for _, p := range s.params {
+			d := p.Grad()
+			if d == nil {
+				continue
+			}
+			var err error
+			if o.WeightDecay != 0 {
+				if d, err = e.axpby(1, d, o.WeightDecay, p); err != nil {
+					return err
+				}
+			}
+			if o.Momentum != 0 {
+				first := s.state[p] == nil
+				st, err := s.slots(p, 1)
+				if err != nil {
+					return err
+				}
+				buf := st[0]
+				nb := d
+				if !first {
+					if nb, err = e.axpby(o.Momentum, buf, 1-o.Dampening, d); err != nil {
+						return err
+					}
+				}
+				if err := e.writeInPlace(buf, nb); err != nil {
+					return err
+				}
+				if o.Nesterov {
+					d, err = e.axpby(1, d, o.Momentum, buf)
+				} else {
+					d = buf
+				}
+				if err != nil {
+					return err
+				}
+			}
+			np, err := e.axpby(1, p, -o.LR, d)
+			if err != nil {
+				return err
+			}
+			if err := e.writeInPlace(p, np); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AdamOptions are torch.optim.Adam's; Decoupled makes it AdamW.
+type AdamOptions struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	Decoupled                          bool
+}
+
+// Adam is Adam, or AdamW when Opts.Decoupled.
+type Adam struct {
+	optimizer
+	Opts  AdamOptions
+	steps int
+}
+
+// NewAdam makes an Adam(W) optimizer; host parameters move to the persistent pool.
+func NewAdam(e *Engine, params []*Tensor, opts AdamOptions) (*Adam, error) {
+	if opts.LR < 0 || opts.Eps < 0 || opts.WeightDecay < 0 || opts.Beta1 < 0 || opts.Beta1 >= 1 || opts.Beta2 < 0 || opts.Beta2 >= 1 {
+		return nil, fmt.Errorf("adam: need lr, eps, weight_decay >= 0 and betas in [0, 1) (got lr %g, betas %g %g, eps %g, weight_decay %g)",
+			opts.LR, opts.Beta1, opts.Beta2, opts.Eps, opts.WeightDecay)
+	}
+	o, err := newOptimizer(e, params)
+	if err != nil {
+		return nil, err
+	}
+	return &Adam{optimizer: o, Opts: opts}, nil
+}
+
+// Step updates every parameter that has a gradient.
+func (a *Adam) Step() error {
+	e, o := a.e, a.Opts
+	a.steps++
+	bc1 := 1 - math.Pow(float64(o.Beta1), float64(a.steps))
+	bc2 := 1 - math.Pow(float64(o.Beta2), float64(a.steps))
+	return e.NoGrad(func() error {
+		for _, p := range a.params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			var err error
+			if o.WeightDecay != 0 && !o.Decoupled {
+				if g, err = e.axpby(1, g, o.WeightDecay, p); err != nil {
+					return err
+				}
+			}
+			st, err := a.slots(p, 2)
+			if err != nil {
+				return err
+			}
+			m, v := st[0], st[1]
+			nm, err := e.axpby(o.Beta1, m, 1-o.Beta1, g)
+			if err != nil {
+				return err
+			}
+			g2, err := e.Mul(g, g)
+			if err != nil {
+				return err
+			}
+			nv, err := e.axpby(o.Beta2, v, 1-o.Beta2, g2)
+			if err != nil {
+				return err
+			}
+			if err := e.writeInPlace(m, nm); err != nil {
+				return err
+			}
+			if err := e.writeInPlace(v, nv); err != nil {
+				return err
+			}
+			// p -= lr * (m/bc1) / (sqrt(v/bc2) + eps)
+			den, err := e.Scale(v, float32(1/bc2))
+			if err == nil {
+				den, err = e.Sqrt(den)
+			}
+			if err == nil {
+				den, err = e.AddScalar(den, o.Eps)
+			}
+			var step *Tensor
+			if err == nil {
+				step, err = e.Div(m, den)
+			}
+			if err != nil {
+				return err
+			}
+			keep := float32(1)
+			if o.Decoupled {
+				keep = 1 - o.LR*o.WeightDecay
+			}
+			np, err := e.axpby(keep, p, -o.LR/float32(bc1), step)
+			if err != nil {
+				return err
+			}
+			if err := e.writeInPlace(p, np); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,317 @@
+package core
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/core/residency"
+)
+
+// quadStep runs one standard step on loss = sum((w - target)^2), whose
+// gradient is 2(w - target).
+func quadStep(t *testing.T, e *Engine, w, target *Tensor, zero func(), step func() error) {
+	t.Helper()
+	zero()
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		d, err := e.Sub(w, target)
+		if err != nil {
+			return err
+		}
+		sq, err := e.Mul(d, d)
+		if err != nil {
+			return err
+		}
+		loss, err = e.Sum(sq)
+		return err
+	}))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	require.NoError(t, step())
+	_, err = loss.Item()
+	require.NoError(t, err)
+}
+
+// refSGD is torch.optim.SGD's update rule, in float64, written from its
+// documentation.
+func refSGD(w, target []float64, o SGDOptions, steps int) []float64 {
+	w = append([]float64(nil), w...)
+	buf := make([]float64, len(w))
+	for s := 0; s < steps; s++ {
+		for i := range w {
+			g := 2*(w[i]-target[i]) + float64(o.WeightDecay)*w[i]
+			if o.Momentum != 0 {
+				if s == 0 {
+					buf[i] = g
+				} else {
+					buf[i] = float64(o.Momentum)*buf[i] + (1-float64(o.Dampening))*g
+				}
+				if o.Nesterov {
+					g += float64(o.Momentum) * buf[i]
+				} else {
+					g = buf[i]
+				}
+			}
+			w[i] -= float64(o.LR) * g
+		}
+	}
+	return w
+}
+
+// refAdam is torch.optim.Adam / AdamW's update rule, in float64.
+func refAdam(w, target []float64, o AdamOptions, steps int) []float64 {
+	w = append([]float64(nil), w...)
+	m, v := make([]float64, len(w)), make([]float64, len(w))
+	b1, b2, lr, wd := float64(o.Beta1), float64(o.Beta2), float64(o.LR), float64(o.WeightDecay)
+	for s := 1; s <= steps; s++ {
+		for i := range w {
+			g := 2 * (w[i] - target[i])
+			if o.Decoupled {
+				w[i] *= 1 - lr*wd
+			} else {
+				g += wd * w[i]
+			}
+			m[i] = b1*m[i] + (1-b1)*g
+			v[i] = b2*v[i] + (1-b2)*g*g
+			mh, vh := m[i]/(1-math.Pow(b1, float64(s))), v[i]/(1-math.Pow(b2, float64(s)))
+			w[i] -= lr * mh / (math.Sqrt(vh) + float64(o.Eps))
+		}
+	}
+	return w
+}
+
+var w0, tgt = []float64{1, -2, 0.5}, []float64{0.25, 0.5, -1}
+
+func f32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+func assertClose(t *testing.T, want []float64, got []float32, tol float64, msg string) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.InDelta(t, want[i], float64(got[i]), tol*(1+math.Abs(want[i])), "%s element %d", msg, i+1)
+	}
+}
+
+func TestSGDMatchesHandComputedSteps(t *testing.T) {
+	// Worked by hand: w = (1, -2), target 0, lr 0.1, momentum 0.9:
+	// buf (2,-4) -> w (0.8,-1.6); buf (3.4,-6.8) -> w (0.46,-0.92);
+	// buf (3.98,-7.96) -> w (0.062,-0.124).
+	e := newEngine(t)
+	w := host(t, []int{2}, 1, -2)
+	opt, err := NewSGD(e, []*Tensor{w}, SGDOptions{LR: 0.1, Momentum: 0.9})
+	require.NoError(t, err)
+	zero := host(t, []int{2}, 0, 0)
+	for i := 0; i < 3; i++ {
+		quadStep(t, e, w, zero, opt.ZeroGrad, opt.Step)
+	}
+	assertClose(t, []float64{0.062, -0.124}, values(t, w), 1e-5, "w")
+	assert.Equal(t, "persistent", w.Scope(), "the optimizer keeps its weights resident")
+}
+
+func TestSGDVariantsMatchReference(t *testing.T) {
+	for name, o := range map[string]SGDOptions{
+		"plain":        {LR: 0.1},
+		"momentum":     {LR: 0.05, Momentum: 0.9, Dampening: 0.1},
+		"nesterov":     {LR: 0.05, Momentum: 0.8, Nesterov: true},
+		"weight decay": {LR: 0.1, Momentum: 0.5, WeightDecay: 0.2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEngine(t)
+			w := host(t, []int{3}, f32s(w0)...)
+			opt, err := NewSGD(e, []*Tensor{w}, o)
+			require.NoError(t, err)
+			target := host(t, []int{3}, f32s(tgt)...)
+			for i := 0; i < 3; i++ {
+				quadStep(t, e, w, target, opt.ZeroGrad, opt.Step)
+			}
+			assertClose(t, refSGD(w0, tgt, o, 3), values(t, w), 1e-5, name)
+		})
+	}
+}
+
+func TestAdamAndAdamWMatchReference(t *testing.T) {
+	for name, o := range map[string]AdamOptions{
+		"adam":    {LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
+		"adam l2": {LR: 0.05, Beta1: 0.8, Beta2: 0.99, Eps: 1e-6, WeightDecay: 0.1},
+		"adamw":   {LR: 0.05, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Decoupled: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEngine(t)
+			w := host(t, []int{3}, f32s(w0)...)
+			opt, err := NewAdam(e, []*Tensor{w}, o)
+			require.NoError(t, err)
+			target := host(t, []int{3}, f32s(tgt)...)
+			for i := 0; i < 3; i++ {
+				quadStep(t, e, w, target, opt.ZeroGrad, opt.Step)
+			}
+			assertClose(t, refAdam(w0, tgt, o, 3), values(t, w), 1e-5, name)
+		})
+	}
+}
+
+func TestGradientsAccumulateUntilZeroGrad(t *testing.T) {
+	e := newEngine(t)
+	w := host(t, []int{2}, 1, 2)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+	for i := 0; i < 2; i++ { // two backward passes without zero_grad: 2x + 2x
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			loss, err = e.Sum(e.must(e.Mul(w, w)))
+			return err
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+	}
+	assertClose(t, []float64{4, 8}, values(t, w.Grad()), 1e-6, "accumulated")
+	ZeroGrad([]*Tensor{w})
+	assert.Nil(t, w.Grad())
+}
+
+// mlp is a 2-layer perceptron trained by the standard step.
+type mlp struct {
+	e      *Engine
+	w1, b1 *Tensor
+	w2, b2 *Tensor
+	opt    *Adam
+}
+
+func newMLP(t *testing.T, e *Engine, in, hidden, out int, lr float32, rng *rand.Rand) *mlp {
+	init := func(rows, cols int) *Tensor {
+		v := make([]float32, rows*cols)
+		bound := 1 / math.Sqrt(float64(cols))
+		for i := range v {
+			v[i] = float32((rng.Float64()*2 - 1) * bound)
+		}
+		return host(t, []int{rows, cols}, v...)
+	}
+	m := &mlp{e: e, w1: init(hidden, in), b1: init(1, hidden), w2: init(out, hidden), b2: init(1, out)}
+	var err error
+	m.opt, err = NewAdam(e, []*Tensor{m.w1, m.b1, m.w2, m.b2}, AdamOptions{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8})
+	require.NoError(t, err)
+	return m
+}
+
+func (m *mlp) forward(x *Tensor) (*Tensor, error) {
+	e := m.e
+	h, err := e.Linear(x, m.w1)
+	if err == nil {
+		h, err = e.Add(h, m.b1)
+	}
+	if err == nil {
+		h, err = e.Tanh(h)
+	}
+	if err == nil {
+		h, err = e.Linear(h, m.w2)
+	}
+	if err == nil {
+		h, err = e.Add(h, m.b2)
+	}
+	return h, err
+}
+
+// step is the standard step: zero_grad; forward in a tape; backward; step;
+// loss:item().
+func (m *mlp) step(t *testing.T, x *Tensor, labels []int) float32 {
+	m.opt.ZeroGrad()
+	var loss *Tensor
+	require.NoError(t, m.e.WithGradTape(func() error {
+		logits, err := m.forward(x)
+		if err != nil {
+			return err
+		}
+		loss, err = m.e.CrossEntropyLabels(logits, labels)
+		return err
+	}))
+	_, err := m.e.Backward(loss)
+	require.NoError(t, err)
+	require.NoError(t, m.opt.Step())
+	v, err := loss.Item()
+	require.NoError(t, err)
+	return v
+}
+
+func (m *mlp) accuracy(t *testing.T, x *Tensor, labels []int) float64 {
+	logits, err := m.forward(x)
+	require.NoError(t, err)
+	v := values(t, logits)
+	classes := logits.Shape()[1]
+	right := 0
+	for i, l := range labels {
+		best := 0
+		for c := 1; c < classes; c++ {
+			if v[i*classes+c] > v[i*classes+best] {
+				best = c
+			}
+		}
+		if best == l {
+			right++
+		}
+	}
+	return float64(right) / float64(len(labels))
+}
+
+func TestMLPLearnsXOR(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{4, 2}, 0, 0, 0, 1, 1, 0, 1, 1)
+	labels := []int{0, 1, 1, 0}
+	m := newMLP(t, e, 2, 8, 2, 0.05, rand.New(rand.NewSource(1)))
+	for i := 0; i < 300; i++ {
+		m.step(t, x, labels)
+	}
+	assert.Equal(t, 1.0, m.accuracy(t, x, labels))
+}
+
+// spiral is the classic 2-D, 3-class spiral (CS231n), n points a class.
+func spiral(n int, rng *rand.Rand) ([]float32, []int) {
+	var x []float32
+	var y []int
+	for c := 0; c < 3; c++ {
+		for i := 0; i < n; i++ {
+			r := float64(i) / float64(n)
+			th := float64(c)*4 + 4*r + rng.NormFloat64()*0.2
+			x = append(x, float32(r*math.Sin(th)), float32(r*math.Cos(th)))
+			y = append(y, c)
+		}
+	}
+	return x, y
+}
+
+func TestMLPLearnsSpiralAndKeepsTheLoopFlat(t *testing.T) {
+	e := newEngine(t)
+	rng := rand.New(rand.NewSource(7))
+	xs, labels := spiral(100, rng)
+	x := host(t, []int{300, 2}, xs...)
+	m := newMLP(t, e, 2, 64, 3, 0.02, rng)
+
+	var first residency.Ledger
+	for i := 0; i < 1500; i++ {
+		before, stats := e.Residency().Ledger(), e.Stats()
+		m.step(t, x, labels)
+		after := e.Residency().Ledger()
+		assert.LessOrEqual(t, e.Stats().GraphComputes-stats.GraphComputes, int64(2), "graph computes in step %d", i)
+		if i == 1 {
+			first = after
+		}
+		if i > 1 && i%100 == 0 {
+			// The persistent pool (weights, grads, moments) is allocated by
+			// step 2 and never grows; each step uploads its batch and labels,
+			// nothing else.
+			assert.Equal(t, first.PBufferBytes, after.PBufferBytes, "persistent pool at step %d", i)
+			assert.Equal(t, first.PNBuffers, after.PNBuffers)
+			assert.Equal(t, int64(300*2*4+300*3*4), after.H2DBytes-before.H2DBytes, "h2d bytes of step %d", i)
+		}
+	}
+	assert.GreaterOrEqual(t, m.accuracy(t, x, labels), 0.98)
+}
