@@ -1,6 +1,8 @@
 package luabind
 
 import (
+	"math/rand"
+
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
@@ -11,11 +13,17 @@ import (
 type Env struct {
 	Engine  *core.Engine
 	Threads int
+
+	params map[*core.Tensor]*lua.LUserData // see push
+	rng    *rand.Rand                      // tensor.randn/rand, seeded by tensor.manual_seed
 }
 
 // Open installs the gglua globals into L.
 func Open(L *lua.LState, env *Env) {
 	openTensor(L, env)
+	openAutograd(L, env)
+	openLosses(L, env)
+	openOptim(L, env)
 	openResidency(L, env)
 	openDevice(L, env)
 }

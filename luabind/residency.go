@@ -51,11 +51,17 @@ func openResidency(L *lua.LState, env *Env) {
 	L.SetGlobal("to_gpu", L.NewFunction(func(L *lua.LState) int {
 		t := checkTensor(L, "to_gpu", 1)
 		scope, dtype := toGPUOptions(L, L.Get(2), t.Dtype())
+		if t.IsLeaf() && t.RequiresGrad() && dtype == t.Dtype() {
+			// A parameter moves itself: modules and optimizers keep holding it.
+			raise(L, t.MoveToDevice(env.Engine, scope))
+			L.Push(L.Get(1))
+			return 1
+		}
 		d, err := t.ToDevice(env.Engine, scope, dtype)
 		if err != nil {
 			L.RaiseError("to_gpu: %s", err.Error())
 		}
-		L.Push(pushTensor(L, d))
+		L.Push(env.push(L, d))
 		return 1
 	}))
 	L.SetGlobal("to_cpu", L.NewFunction(func(L *lua.LState) int {
@@ -63,7 +69,7 @@ func openResidency(L *lua.LState, env *Env) {
 		if err != nil {
 			L.RaiseError("to_cpu: %s", err.Error())
 		}
-		L.Push(pushTensor(L, h))
+		L.Push(env.push(L, h))
 		return 1
 	}))
 
@@ -81,7 +87,7 @@ func openResidency(L *lua.LState, env *Env) {
 			if err != nil {
 				argError(L, "residency.reset", "%s", err.Error())
 			}
-			env.Engine.Residency().Reset(scopes...)
+			raise(L, env.Engine.Reset(scopes...))
 			return 0
 		},
 		"limit": func(L *lua.LState) int {

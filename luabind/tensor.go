@@ -12,11 +12,23 @@ import (
 
 const tensorTypeName = "gglua.tensor"
 
-// pushTensor wraps t as a Lua userdata with the tensor metatable.
-func pushTensor(L *lua.LState, t *core.Tensor) lua.LValue {
+// push wraps t as a Lua userdata with the tensor metatable. A parameter
+// (a leaf that requires grad) always gets the same userdata, so that it can
+// key tables (backward's result, optimizer state) and compare equal.
+func (env *Env) push(L *lua.LState, t *core.Tensor) lua.LValue {
+	param := t.IsLeaf() && t.RequiresGrad()
+	if ud, ok := env.params[t]; ok && param {
+		return ud
+	}
 	ud := L.NewUserData()
 	ud.Value = t
 	L.SetMetatable(ud, L.GetTypeMetatable(tensorTypeName))
+	if param {
+		if env.params == nil {
+			env.params = map[*core.Tensor]*lua.LUserData{}
+		}
+		env.params[t] = ud
+	}
 	return ud
 }
 
@@ -32,72 +44,99 @@ func checkTensor(L *lua.LState, fn string, n int) *core.Tensor {
 	return nil
 }
 
-var tensorMethods = map[string]lua.LGFunction{
-	"shape": func(L *lua.LState) int {
-		L.Push(intList(L, checkTensor(L, "shape", 1).Shape()))
-		return 1
-	},
-	"size": func(L *lua.LState) int {
-		t := checkTensor(L, "size", 1)
-		if L.GetTop() < 2 {
-			L.Push(intList(L, t.Shape()))
+func tensorMethods(env *Env) map[string]lua.LGFunction {
+	m := map[string]lua.LGFunction{
+		"shape": func(L *lua.LState) int {
+			L.Push(intList(L, checkTensor(L, "shape", 1).Shape()))
 			return 1
-		}
-		d := L.CheckInt(2)
-		if d < 1 || d > t.Dim() {
-			argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1-based)", d, t.Dim(), core.ShapeString(t.Shape()))
-		}
-		L.Push(lua.LNumber(t.Shape()[d-1]))
-		return 1
-	},
-	"dim":    func(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "dim", 1).Dim())); return 1 },
-	"numel":  func(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "numel", 1).Numel())); return 1 },
-	"dtype":  func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "dtype", 1).Dtype().String())); return 1 },
-	"device": func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "device", 1).Device())); return 1 },
-	"scope":  func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "scope", 1).Scope())); return 1 },
-	"item": func(L *lua.LState) int {
-		v, err := checkTensor(L, "item", 1).Item()
-		if err != nil {
-			L.RaiseError("%s", err.Error())
-		}
-		L.Push(lua.LNumber(v))
-		return 1
-	},
-	"totable": func(L *lua.LState) int {
-		t := checkTensor(L, "totable", 1)
-		v, err := t.Float32s()
-		if err != nil {
-			L.RaiseError("totable: %s", err.Error())
-		}
-		L.Push(nestedTable(L, v, t.Shape()))
-		return 1
-	},
+		},
+		"size": func(L *lua.LState) int {
+			t := checkTensor(L, "size", 1)
+			if L.GetTop() < 2 {
+				L.Push(intList(L, t.Shape()))
+				return 1
+			}
+			d := L.CheckInt(2)
+			if d < 1 || d > t.Dim() {
+				argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1-based)", d, t.Dim(), core.ShapeString(t.Shape()))
+			}
+			L.Push(lua.LNumber(t.Shape()[d-1]))
+			return 1
+		},
+		"dim":    func(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "dim", 1).Dim())); return 1 },
+		"numel":  func(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "numel", 1).Numel())); return 1 },
+		"dtype":  func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "dtype", 1).Dtype().String())); return 1 },
+		"device": func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "device", 1).Device())); return 1 },
+		"scope":  func(L *lua.LState) int { L.Push(lua.LString(checkTensor(L, "scope", 1).Scope())); return 1 },
+		"item": func(L *lua.LState) int {
+			v, err := checkTensor(L, "item", 1).Item()
+			if err != nil {
+				L.RaiseError("%s", err.Error())
+			}
+			L.Push(lua.LNumber(v))
+			return 1
+		},
+		"totable": func(L *lua.LState) int {
+			t := checkTensor(L, "totable", 1)
+			v, err := t.Float32s()
+			if err != nil {
+				L.RaiseError("totable: %s", err.Error())
+			}
+			L.Push(nestedTable(L, v, t.Shape()))
+			return 1
+		},
+	}
+	for k, f := range opsMethods(env) {
+		m[k] = f
+	}
+	return m
 }
 
 func openTensor(L *lua.LState, env *Env) {
 	mt := L.NewTypeMetatable(tensorTypeName)
-	methods := L.SetFuncs(L.NewTable(), tensorMethods)
-	L.SetField(mt, "__index", methods)
+	methods := L.SetFuncs(L.NewTable(), tensorMethods(env))
+	L.SetField(mt, "__index", L.NewFunction(func(L *lua.LState) int {
+		t := checkTensor(L, "index", 1)
+		switch key := L.Get(2); key.String() {
+		case "grad":
+			if g := t.Grad(); g != nil {
+				L.Push(env.push(L, g))
+			} else {
+				L.Push(lua.LNil)
+			}
+		default:
+			L.Push(methods.RawGet(key))
+		}
+		return 1
+	}))
+	for meta, op := range map[string]string{"__add": "add", "__sub": "sub", "__mul": "mul", "__div": "div", "__pow": "pow"} {
+		op := op
+		L.SetField(mt, meta, L.NewFunction(func(L *lua.LState) int { L.Push(env.push(L, binary(L, env, op))); return 1 }))
+	}
+	L.SetField(mt, "__unm", L.NewFunction(func(L *lua.LState) int {
+		t, err := env.Engine.Neg(checkTensor(L, "neg", 1))
+		return env.pushResult(L, t, err)
+	}))
 	L.SetField(mt, "__tostring", L.NewFunction(func(L *lua.LState) int {
 		L.Push(lua.LString(formatTensor(checkTensor(L, "tostring", 1))))
 		return 1
 	}))
 
-	lib := L.SetFuncs(L.NewTable(), tensorMethods) // tensor.fn(x, ...) as well as x:fn(...)
+	lib := L.SetFuncs(L.NewTable(), tensorMethods(env)) // tensor.fn(x, ...) as well as x:fn(...)
 	L.SetField(lib, "zeros", L.NewFunction(func(L *lua.LState) int {
 		shape := checkShapeArgs(L, "tensor.zeros", 1)
 		t, err := core.Zeros(shape...)
 		if err != nil {
 			L.RaiseError("tensor.zeros: %s", err.Error())
 		}
-		L.Push(pushTensor(L, t))
+		L.Push(env.push(L, t))
 		return 1
 	}))
 	call := L.NewTable()
 	L.SetField(call, "__call", L.NewFunction(func(L *lua.LState) int {
 		// tensor{...}: argument 1 is the tensor library itself.
 		t := tensorFromLua(L, "tensor", L.Get(2))
-		L.Push(pushTensor(L, t))
+		L.Push(env.push(L, t))
 		return 1
 	}))
 	L.SetMetatable(lib, call)

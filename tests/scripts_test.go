@@ -3,6 +3,8 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,15 +13,23 @@ import (
 	"github.com/gglua/gglua/runtime"
 )
 
-// TestDemoScript runs the README demo for a few steps; the script asserts its
-// own claims (flat persistent pool, batch-only uploads) as it goes.
+// TestDemoScript runs the README demo: the loss must fall and the persistent
+// pool stay as it was after the first step.
 func TestDemoScript(t *testing.T) {
 	var out bytes.Buffer
 	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: &out})
 	require.NoError(t, err)
 	defer rt.Close()
-	_, err = rt.DoFile(context.Background(), "../scripts/train.lua", "60")
+	_, err = rt.DoFile(context.Background(), "../scripts/train.lua", "300")
 	require.NoError(t, err)
-	assert.Contains(t, out.String(), "after 60 steps")
-	assert.Contains(t, out.String(), "h2d/step 4096 B")
+	assert.Contains(t, out.String(), "persistent pool 1048576 B  h2d 6400 B")
+	assert.Contains(t, out.String(), "step  300")
+	var acc float64
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "accuracy: ") {
+			_, err := fmt.Sscanf(line, "accuracy: %f%%", &acc)
+			require.NoError(t, err)
+		}
+	}
+	assert.GreaterOrEqual(t, acc, 90.0, out.String())
 }
