@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math/rand"
 	"os"
 	"strings"
 
@@ -34,6 +35,15 @@ type Engine struct {
 	stats    Stats
 
 	tape tape // autograd.go
+	rng  *rand.Rand
+}
+
+// Rand is the engine's random generator (dropout, initialisers).
+func (e *Engine) Rand() *rand.Rand {
+	if e.rng == nil {
+		e.rng = rand.New(rand.NewSource(0))
+	}
+	return e.rng
 }
 
 // NewEngine starts a backend on the chosen device.

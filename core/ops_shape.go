@@ -33,7 +33,15 @@ func (e *Engine) expandTo(x *Tensor, shape []int) (*Tensor, error) {
 	if sameShape(x.shape, shape) {
 		return x, nil
 	}
-	return e.newOp("expand", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Repeat(in[0], ne4(shape)) })
+	y, err := e.newOp("expand", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Repeat(in[0], ne4(shape)) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "expand", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.sumTo(g, x.shape)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
 }
 
 // Reshape gives x a new shape with the same number of elements; one size
@@ -168,32 +176,51 @@ func (e *Engine) MeanDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	return e.Scale(s, float32(1/float64(x.shape[d])))
 }
 
-// Matmul is the matrix product of a [m, k] and b [k, n].
+// Matmul is the matrix product of a [m, k] and b [k, n], or batched: a
+// [B, m, k] and b [B, k, n] (either batch may be 1 or absent).
 func (e *Engine) Matmul(a, b *Tensor) (*Tensor, error) {
-	if a.Dim() != 2 || b.Dim() != 2 || a.shape[1] != b.shape[0] {
-		return nil, fmt.Errorf("matmul: cannot multiply shapes %s and %s (expected [m, k] and [k, n])", ShapeString(a.shape), ShapeString(b.shape))
+	if a.Dim() < 2 || b.Dim() < 2 || a.Dim() > 3 || b.Dim() > 3 || a.shape[a.Dim()-1] != b.shape[b.Dim()-2] {
+		return nil, fmt.Errorf("matmul: cannot multiply shapes %s and %s (expected [.., m, k] and [.., k, n])", ShapeString(a.shape), ShapeString(b.shape))
 	}
 	// ggml's mul_mat(x, y) is y·xᵀ, so a·b = mul_mat(bᵀ, a).
-	bt, err := e.Transpose(b, 0, 1)
+	bt, err := e.Transpose(b, -1, -2)
 	if err != nil {
 		return nil, err
 	}
 	return e.Linear(a, bt)
 }
 
-// Linear is x·wᵀ for x [m, k] and w [n, k] (PyTorch's weight layout): one
-// ggml mul_mat with no transpose.
-func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
-	if x.Dim() != 2 || w.Dim() != 2 || x.shape[1] != w.shape[1] {
-		return nil, fmt.Errorf("linear: cannot multiply shape %s by the transpose of %s (expected [m, k] and [n, k])", ShapeString(x.shape), ShapeString(w.shape))
+func batchOf(t *Tensor) int {
+	if t.Dim() == 3 {
+		return t.shape[0]
 	}
-	shape := []int{x.shape[0], w.shape[0]}
+	return 1
+}
+
+// Linear is x·wᵀ for x [.., m, k] and w [.., n, k] (PyTorch's weight
+// layout; batches of 1 broadcast): one ggml mul_mat, no transpose.
+func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
+	bx, bw := batchOf(x), batchOf(w)
+	if x.Dim() < 2 || w.Dim() < 2 || x.Dim() > 3 || w.Dim() > 3 || x.shape[x.Dim()-1] != w.shape[w.Dim()-1] || (bx != bw && bx != 1 && bw != 1) {
+		return nil, fmt.Errorf("linear: cannot multiply shape %s by the transpose of %s (expected [.., m, k] and [.., n, k])", ShapeString(x.shape), ShapeString(w.shape))
+	}
+	m, n := x.shape[x.Dim()-2], w.shape[w.Dim()-2]
+	if bw > bx { // mul_mat broadcasts only w's batch over x's
+		var err error
+		if x, err = e.expandTo(x, []int{bw, m, x.shape[x.Dim()-1]}); err != nil {
+			return nil, err
+		}
+	}
+	shape := []int{m, n}
+	if x.Dim() == 3 || w.Dim() == 3 {
+		shape = []int{max(bx, bw), m, n}
+	}
 	y, err := e.newOp("matmul", shape, []*Tensor{x, w}, func(c ctx, in []node) (node, error) { return c.MulMat(in[1], in[0]) })
 	if err != nil {
 		return nil, err
 	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
-		// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x (out_prod(x, g)).
+		// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x (out_prod(x, g)), summed over a broadcast batch.
 		gx, err := e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
 			wt, err := c.Transpose(in[1])
 			if err != nil {
@@ -204,7 +231,15 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		gw, err := e.newOp("matmul_back", w.shape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) { return c.OutProd(in[0], in[1]) })
+		gwShape := w.shape
+		if x.Dim() == 3 {
+			gwShape = []int{x.shape[0], n, x.shape[2]}
+		}
+		gw, err := e.newOp("matmul_back", gwShape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) { return c.OutProd(in[0], in[1]) })
+		if err != nil {
+			return nil, err
+		}
+		gw, err = e.sumTo(gw, w.shape)
 		return []*Tensor{gx, gw}, err
 	})
 	return y, nil

@@ -229,6 +229,14 @@ func encode(dtype ggmlcgo.Type, v []float32) ([]byte, error) {
 	return nil, fmt.Errorf("tensor: unsupported storage dtype %v (expected f32, f16 or bf16)", dtype)
 }
 
+func encodeInts(v []int) []byte {
+	raw := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(int32(x)))
+	}
+	return raw
+}
+
 func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 	switch dtype {
 	case ggmlcgo.F32:
@@ -244,6 +252,12 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 		}
 		v := make([]float32, len(half))
 		ggmlcgo.HalfToF32(dtype, half, v)
+		return v, nil
+	case ggmlcgo.I32:
+		v := make([]float32, len(raw)/4)
+		for i := range v {
+			v[i] = float32(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+		}
 		return v, nil
 	}
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())

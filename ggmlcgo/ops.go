@@ -350,3 +350,37 @@ func (c *Context) Concat(a, b Tensor, dim int) (Tensor, error) {
 	}
 	return result(C.ggml_concat(c.p, a.p, b.p, C.int(dim)))
 }
+
+// Narrow is the contiguous copy of a's elements start..start+length-1
+// along dim (ne order).
+func (c *Context) Narrow(a Tensor, dim int, start, length int64) (Tensor, error) {
+	if err := c.checkOp("narrow", a); err != nil {
+		return Tensor{}, err
+	}
+	ne := a.Ne()
+	if dim < 0 || dim >= MaxDims || start < 0 || length < 1 || start+length > ne[dim] {
+		return Tensor{}, fmt.Errorf("narrow: range %d..%d of dim %d is outside ne %v", start, start+length, dim, ne)
+	}
+	if c.Room() < 2 {
+		return Tensor{}, fmt.Errorf("narrow: context has no room for two nodes")
+	}
+	ne[dim] = length
+	nb := a.p.nb
+	v := C.ggml_view_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]),
+		nb[1], nb[2], nb[3], C.size_t(start)*nb[dim])
+	return result(C.ggml_cont(c.p, v))
+}
+
+// Pad adds pad[d][0] zeros before and pad[d][1] after dim d (ne order).
+func (c *Context) Pad(a Tensor, pad [MaxDims][2]int) (Tensor, error) {
+	if err := c.checkF32("pad", a); err != nil {
+		return Tensor{}, err
+	}
+	for _, p := range pad {
+		if p[0] < 0 || p[1] < 0 || p[0] > 1<<30 || p[1] > 1<<30 {
+			return Tensor{}, fmt.Errorf("pad: bad padding %v", pad)
+		}
+	}
+	return result(C.ggml_pad_ext(c.p, a.p, C.int(pad[0][0]), C.int(pad[0][1]), C.int(pad[1][0]), C.int(pad[1][1]),
+		C.int(pad[2][0]), C.int(pad[2][1]), C.int(pad[3][0]), C.int(pad[3][1])))
+}
