@@ -63,6 +63,49 @@ func (o *optimizer) slots(p *Tensor, n int) ([]*Tensor, error) {
 	return s, nil
 }
 
+// stateDict names the state tensors "state.<i>.<slot>" (i is the 1-based
+// parameter position), as torch's optimizer state_dict does.
+func (o *optimizer) stateDict(slotNames []string) map[string]*Tensor {
+	out := map[string]*Tensor{}
+	for i, p := range o.params {
+		for j, t := range o.state[p] {
+			out[fmt.Sprintf("state.%d.%s", i+1, slotNames[j])] = t
+		}
+	}
+	return out
+}
+
+// loadStateDict copies saved state tensors into the optimizer's own.
+func (o *optimizer) loadStateDict(slotNames []string, tensors map[string]*Tensor) error {
+	known := map[string]bool{}
+	for i, p := range o.params {
+		for j, name := range slotNames {
+			key := fmt.Sprintf("state.%d.%s", i+1, name)
+			src, ok := tensors[key]
+			if !ok {
+				continue
+			}
+			known[key] = true
+			if !sameShape(src.shape, p.shape) {
+				return fmt.Errorf("load_state_dict: %s has shape %s, parameter %d has %s", key, ShapeString(src.shape), i+1, ShapeString(p.shape))
+			}
+			st, err := o.slots(p, len(slotNames))
+			if err != nil {
+				return err
+			}
+			if err := o.e.Assign(st[j], src); err != nil {
+				return fmt.Errorf("load_state_dict: %s: %w", key, err)
+			}
+		}
+	}
+	for k := range tensors {
+		if !known[k] {
+			return fmt.Errorf("load_state_dict: unexpected entry %q", k)
+		}
+	}
+	return nil
+}
+
 // axpby is a*x + b*y.
 func (e *Engine) axpby(a float32, x *Tensor, b float32, y *Tensor) (*Tensor, error) {
 	sx, err := e.Scale(x, a)
@@ -153,6 +196,19 @@ func (s *SGD) Step() error {
 		}
 		return nil
 	})
+}
+
+// StateDict is the optimizer's state: tensors and numbers.
+func (s *SGD) StateDict() (map[string]*Tensor, map[string]float64) {
+	return s.stateDict([]string{"momentum_buffer"}), map[string]float64{"lr": float64(s.Opts.LR)}
+}
+
+// LoadStateDict restores what StateDict returned.
+func (s *SGD) LoadStateDict(tensors map[string]*Tensor, nums map[string]float64) error {
+	if lr, ok := nums["lr"]; ok {
+		s.Opts.LR = float32(lr)
+	}
+	return s.loadStateDict([]string{"momentum_buffer"}, tensors)
 }
 
 // AdamOptions are torch.optim.Adam's; Decoupled makes it AdamW.
@@ -251,4 +307,23 @@ func (a *Adam) Step() error {
 		}
 		return nil
 	})
+}
+
+// StateDict is the optimizer's state: moments, step count and rate.
+func (a *Adam) StateDict() (map[string]*Tensor, map[string]float64) {
+	return a.stateDict([]string{"exp_avg", "exp_avg_sq"}), map[string]float64{"lr": float64(a.Opts.LR), "step": float64(a.steps)}
+}
+
+// LoadStateDict restores what StateDict returned.
+func (a *Adam) LoadStateDict(tensors map[string]*Tensor, nums map[string]float64) error {
+	if lr, ok := nums["lr"]; ok {
+		a.Opts.LR = float32(lr)
+	}
+	if st, ok := nums["step"]; ok {
+		if st < 0 || st != math.Trunc(st) {
+			return fmt.Errorf("load_state_dict: bad step %g", st)
+		}
+		a.steps = int(st)
+	}
+	return a.loadStateDict([]string{"exp_avg", "exp_avg_sq"}, tensors)
 }
