@@ -69,13 +69,27 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	if t.engine != e {
 		return ggmlcgo.Tensor{}, fmt.Errorf("tensor of shape %s belongs to another runtime or device", ShapeString(t.shape))
 	}
+	var n ggmlcgo.Tensor
 	if t.pending {
 		if t.passGen != e.res.Gen(residency.Pass) {
 			return ggmlcgo.Tensor{}, fmt.Errorf("%w: its pending value was dropped by a reset of the pass pool", residency.ErrStale)
 		}
-		return t.node, nil
+		n = t.node
+	} else {
+		var err error
+		if n, err = t.handle.Tensor(); err != nil {
+			return n, err
+		}
 	}
-	return t.handle.Tensor()
+	if n.Type() == ggmlcgo.F16 || n.Type() == ggmlcgo.BF16 {
+		// Half-precision storage is computed on in f32.
+		c, err := e.nodeContext()
+		if err != nil {
+			return n, err
+		}
+		return c.Cast(n, ggmlcgo.F32)
+	}
+	return n, nil
 }
 
 // newOp adds an op: it reads inputs, lets build describe the output node(s)

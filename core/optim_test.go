@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // quadStep runs one standard step on loss = sum((w - target)^2), whose
@@ -314,4 +315,27 @@ func TestMLPLearnsSpiralAndKeepsTheLoopFlat(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, m.accuracy(t, x, labels), 0.98)
+}
+
+func TestHalfPrecisionWeightsTrainWithF32State(t *testing.T) {
+	for _, dtype := range []ggmlcgo.Type{ggmlcgo.F16, ggmlcgo.BF16} {
+		e := newEngine(t)
+		w := host(t, []int{3}, f32s(w0)...)
+		require.NoError(t, w.SetRequiresGrad(true))
+		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, dtype))
+		o := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+		opt, err := NewAdam(e, []*Tensor{w}, o)
+		require.NoError(t, err)
+		target := host(t, []int{3}, f32s(tgt)...)
+		for i := 0; i < 3; i++ {
+			quadStep(t, e, w, target, opt.ZeroGrad, opt.Step)
+		}
+		assert.Equal(t, dtype, w.Dtype())
+		assert.Equal(t, ggmlcgo.F32, w.Grad().Dtype(), "gradients are f32")
+		tol := 2e-3
+		if dtype == ggmlcgo.BF16 {
+			tol = 1e-2
+		}
+		assertClose(t, refAdam(w0, tgt, o, 3), values(t, w), tol, dtype.String())
+	}
 }

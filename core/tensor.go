@@ -151,17 +151,23 @@ func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) 
 // *Tensor, requires_grad kept, now resident. Modules and optimizers hold
 // their parameters this way.
 func (t *Tensor) MoveToDevice(e *Engine, scope residency.Scope) error {
+	return t.MoveToDeviceAs(e, scope, t.dtype)
+}
+
+// MoveToDeviceAs is MoveToDevice with a storage dtype (f16/bf16 weights keep
+// f32 gradients and optimizer state).
+func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) error {
 	if t.gradFn != nil {
 		return errors.New("to_gpu: only leaf tensors move in place")
 	}
-	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending {
+	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending && t.dtype == dtype {
 		return nil
 	}
-	moved, err := t.ToDevice(e, scope, t.dtype)
+	moved, err := t.ToDevice(e, scope, dtype)
 	if err != nil {
 		return err
 	}
-	t.host, t.upload, t.handle, t.engine = nil, nil, moved.handle, e
+	t.host, t.upload, t.handle, t.engine, t.dtype = nil, nil, moved.handle, e, dtype
 	t.grad, t.gradZero = nil, false
 	return nil
 }

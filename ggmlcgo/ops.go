@@ -384,3 +384,14 @@ func (c *Context) Pad(a Tensor, pad [MaxDims][2]int) (Tensor, error) {
 	return result(C.ggml_pad_ext(c.p, a.p, C.int(pad[0][0]), C.int(pad[0][1]), C.int(pad[1][0]), C.int(pad[1][1]),
 		C.int(pad[2][0]), C.int(pad[2][1]), C.int(pad[3][0]), C.int(pad[3][1])))
 }
+
+// Cast converts a (f32, f16 or bf16) to type t in a new tensor.
+func (c *Context) Cast(a Tensor, t Type) (Tensor, error) {
+	if err := c.checkOp("cast", a); err != nil {
+		return Tensor{}, err
+	}
+	if a.Type() == I32 || t == I32 || !t.Valid() {
+		return Tensor{}, fmt.Errorf("cast: cannot convert %v to %v", a.Type(), t)
+	}
+	return result(C.ggml_cast(c.p, a.p, C.enum_ggml_type(t)))
+}
