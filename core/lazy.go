@@ -213,6 +213,9 @@ func (e *Engine) Realize() error {
 	e.stats.NodesComputed += int64(g.NNodes())
 	e.stats.PassBytes += e.res.Ledger().BufferBytes - before
 	for _, t := range e.pending {
+		if t.handle != nil { // an in-place update: a cached host copy is old
+			t.handle.DropHostCopy()
+		}
 		if t.handle == nil { // an op result: its node is now its memory
 			h := placed[t.node]
 			if h == nil {

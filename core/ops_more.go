@@ -190,7 +190,9 @@ func (e *Engine) Gelu(x *Tensor) (*Tensor, error) {
 		return t
 	}
 	x3 := do(func() (*Tensor, error) { return e.Pow(x, 3) })
-	in := do(func() (*Tensor, error) { return e.axpby(float32(math.Sqrt(2/math.Pi)), x, float32(0.044715*math.Sqrt(2/math.Pi)), x3) })
+	in := do(func() (*Tensor, error) {
+		return e.axpby(float32(math.Sqrt(2/math.Pi)), x, float32(0.044715*math.Sqrt(2/math.Pi)), x3)
+	})
 	th := do(func() (*Tensor, error) { return e.Tanh(in) })
 	one := do(func() (*Tensor, error) { return e.AddScalar(th, 1) })
 	h := do(func() (*Tensor, error) { return e.Mul(x, one) })

@@ -48,7 +48,9 @@ func CosineLR(lr *float32, tMax int, etaMin float64) (*Scheduler, error) {
 		return nil, fmt.Errorf("cosine scheduler: t_max must be >= 1, got %d", tMax)
 	}
 	base := float64(*lr)
-	return newScheduler(lr, func(t int) float64 { return cosineBetween(base, etaMin, math.Min(float64(t), float64(tMax))/float64(tMax)) }), nil
+	return newScheduler(lr, func(t int) float64 {
+		return cosineBetween(base, etaMin, math.Min(float64(t), float64(tMax))/float64(tMax))
+	}), nil
 }
 
 // WarmupCosineLR rises linearly from 0 to the base rate over warmup steps,

@@ -200,6 +200,13 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if err := t.handle.Read(raw); err != nil {
 		return nil, err
 	}
+	if t.handle.Scope() == residency.Pass && t.handle.Live() {
+		// Keep what was read: after the next pass reset (the next step) the
+		// value stays readable, e.g. last step's loss.
+		if err := t.handle.KeepHostCopy(raw); err != nil {
+			return nil, err
+		}
+	}
 	return decode(t.dtype, raw)
 }
 

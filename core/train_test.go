@@ -200,3 +200,57 @@ func TestAssignInPlace(t *testing.T) {
 	assert.ErrorContains(t, e.Assign(d, host(t, []int{3}, 1, 2, 3)), "shape")
 	assert.False(t, math.IsNaN(float64(values(t, d)[0])))
 }
+
+func TestRealizedValuesAreLeavesAndReadValuesOutliveTheStep(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{3}, 1, 2, 3)
+	y, err := e.Exp(x)
+	require.NoError(t, err)
+	y, err = e.Tanh(y)
+	require.NoError(t, err)
+	_, err = y.Float32s()
+	require.NoError(t, err)
+	before := e.Stats()
+	z, err := e.AddScalar(y, 1)
+	require.NoError(t, err)
+	_, err = z.Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.Stats().NodesComputed-before.NodesComputed, "only the new node runs; y's ancestry does not")
+
+	// A value read in one step can still be read after the next pass reset;
+	// one never read is an error that names the pool.
+	unread, err := e.AddScalar(y, 2)
+	require.NoError(t, err)
+	require.NoError(t, e.Realize())
+	require.NoError(t, e.WithGradTape(func() error { return nil }))
+	assert.Equal(t, values(t, z), []float32{float32(math.Tanh(math.E)) + 1, float32(math.Tanh(math.Exp(2))) + 1, float32(math.Tanh(math.Exp(3))) + 1})
+	_, err = unread.Float32s()
+	assert.ErrorContains(t, err, "reset of the pass pool")
+}
+
+func TestDiamondGradientsAreSummedOnce(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{2}, 0.5, -1)
+	require.NoError(t, x.SetRequiresGrad(true))
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		y, err := e.Exp(x) // y feeds three uses
+		if err != nil {
+			return err
+		}
+		yy, err := e.Mul(y, y)
+		if err != nil {
+			return err
+		}
+		loss, err = sumOf(e)(e.Add(yy, y))
+		return err
+	}))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	want := []float64{}
+	for _, v := range []float64{0.5, -1} {
+		y := math.Exp(v)
+		want = append(want, (2*y+1)*y)
+	}
+	assertClose(t, want, values(t, x.Grad()), 1e-5, "d/dx (e^2x + e^x)")
+}

@@ -137,3 +137,6 @@ func (h *Handle) Zero() error {
 	}
 	return h.tensor.Zero()
 }
+
+// DropHostCopy forgets the host copy (the device value changed).
+func (h *Handle) DropHostCopy() { h.host = nil }
