@@ -275,3 +275,22 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 	}
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())
 }
+
+// SetHostDtype gives a host tensor a storage dtype (f16/bf16): its values
+// are rounded to it, and to_gpu stores it so.
+func (t *Tensor) SetHostDtype(dtype ggmlcgo.Type) error {
+	if t.host == nil {
+		return errors.New("dtype: only a host tensor's dtype can be set; use to_gpu(x, {dtype=...})")
+	}
+	raw, err := encode(dtype, t.host)
+	if err != nil {
+		return err
+	}
+	v, err := decode(dtype, raw)
+	if err != nil {
+		return err
+	}
+	copy(t.host, v)
+	t.dtype, t.upload = dtype, nil
+	return nil
+}

@@ -221,3 +221,13 @@ func (g *GGUFFile) Close() {
 	}
 	g.f.Close()
 }
+
+// Keys lists the metadata keys.
+func (g *GGUFFile) Keys() []string {
+	n := int64(C.gguf_get_n_kv(g.ctx))
+	out := make([]string, 0, n)
+	for i := int64(0); i < n; i++ {
+		out = append(out, C.GoString(C.gguf_get_key(g.ctx, C.int64_t(i))))
+	}
+	return out
+}

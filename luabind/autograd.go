@@ -2,7 +2,6 @@ package luabind
 
 import (
 	"math"
-	"math/rand"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -53,52 +52,6 @@ func openAutograd(L *lua.LState, env *Env) {
 		return 0
 	}))
 
-	lib := L.GetGlobal("tensor").(*lua.LTable)
-	env.rng = rand.New(rand.NewSource(0))
-	random := func(name string, draw func() float64) lua.LGFunction {
-		return func(L *lua.LState) int {
-			shape := checkShapeArgs(L, name, 1)
-			t, err := core.Zeros(shape...)
-			raise(L, err)
-			v, _ := t.Float32s()
-			for i := range v {
-				v[i] = float32(draw())
-			}
-			L.Push(env.push(L, t))
-			return 1
-		}
-	}
-	L.SetFuncs(lib, map[string]lua.LGFunction{
-		"randn": random("tensor.randn", func() float64 { return env.rng.NormFloat64() }),
-		"rand":  random("tensor.rand", func() float64 { return env.rng.Float64() }),
-		"ones":  random("tensor.ones", func() float64 { return 1 }),
-		"manual_seed": func(L *lua.LState) int {
-			env.rng.Seed(int64(L.CheckNumber(1)))
-			return 0
-		},
-		"full": func(L *lua.LState) int {
-			v := float32(L.CheckNumber(2))
-			tbl, ok := L.Get(1).(*lua.LTable)
-			if !ok {
-				argError(L, "tensor.full", "argument 1: expected a shape table, got %s", luaTypeName(L.Get(1)))
-			}
-			L.Push(tbl)
-			shape := checkShapeArgs(L, "tensor.full", L.GetTop())
-			t, err := core.Full(v, shape...)
-			raise(L, err)
-			L.Push(env.push(L, t))
-			return 1
-		},
-		"param": func(L *lua.LState) int {
-			x := checkTensor(L, "tensor.param", 1)
-			if !x.IsLeaf() {
-				argError(L, "tensor.param", "expected a leaf tensor; this one was computed by an op (detach it first)")
-			}
-			raise(L, x.SetRequiresGrad(true))
-			L.Push(env.push(L, x))
-			return 1
-		},
-	})
 }
 
 // labelsArg reads cross_entropy's target: a table of 1-based labels, a 1-d

@@ -1,7 +1,9 @@
 package luabind
 
 import (
-	"math/rand"
+	"io"
+	"os"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -13,9 +15,11 @@ import (
 type Env struct {
 	Engine  *core.Engine
 	Threads int
+	Sandbox bool      // no file access from Lua (data.csv, tensor.save/load)
+	Stdout  io.Writer // where progress bars go
 
 	params map[*core.Tensor]*lua.LUserData // see push
-	rng    *rand.Rand                      // tensor.randn/rand, seeded by tensor.manual_seed
+	optims map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
 }
 
 // Open installs the gglua globals into L.
@@ -23,9 +27,16 @@ func Open(L *lua.LState, env *Env) {
 	openTensor(L, env)
 	openAutograd(L, env)
 	openLosses(L, env)
+	openNN(L)
 	openOptim(L, env)
 	openResidency(L, env)
 	openDevice(L, env)
+	openData(L, env)
+	out := env.Stdout
+	if out == nil {
+		out = os.Stdout
+	}
+	openProgress(L, env, out)
 }
 
 // argError raises "fn: message" as a Lua error at the caller's line.
@@ -42,3 +53,5 @@ func luaTypeName(v lua.LValue) string {
 	}
 	return v.Type().String()
 }
+
+func stringReader(s string) *strings.Reader { return strings.NewReader(s) }

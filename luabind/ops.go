@@ -57,6 +57,7 @@ var unaryMethods = map[string]func(env *Env) lua.LGFunction{
 	"sigmoid": unaryMethod("sigmoid", (*core.Engine).Sigmoid),
 	"tanh":    unaryMethod("tanh", (*core.Engine).Tanh),
 	"silu":    unaryMethod("silu", (*core.Engine).Silu),
+	"gelu":    unaryMethod("gelu", (*core.Engine).Gelu),
 }
 
 // binary applies op to two operands, either of which may be a number.
@@ -187,6 +188,9 @@ func opsMethods(env *Env) map[string]lua.LGFunction {
 	m["softmax"] = along("softmax", env.Engine.Softmax)
 	m["log_softmax"] = along("log_softmax", env.Engine.LogSoftmax)
 	m["backward"] = func(L *lua.LState) int { return backward(L, env) }
+	for name, f := range moreMethods(env) {
+		m[name] = f
+	}
 	m["requires_grad"] = func(L *lua.LState) int {
 		x := checkTensor(L, "requires_grad", 1)
 		if L.GetTop() >= 2 {

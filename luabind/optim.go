@@ -69,11 +69,54 @@ type stepper interface {
 	Step() error
 	ZeroGrad()
 	Params() []*core.Tensor
+	StateDict() (map[string]*core.Tensor, map[string]float64)
+	LoadStateDict(map[string]*core.Tensor, map[string]float64) error
+}
+
+// optimizer is what Lua's optimizer table stands for.
+type optimizer struct {
+	o  stepper
+	lr *float32
 }
 
 func pushOptimizer(L *lua.LState, env *Env, o stepper, lr *float32) int {
 	tbl := L.NewTable()
+	if env.optims == nil {
+		env.optims = map[*lua.LTable]optimizer{}
+	}
+	env.optims[tbl] = optimizer{o: o, lr: lr}
 	L.SetFuncs(tbl, map[string]lua.LGFunction{
+		"state_dict": func(L *lua.LState) int {
+			tensors, nums := o.StateDict()
+			out := L.NewTable()
+			for k, t := range tensors {
+				out.RawSetString(k, env.push(L, t))
+			}
+			for k, v := range nums {
+				out.RawSetString(k, lua.LNumber(v))
+			}
+			L.Push(out)
+			return 1
+		},
+		"load_state_dict": func(L *lua.LState) int {
+			tensors, nums := map[string]*core.Tensor{}, map[string]float64{}
+			L.CheckTable(2).ForEach(func(k, v lua.LValue) {
+				switch x := v.(type) {
+				case lua.LNumber:
+					nums[k.String()] = float64(x)
+				case *lua.LUserData:
+					t, ok := x.Value.(*core.Tensor)
+					if !ok {
+						argError(L, "load_state_dict", "%s is not a tensor", k.String())
+					}
+					tensors[k.String()] = t
+				default:
+					argError(L, "load_state_dict", "%s is a %s, expected a tensor or a number", k.String(), luaTypeName(v))
+				}
+			})
+			raise(L, o.LoadStateDict(tensors, nums))
+			return 0
+		},
 		"step":      func(L *lua.LState) int { raise(L, o.Step()); return 0 },
 		"zero_grad": func(L *lua.LState) int { o.ZeroGrad(); return 0 },
 		"get_lr":    func(L *lua.LState) int { L.Push(lua.LNumber(*lr)); return 1 },
@@ -124,5 +167,88 @@ func openOptim(L *lua.LState, env *Env) {
 		"adam":  adam("optim.adam", false, 0),
 		"adamw": adam("optim.adamw", true, 0.01),
 	})
+	openOptimExtras(L, env, lib)
 	L.SetGlobal("optim", lib)
+}
+
+// checkOptimizer finds the optimizer behind a Lua optimizer table.
+func checkOptimizer(L *lua.LState, env *Env, fn string, n int) optimizer {
+	tbl, ok := L.Get(n).(*lua.LTable)
+	o, found := env.optims[tbl]
+	if !ok || !found {
+		argError(L, fn, "argument %d: expected an optimizer (optim.sgd, optim.adam, ...), got %s", n, luaTypeName(L.Get(n)))
+	}
+	return o
+}
+
+func pushScheduler(L *lua.LState, s *core.Scheduler, err error) int {
+	raise(L, err)
+	tbl := L.NewTable()
+	L.SetFuncs(tbl, map[string]lua.LGFunction{
+		"step":   func(L *lua.LState) int { s.Step(); return 0 },
+		"get_lr": func(L *lua.LState) int { L.Push(lua.LNumber(s.LR())); return 1 },
+	})
+	L.Push(tbl)
+	return 1
+}
+
+func openOptimExtras(L *lua.LState, env *Env, lib *lua.LTable) {
+	num := func(L *lua.LState, fn string, opts *lua.LTable, key string, def float64, required bool) float64 {
+		v := opts.RawGetString(key)
+		if v == lua.LNil {
+			if required {
+				argError(L, fn, "option %s is required", key)
+			}
+			return def
+		}
+		n, ok := v.(lua.LNumber)
+		if !ok {
+			argError(L, fn, "option %s must be a number, got %s", key, luaTypeName(v))
+		}
+		return float64(n)
+	}
+	sched := func(name string, keys []string, make func(L *lua.LState, o optimizer, opt func(string, float64, bool) float64) (*core.Scheduler, error)) lua.LGFunction {
+		return func(L *lua.LState) int {
+			fn := "optim.lr_scheduler." + name
+			o := checkOptimizer(L, env, fn, 1)
+			opts := L.OptTable(2, L.NewTable())
+			allowed := map[string]bool{}
+			for _, k := range keys {
+				allowed[k] = true
+			}
+			opts.ForEach(func(k, _ lua.LValue) {
+				if !allowed[k.String()] {
+					argError(L, fn, "unknown option %s", k.String())
+				}
+			})
+			s, err := make(L, o, func(k string, def float64, req bool) float64 { return num(L, fn, opts, k, def, req) })
+			return pushScheduler(L, s, err)
+		}
+	}
+	sl := L.NewTable()
+	L.SetFuncs(sl, map[string]lua.LGFunction{
+		"step": sched("step", []string{"step_size", "gamma"}, func(L *lua.LState, o optimizer, opt func(string, float64, bool) float64) (*core.Scheduler, error) {
+			return core.StepLR(o.lr, int(opt("step_size", 0, true)), opt("gamma", 0.1, false))
+		}),
+		"cosine": sched("cosine", []string{"t_max", "eta_min"}, func(L *lua.LState, o optimizer, opt func(string, float64, bool) float64) (*core.Scheduler, error) {
+			return core.CosineLR(o.lr, int(opt("t_max", 0, true)), opt("eta_min", 0, false))
+		}),
+		"warmup_cosine": sched("warmup_cosine", []string{"warmup", "total", "eta_min"}, func(L *lua.LState, o optimizer, opt func(string, float64, bool) float64) (*core.Scheduler, error) {
+			return core.WarmupCosineLR(o.lr, int(opt("warmup", 0, true)), int(opt("total", 0, true)), opt("eta_min", 0, false))
+		}),
+		"one_cycle": sched("one_cycle", []string{"max_lr", "total", "pct_start", "div_factor", "final_div_factor"}, func(L *lua.LState, o optimizer, opt func(string, float64, bool) float64) (*core.Scheduler, error) {
+			return core.OneCycleLR(o.lr, opt("max_lr", 0, true), int(opt("total", 0, true)), opt("pct_start", 0.3, false), opt("div_factor", 25, false), opt("final_div_factor", 1e4, false))
+		}),
+	})
+	L.SetField(lib, "lr_scheduler", sl)
+	L.SetFuncs(lib, map[string]lua.LGFunction{
+		"clip_grad_norm": func(L *lua.LState) int {
+			n, err := env.Engine.ClipGradNorm(paramsArg(L, "optim.clip_grad_norm"), float32(L.CheckNumber(2)))
+			return env.pushResult(L, n, err)
+		},
+		"clip_grad_value": func(L *lua.LState) int {
+			raise(L, env.Engine.ClipGradValue(paramsArg(L, "optim.clip_grad_value"), float32(L.CheckNumber(2))))
+			return 0
+		},
+	})
 }

@@ -2,7 +2,6 @@ package luabind
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -123,21 +122,13 @@ func openTensor(L *lua.LState, env *Env) {
 	}))
 
 	lib := L.SetFuncs(L.NewTable(), tensorMethods(env)) // tensor.fn(x, ...) as well as x:fn(...)
-	L.SetField(lib, "zeros", L.NewFunction(func(L *lua.LState) int {
-		shape := checkShapeArgs(L, "tensor.zeros", 1)
-		t, err := core.Zeros(shape...)
-		if err != nil {
-			L.RaiseError("tensor.zeros: %s", err.Error())
-		}
-		L.Push(env.push(L, t))
-		return 1
-	}))
+	openCreate(L, env, lib)
 	call := L.NewTable()
 	L.SetField(call, "__call", L.NewFunction(func(L *lua.LState) int {
 		// tensor{...}: argument 1 is the tensor library itself.
+		o, _ := trailingOpts(L, "tensor")
 		t := tensorFromLua(L, "tensor", L.Get(2))
-		L.Push(env.push(L, t))
-		return 1
+		return env.finish(L, "tensor", t, o)
 	}))
 	L.SetMetatable(lib, call)
 	L.SetGlobal("tensor", lib)
@@ -149,32 +140,6 @@ func intList(L *lua.LState, v []int) *lua.LTable {
 		t.Append(lua.LNumber(x))
 	}
 	return t
-}
-
-// checkShapeArgs reads a shape given as numbers (2, 3) or as one table {2, 3}.
-func checkShapeArgs(L *lua.LState, fn string, from int) []int {
-	var vals []lua.LValue
-	if tbl, ok := L.Get(from).(*lua.LTable); ok {
-		for i := 1; i <= tbl.Len(); i++ {
-			vals = append(vals, tbl.RawGetInt(i))
-		}
-	} else {
-		for i := from; i <= L.GetTop(); i++ {
-			vals = append(vals, L.Get(i))
-		}
-	}
-	if len(vals) == 0 {
-		argError(L, fn, "expected a shape (sizes as numbers or a table), got nothing")
-	}
-	shape := make([]int, len(vals))
-	for i, v := range vals {
-		n, ok := v.(lua.LNumber)
-		if !ok || float64(n) != math.Trunc(float64(n)) || math.Abs(float64(n)) > 1<<40 {
-			argError(L, fn, "size %d must be an integer, got %s", i+1, v.String())
-		}
-		shape[i] = int(n)
-	}
-	return shape
 }
 
 // tensorFromLua builds a host tensor from a number or a (nested) table of

@@ -47,7 +47,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	L := lua.NewState(lua.Options{SkipOpenLibs: true})
 	openStdlib(L, opts.Sandbox)
-	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads}, out: out}
+	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out}, out: out}
 	L.SetGlobal("print", L.NewFunction(rt.print))
 	luabind.Open(L, rt.env)
 	return rt, nil

@@ -1,0 +1,136 @@
+package luabind
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// progress(n) or progress(iter [, n]) is an iterator that draws a progress
+// bar with rate and ETA: redrawn in place on a terminal, a plain line every
+// tenth (or every 100 steps when the total is unknown) otherwise.
+// bar:set{loss=...} adds values to the bar.
+type progressBar struct {
+	out     io.Writer
+	tty     bool
+	total   int
+	done    int
+	start   time.Time
+	lastOut time.Time
+	extra   map[string]string
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progressBar) line() string {
+	el := time.Since(p.start).Seconds()
+	rate := float64(p.done) / max(el, 1e-9)
+	var b strings.Builder
+	if p.total > 0 {
+		frac := float64(p.done) / float64(p.total)
+		width := 24
+		filled := int(frac * float64(width))
+		fmt.Fprintf(&b, "%3.0f%% [%s%s] %d/%d", 100*frac, strings.Repeat("=", filled), strings.Repeat(" ", width-filled), p.done, p.total)
+		if rate > 0 && p.done < p.total {
+			fmt.Fprintf(&b, " eta %.1fs", float64(p.total-p.done)/rate)
+		}
+	} else {
+		fmt.Fprintf(&b, "%d", p.done)
+	}
+	fmt.Fprintf(&b, " %.1f it/s", rate)
+	keys := make([]string, 0, len(p.extra))
+	for k := range p.extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%s", k, p.extra[k])
+	}
+	return b.String()
+}
+
+func (p *progressBar) tick() {
+	p.done++
+	finished := p.total > 0 && p.done >= p.total
+	switch {
+	case p.tty:
+		if finished || time.Since(p.lastOut) > 50*time.Millisecond {
+			fmt.Fprintf(p.out, "\r\x1b[K%s", p.line())
+			p.lastOut = time.Now()
+		}
+		if finished {
+			fmt.Fprintln(p.out)
+		}
+	case p.total > 0:
+		step := max(p.total/10, 1)
+		if p.done%step == 0 || finished {
+			fmt.Fprintln(p.out, p.line())
+		}
+	case p.done%100 == 0:
+		fmt.Fprintln(p.out, p.line())
+	}
+}
+
+func openProgress(L *lua.LState, env *Env, out io.Writer) {
+	L.SetGlobal("progress", L.NewFunction(func(L *lua.LState) int {
+		p := &progressBar{out: out, tty: isTTY(out), start: time.Now(), extra: map[string]string{}}
+		var inner *lua.LFunction
+		switch v := L.Get(1).(type) {
+		case lua.LNumber:
+			p.total = int(v)
+		case *lua.LFunction:
+			inner = v
+			p.total = L.OptInt(2, 0)
+		default:
+			argError(L, "progress", "expected a count or an iterator function, got %s", luaTypeName(v))
+		}
+		bar := L.NewTable()
+		L.SetField(bar, "set", L.NewFunction(func(L *lua.LState) int {
+			L.CheckTable(2).ForEach(func(k, v lua.LValue) {
+				if n, ok := v.(lua.LNumber); ok {
+					p.extra[k.String()] = fmt.Sprintf("%.4g", float64(n))
+				} else {
+					p.extra[k.String()] = L.ToStringMeta(v).String()
+				}
+			})
+			return 0
+		}))
+		mt := L.NewTable()
+		L.SetField(mt, "__call", L.NewFunction(func(L *lua.LState) int {
+			if inner == nil {
+				if p.done >= p.total {
+					return 0
+				}
+				p.tick()
+				L.Push(lua.LNumber(p.done))
+				return 1
+			}
+			L.Push(inner)
+			L.Call(0, lua.MultRet)
+			n := L.GetTop() - 3 // the generic for passes (bar, state, control)
+			if n <= 0 || L.Get(4) == lua.LNil {
+				if p.tty && p.done > 0 {
+					fmt.Fprintln(p.out)
+				}
+				return 0
+			}
+			p.tick()
+			return n
+		}))
+		L.SetMetatable(bar, mt)
+		L.Push(bar)
+		return 1
+	}))
+}
