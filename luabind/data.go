@@ -26,7 +26,7 @@ func readCSV(path string, header bool, sep rune) ([]float32, int, int, error) {
 	}
 	defer f.Close()
 	r := csv.NewReader(io.LimitReader(f, maxCSVBytes+1))
-	r.Comma, r.TrimLeadingSpace, r.ReuseRecord = sep, true, true
+	r.Comma, r.TrimLeadingSpace, r.ReuseRecord, r.FieldsPerRecord = sep, true, true, -1
 	var vals []float32
 	cols, rows, line := -1, 0, 0
 	for {
