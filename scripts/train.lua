@@ -1,17 +1,20 @@
--- scripts/train.lua - the gglua demo: a small MLP learns to tell two
--- interleaved spirals apart, on data it makes itself.
+-- scripts/train.lua - the gglua demo: an MLP learns to tell two interleaved
+-- spirals apart, on data it makes itself.
 --
 -- The weights live in the persistent pool on the device for the whole run;
--- each step uploads only its batch, and forward, backward and the Adam
--- update run as one ggml graph.
+-- a step uploads only its batch, and forward, backward and the Adam update
+-- run as one ggml graph. At the end the model is saved as a GGUF
+-- checkpoint, reloaded into a fresh model, and that model's accuracy is
+-- reported.
 --
---   gglua scripts/train.lua [steps]
+--   gglua scripts/train.lua [steps] [checkpoint.gguf]
 
 local steps = tonumber(arg and arg[1]) or 600
+local ckpt = (arg and arg[2]) or ((os.getenv("TMPDIR") or "/tmp") .. "/gglua-train.gguf")
 tensor.manual_seed(42)
 math.randomseed(42)
 
--- Two spirals of n points each, with a little noise.
+-- Two spirals of n points each, with a little noise; labels are 1-based.
 local function spirals(n)
   local x, y = {}, {}
   for c = 0, 1 do
@@ -19,53 +22,50 @@ local function spirals(n)
       local r = i / n
       local th = 3.5 * math.pi * r + c * math.pi + (math.random() - 0.5) * 0.3
       x[#x + 1] = {r * math.cos(th), r * math.sin(th)}
-      y[#y + 1] = c + 1 -- labels are 1-based
+      y[#y + 1] = c + 1
     end
   end
   return tensor(x), y
 end
 
+local function mlp()
+  return nn.Sequential{nn.Linear(2, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2)}
+end
+
+local function accuracy(model, x, labels)
+  local _, guess = model(x):max(2)
+  local right = 0
+  for i, g in ipairs(guess:totable()) do
+    if g == labels[i] then right = right + 1 end
+  end
+  return right / #labels
+end
+
 local x, labels = spirals(200)
+local model = mlp():to_gpu("persistent")
+local opt = optim.adam(model:parameters(), {lr = 0.01})
+local sched = optim.lr_scheduler.cosine(opt, {t_max = steps, eta_min = 1e-3})
+print(string.format("training %s\non %d points for %d steps (device %s)", tostring(model), #labels, steps, device.current()))
 
--- A 2-64-64-2 MLP with PyTorch's default (uniform) initialisation.
-local function linear(n_in, n_out)
-  local bound = 1 / math.sqrt(n_in)
-  local w = tensor.param((tensor.rand(n_out, n_in) * 2 - 1) * bound)
-  local b = tensor.param((tensor.rand(1, n_out) * 2 - 1) * bound)
-  return {w = w, b = b}
-end
-local l1, l2, l3 = linear(2, 64), linear(64, 64), linear(64, 2)
-local params = {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b}
-for _, p in ipairs(params) do to_gpu(p, "persistent") end
-
-local function forward(input)
-  local h = (input:matmul(l1.w:t()) + l1.b):tanh()
-  h = (h:matmul(l2.w:t()) + l2.b):tanh()
-  return h:matmul(l3.w:t()) + l3.b
-end
-
-local opt = optim.adam(params, {lr = 0.01})
-print(string.format("training a 2-64-64-2 MLP on %d points for %d steps (device %s)", #labels, steps, device.current()))
-
-local start = residency.stats()
-for step = 1, steps do
+local before = residency.stats()
+local first_loss, last_loss
+local bar = progress(steps)
+for step in bar do
   opt:zero_grad()
   local loss = with_grad_tape(function()
-    return nn.cross_entropy(forward(x), labels)
+    return nn.cross_entropy(model(x), labels)
   end)
   backward(loss)
   opt:step()
-  if step == 1 or step % 100 == 0 then
-    local s = residency.stats()
-    print(string.format("step %4d  loss %.4f  persistent pool %d B  h2d %d B", step, loss:item(), s.p_buffer_bytes, s.h2d_bytes - start.h2d_bytes))
-  end
+  sched:step()
+  last_loss = loss:item() -- the step's one graph compute happens here
+  first_loss = first_loss or last_loss
+  bar:set{loss = last_loss}
 end
+local after = residency.stats()
+print(string.format("loss %.4f -> %.4f; persistent pool %d B; %.0f B uploaded per step (the batch)",
+  first_loss, last_loss, after.p_buffer_bytes, (after.h2d_bytes - before.h2d_bytes) / steps))
 
--- Accuracy on the training points.
-local logits = forward(x):totable()
-local right = 0
-for i, row in ipairs(logits) do
-  local guess = row[1] > row[2] and 1 or 2
-  if guess == labels[i] then right = right + 1 end
-end
-print(string.format("accuracy: %.1f%% (%d of %d)", 100 * right / #labels, right, #labels))
+tensor.save(ckpt, model:state_dict())
+local restored = mlp():load_state_dict(tensor.load(ckpt))
+print(string.format("checkpoint %s reloaded: accuracy %.1f%%", ckpt, 100 * accuracy(restored, x, labels)))
