@@ -16,6 +16,10 @@ func ShapeString(shape []int) string {
 	return strings.Join(parts, "x")
 }
 
+// MaxHostElements bounds a host tensor (8 GiB of f32), so that an absurd
+// request is an error instead of the Go runtime dying out of memory.
+const MaxHostElements = int64(1) << 31
+
 func checkShape(shape []int) (int64, error) {
 	ne := make([]int64, len(shape))
 	for i, d := range shape {
@@ -24,6 +28,9 @@ func checkShape(shape []int) (int64, error) {
 	n, err := ggmlcgo.CheckShape(ggmlcgo.F32, ne)
 	if err != nil {
 		return 0, fmt.Errorf("shape %s: %w", ShapeString(shape), err)
+	}
+	if n > MaxHostElements {
+		return 0, fmt.Errorf("shape %s: %d elements is more than a tensor may hold (%d)", ShapeString(shape), n, MaxHostElements)
 	}
 	return n, nil
 }

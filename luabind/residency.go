@@ -51,9 +51,9 @@ func openResidency(L *lua.LState, env *Env) {
 	L.SetGlobal("to_gpu", L.NewFunction(func(L *lua.LState) int {
 		t := checkTensor(L, "to_gpu", 1)
 		scope, dtype := toGPUOptions(L, L.Get(2), t.Dtype())
-		if t.IsLeaf() && t.RequiresGrad() && dtype == t.Dtype() {
+		if t.IsLeaf() && t.RequiresGrad() {
 			// A parameter moves itself: modules and optimizers keep holding it.
-			raise(L, t.MoveToDevice(env.Engine, scope))
+			raise(L, t.MoveToDeviceAs(env.Engine, scope, dtype))
 			L.Push(L.Get(1))
 			return 1
 		}
