@@ -92,32 +92,46 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	defer rt.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx := context.Background()
 	if f.exec != "" {
-		if _, err := rt.DoString(ctx, f.exec); err != nil {
+		if _, err := runInterruptible(ctx, func(ctx context.Context) ([]any, error) { return rt.DoString(ctx, f.exec) }); err != nil {
 			return reportError(stderr, err)
 		}
 	}
-	switch {
-	case len(rest) > 0:
-		if _, err := rt.DoFile(ctx, rest[0], rest[1:]...); err != nil {
-			return reportError(stderr, err)
+	if len(rest) > 0 {
+		if _, err := runInterruptible(ctx, func(ctx context.Context) ([]any, error) { return rt.DoFile(ctx, rest[0], rest[1:]...) }); err != nil {
+			code := reportError(stderr, err)
+			if !f.inter {
+				return code
+			}
 		}
-	case f.exec == "" && !isTerminal(stdin):
-		// Piped code with no script: run it as one chunk, as `lua -` does.
-		code, err := io.ReadAll(stdin)
-		if err == nil {
-			_, err = rt.DoString(ctx, string(code))
+		if !f.inter {
+			return 0
 		}
-		if err != nil {
-			return reportError(stderr, err)
+	} else if f.exec != "" && !f.inter {
+		return 0
+	}
+	r := &repl{rt: rt, out: stdout, errOut: stderr}
+	if isTerminal(stdin) {
+		if in, ok := stdin.(*os.File); ok {
+			if err := r.interactive(ctx, in, stdout); err != nil {
+				fmt.Fprintf(stderr, "gglua: %v\n", err)
+				return 1
+			}
+			return 0
 		}
-	case f.exec == "" || f.inter:
-		fmt.Fprintln(stderr, "gglua: the interactive REPL is not available yet; run a script or use -e")
-		return 2
+	}
+	if r.piped(ctx, stdin) {
+		return 1
 	}
 	return 0
+}
+
+// runInterruptible runs f with a context that Ctrl-C cancels.
+func runInterruptible(ctx context.Context, f func(context.Context) ([]any, error)) ([]any, error) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	return f(ctx)
 }
 
 // reportKernels says, once, which SIMD features ggml was compiled with: always
