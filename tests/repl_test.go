@@ -181,3 +181,14 @@ func TestInteractiveAfterScript(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Equal(t, "42\n", out)
 }
+
+func TestREPLCtrlCStopsARunningChunk(t *testing.T) {
+	term := startTerminal(t, "GGLUA_HISTORY="+filepath.Join(t.TempDir(), "h"))
+	term.expect("gglua> ")
+	term.send("while true do end\r")
+	time.Sleep(200 * time.Millisecond)
+	term.send("\x03")
+	term.expect("gglua> ")
+	term.send("6 * 7\r")
+	term.expect("42")
+}
