@@ -1,5 +1,5 @@
 # make demo  - build bin/gglua with fast CPU kernels and run scripts/train.lua
-# make test  - go vet and go test ./... (what CI runs)
+# make test  - go vet, go test ./... and the race detector on parallel runtimes (what CI runs)
 #
 # A plain cgo build compiles ggml's CPU kernels with no SIMD at all (f32
 # matmul 2-4 GFLOP/s). -O3 -march=x86-64-v3 (AVX2, FMA, F16C) runs any AVX2
@@ -33,6 +33,7 @@ demo: build
 test:
 	go vet ./...
 	go test ./...
+	go test -race ./runtime/
 
 bench:
 	go test -run '^$$' -bench . -benchtime 2s ./ggmlcgo/ ./core/...

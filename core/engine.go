@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -36,7 +37,15 @@ type Engine struct {
 
 	tape tape // autograd.go
 	rng  *rand.Rand
+	ctx  context.Context // cancels graph computes (see SetContext)
 }
+
+// SetContext makes cancelling ctx stop graph computes between nodes; the
+// runtime sets it for the duration of each script. nil means none.
+func (e *Engine) SetContext(ctx context.Context) { e.ctx = ctx }
+
+// Context is what SetContext set (nil if nothing).
+func (e *Engine) Context() context.Context { return e.ctx }
 
 // Rand is the engine's random generator (dropout, initialisers).
 func (e *Engine) Rand() *rand.Rand {

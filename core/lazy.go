@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gglua/gglua/core/residency"
@@ -70,16 +71,26 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 		return ggmlcgo.Tensor{}, fmt.Errorf("tensor of shape %s belongs to another runtime or device", ShapeString(t.shape))
 	}
 	var n ggmlcgo.Tensor
-	if t.pending {
+	var err error
+	switch {
+	case t.handle != nil && !t.handle.Live() && t.handle.HostCopy() != nil:
+		// A value from an earlier pass, kept on the host: upload it again.
+		if t.upload == nil || !t.upload.Live() {
+			if t.upload, err = e.res.Upload(residency.Request{Shape: t.shape, Type: t.handle.Type()}, t.handle.HostCopy()); err != nil {
+				return n, err
+			}
+		}
+		n, err = t.upload.Tensor()
+	case t.pending:
 		if t.passGen != e.res.Gen(residency.Pass) {
-			return ggmlcgo.Tensor{}, fmt.Errorf("%w: its pending value was dropped by a reset of the pass pool", residency.ErrStale)
+			return n, fmt.Errorf("%w: its pending value was dropped by a reset of the pass pool", residency.ErrStale)
 		}
 		n = t.node
-	} else {
-		var err error
-		if n, err = t.handle.Tensor(); err != nil {
-			return n, err
-		}
+	default:
+		n, err = t.handle.Tensor()
+	}
+	if err != nil {
+		return n, err
 	}
 	if n.Type() == ggmlcgo.F16 || n.Type() == ggmlcgo.BF16 {
 		// Half-precision storage is computed on in f32.
@@ -112,7 +123,7 @@ func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c 
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
-		node: node, pending: true, passGen: e.res.Gen(residency.Pass)}
+		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active}
 	e.pending = append(e.pending, out)
 	if e.eager {
 		if err := e.Realize(); err != nil {
@@ -206,7 +217,14 @@ func (e *Engine) Realize() error {
 		}
 		placed[n] = h
 	}
-	if err := e.backend.Compute(g); err != nil {
+	ctx := e.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := e.backend.ComputeContext(ctx, g); err != nil {
+		// A cancelled step is abandoned whole: its work is dropped rather
+		// than retried, since some in-place updates may already have run.
+		e.dropPending()
 		return fmt.Errorf("realize: %w", err)
 	}
 	e.stats.GraphComputes++
@@ -223,12 +241,21 @@ func (e *Engine) Realize() error {
 			}
 			t.handle = h.Alias(t.node, t.shape)
 			t.node.MakeLeaf()
+			if t.keep && !t.inTape {
+				raw := make([]byte, t.handle.Nbytes())
+				if err := t.handle.Read(raw); err == nil {
+					t.handle.KeepHostCopy(raw)
+				}
+			}
 		}
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 	}
 	e.pending = nil
 	return nil
 }
+
+// DropPending abandons everything pending (a cancelled script's work).
+func (e *Engine) DropPending() { e.dropPending() }
 
 // dropPending forgets pending work (its pass is gone): op results become
 // unreadable, queued in-place updates are lost.

@@ -26,6 +26,8 @@ type Tensor struct {
 	pending bool
 	passGen int64 // while pending: the pass generation of node's metadata
 	dropped bool  // its pending work was dropped by a reset before it ran
+	inTape  bool  // made by an op while a tape was recording (an activation)
+	keep    bool  // a script holds it: see Keep
 
 	requiresGrad bool
 	gradFn       *gradFn
@@ -275,6 +277,12 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 	}
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())
 }
+
+// Keep marks a tensor that a script holds. If it was computed outside a tape
+// (data prepared before the loop, say), its value is copied to the host when
+// computed, so it outlives the pass reset of the next step: it is then read
+// from, and uploaded again from, that copy, like a host tensor.
+func (t *Tensor) Keep() { t.keep = true }
 
 // SetHostDtype gives a host tensor a storage dtype (f16/bf16): its values
 // are rounded to it, and to_gpu stores it so.

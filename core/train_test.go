@@ -254,3 +254,25 @@ func TestDiamondGradientsAreSummedOnce(t *testing.T) {
 	}
 	assertClose(t, want, values(t, x.Grad()), 1e-5, "d/dx (e^2x + e^x)")
 }
+
+func TestKeptValuesFromOutsideATapeSurviveSteps(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{3}, 1, 2, 3)
+	y, err := e.AddScalar(x, 1) // data prepared before the loop
+	require.NoError(t, err)
+	y.Keep()
+	w := host(t, []int{3}, 1, 1, 1)
+	require.NoError(t, w.SetRequiresGrad(true))
+	for step := 0; step < 3; step++ {
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			loss, err = sumOf(e)(e.Mul(w, y))
+			return err
+		}))
+		v, err := loss.Item()
+		require.NoError(t, err)
+		assert.Equal(t, float32(9), v, "step %d", step)
+	}
+	assert.Equal(t, []float32{2, 3, 4}, values(t, y))
+}

@@ -1,10 +1,23 @@
 package ggmlcgo
 
 // #include <stdlib.h>
+// #include <stdatomic.h>
 // #include "gglua_ggml.h"
+//
+// // The CPU backend asks its abort callback between graph nodes; the flag is
+// // C memory so that ggml may keep its address.
+// typedef struct { atomic_int stop; } gglua_abort_flag;
+// static bool gglua_abort_cb(void * data) { return atomic_load(&((gglua_abort_flag *)data)->stop) != 0; }
+// static gglua_abort_flag * gglua_abort_new(ggml_backend_t b) {
+//     gglua_abort_flag * f = calloc(1, sizeof(gglua_abort_flag));
+//     if (f) ggml_backend_cpu_set_abort_callback(b, gglua_abort_cb, f);
+//     return f;
+// }
+// static void gglua_abort_set(gglua_abort_flag * f, int v) { atomic_store(&f->stop, v); }
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -24,8 +37,9 @@ type Backend struct {
 
 	// mu orders Compute and Close against the idle timer, which runs on
 	// another goroutine and pauses the threadpool.
-	mu   sync.Mutex
-	idle *time.Timer
+	mu    sync.Mutex
+	idle  *time.Timer
+	abort *C.gglua_abort_flag // CPU only: set to stop a compute between nodes
 }
 
 // PauseAfter is how long the CPU threadpool may spin waiting for the next
@@ -67,6 +81,7 @@ func NewCPU(threads int) (*Backend, error) {
 		b.idle.Stop()
 	}
 	C.ggml_backend_cpu_set_n_threads(p, C.int(threads))
+	b.abort = C.gglua_abort_new(p)
 	return b, nil
 }
 
@@ -106,7 +121,11 @@ func (b *Backend) BufferType() BufferType {
 }
 
 // Compute runs g to completion on the backend.
-func (b *Backend) Compute(g *Graph) error {
+func (b *Backend) Compute(g *Graph) error { return b.ComputeContext(context.Background(), g) }
+
+// ComputeContext runs g; cancelling ctx stops the CPU backend between graph
+// nodes (ErrAborted). Other backends finish the graph first.
+func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 	if b == nil || b.p == nil {
 		return errors.New("compute: backend is closed")
 	}
@@ -123,9 +142,32 @@ func (b *Backend) Compute(g *Graph) error {
 	if b.p == nil {
 		return errors.New("compute: backend is closed")
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var finished, watcherDone chan struct{}
+	if b.abort != nil && ctx.Done() != nil {
+		finished, watcherDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watcherDone)
+			select {
+			case <-ctx.Done():
+				C.gglua_abort_set(b.abort, 1)
+			case <-finished:
+			}
+		}()
+	}
 	status := C.ggml_backend_graph_compute(b.p, g.p)
+	if finished != nil {
+		close(finished)
+		<-watcherDone // the watcher can no longer raise the flag
+		C.gglua_abort_set(b.abort, 0)
+	}
 	if b.idle != nil {
 		b.idle.Reset(PauseAfter)
+	}
+	if status == C.GGML_STATUS_ABORTED && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrAborted, ctx.Err())
 	}
 	return statusError("compute", status)
 }
@@ -167,6 +209,10 @@ func (b *Backend) Close() {
 	}
 	C.ggml_backend_free(b.p)
 	b.p = nil
+	if b.abort != nil {
+		C.free(unsafe.Pointer(b.abort))
+		b.abort = nil
+	}
 	if b.tp != nil {
 		C.ggml_threadpool_free(b.tp)
 		b.tp = nil

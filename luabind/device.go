@@ -38,6 +38,7 @@ func openDevice(L *lua.LState, env *Env) {
 			if limit := env.Engine.Residency().Limit(); limit > 0 {
 				e.Residency().SetLimit(limit)
 			}
+			e.SetContext(env.Engine.Context())
 			env.Engine.Close()
 			env.Engine = e
 			L.Push(lua.LString(e.DeviceName()))

@@ -11,6 +11,9 @@ import (
 
 const tensorTypeName = "gglua.tensor"
 
+// Push is push for the embedding API.
+func (env *Env) Push(L *lua.LState, t *core.Tensor) lua.LValue { return env.push(L, t) }
+
 // push wraps t as a Lua userdata with the tensor metatable. A parameter
 // (a leaf that requires grad) always gets the same userdata, so that it can
 // key tables (backward's result, optimizer state) and compare equal.
@@ -19,6 +22,7 @@ func (env *Env) push(L *lua.LState, t *core.Tensor) lua.LValue {
 	if ud, ok := env.params[t]; ok && param {
 		return ud
 	}
+	t.Keep()
 	ud := L.NewUserData()
 	ud.Value = t
 	L.SetMetatable(ud, L.GetTypeMetatable(tensorTypeName))

@@ -18,8 +18,8 @@ type Options struct {
 	Device   string // "cpu" (default), "cuda", "auto" or a ggml device name
 	Threads  int    // CPU threads (<= 0: one per core)
 	MemLimit int64  // residency budget in bytes (0: none)
-	Stdout   io.Writer
-	Stderr   io.Writer
+	Stdout   io.Writer // print and progress bars (default os.Stdout)
+	Stderr   io.Writer // reserved for runtime warnings; io.* (outside the sandbox) writes to the process's own files
 	// Sandbox withholds io, os, debug, load*, dofile and require.
 	Sandbox bool
 }
@@ -131,10 +131,20 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 		ctx = context.Background()
 	}
 	rt.L.SetContext(ctx)
-	defer rt.L.RemoveContext()
+	rt.env.Engine.SetContext(ctx)
+	defer func() {
+		rt.L.RemoveContext()
+		rt.env.Engine.SetContext(nil)
+	}()
 	base := rt.L.GetTop()
 	rt.L.Push(fn)
 	if err := rt.L.PCall(0, lua.MultRet, nil); err != nil {
+		rt.L.SetTop(base)
+		if ctx.Err() != nil {
+			// Cancelled: the work it queued is abandoned, not left for the
+			// next call to compute.
+			rt.env.Engine.DropPending()
+		}
 		return nil, err
 	}
 	n := rt.L.GetTop() - base
@@ -144,36 +154,6 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 	}
 	rt.L.SetTop(base)
 	return out, nil
-}
-
-// toGo converts a Lua value: numbers to float64, strings, booleans, tensors
-// to *core.Tensor, sequences to []any and other tables to map[string]any.
-func toGo(v lua.LValue, depth int) any {
-	switch x := v.(type) {
-	case lua.LNumber:
-		return float64(x)
-	case lua.LString:
-		return string(x)
-	case lua.LBool:
-		return bool(x)
-	case *lua.LUserData:
-		return x.Value
-	case *lua.LTable:
-		if depth > 32 {
-			return nil // a cycle or absurd nesting
-		}
-		if n := x.Len(); n > 0 {
-			s := make([]any, n)
-			for i := range s {
-				s[i] = toGo(x.RawGetInt(i+1), depth+1)
-			}
-			return s
-		}
-		m := map[string]any{}
-		x.ForEach(func(k, val lua.LValue) { m[k.String()] = toGo(val, depth+1) })
-		return m
-	}
-	return nil
 }
 
 // Engine is the runtime's current engine (device.use may replace it).

@@ -140,3 +140,6 @@ func (h *Handle) Zero() error {
 
 // DropHostCopy forgets the host copy (the device value changed).
 func (h *Handle) DropHostCopy() { h.host = nil }
+
+// HostCopy is the host copy kept by KeepHostCopy (nil if none).
+func (h *Handle) HostCopy() []byte { return h.host }

@@ -1,0 +1,197 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/runtime"
+)
+
+func ExampleRuntime_DoString() {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+	vals, err := rt.DoString(context.Background(), `
+		local w = to_gpu(tensor{{1, 2}, {3, 4}}, "persistent")
+		return w:scope(), w:sum():item(), {a = 1, b = "two"}`)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(vals[0], vals[1], vals[2])
+	// Output: persistent 10 map[a:1 b:two]
+}
+
+func ExampleRuntime_SetTensor() {
+	rt, err := runtime.New(runtime.Options{Threads: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+	x, _ := core.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	rt.SetTensor("x", x)
+	if _, err := rt.DoString(context.Background(), `y = x:sum(2) * 10`); err != nil {
+		panic(err)
+	}
+	y, err := rt.Tensor("y")
+	if err != nil {
+		panic(err)
+	}
+	v, _ := y.Float32s()
+	fmt.Println(y.Shape(), v)
+	// Output: [2] [60 150]
+}
+
+func ExampleRuntime_Register() {
+	rt, err := runtime.New(runtime.Options{Threads: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+	rt.Register("scale", func(args []any) ([]any, error) {
+		f, ok := args[0].(float64)
+		if !ok {
+			return nil, errors.New("expected a number")
+		}
+		return []any{f * 1.5}, nil
+	})
+	vals, _ := rt.DoString(context.Background(), `return scale(4)`)
+	_, err = rt.DoString(context.Background(), `return scale("x")`)
+	fmt.Println(vals[0], err != nil)
+	// Output: 6 true
+}
+
+// trainTiny fits y = 2x + 1 with one Linear layer and returns its weight.
+func trainTiny(t *testing.T, rt *runtime.Runtime) float64 {
+	vals, err := rt.DoString(context.Background(), `
+		tensor.manual_seed(1)
+		local x = tensor{{0}, {1}, {2}, {3}}
+		local y = x * 2 + 1
+		local m = nn.Linear(1, 1)
+		local opt = optim.sgd(m:parameters(), {lr = 0.05, momentum = 0.9})
+		for _ = 1, 200 do
+			opt:zero_grad()
+			backward(with_grad_tape(function() return nn.mse_loss(m(x), y) end))
+			opt:step()
+		end
+		return m.weight:item()`)
+	require.NoError(t, err)
+	return vals[0].(float64)
+}
+
+// TestParallelRuntimes trains in several runtimes at once; each has its own
+// device state, and all get the result a lone runtime gets. Run with -race.
+func TestParallelRuntimes(t *testing.T) {
+	solo, err := runtime.New(runtime.Options{Threads: 1})
+	require.NoError(t, err)
+	want := trainTiny(t, solo)
+	solo.Close()
+	assert.InDelta(t, 2, want, 0.05)
+
+	var wg sync.WaitGroup
+	got := make([]float64, 4)
+	for i := range got {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true})
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer rt.Close()
+			got[i] = trainTiny(t, rt)
+		}(i)
+	}
+	wg.Wait()
+	for i := range got {
+		assert.Equal(t, want, got[i], "runtime %d", i)
+	}
+}
+
+func TestCloseFreesEveryDeviceBuffer(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 1})
+	require.NoError(t, err)
+	_, err = rt.DoString(context.Background(), `w = to_gpu(tensor.ones(64, 64), "persistent"); a = to_gpu(tensor.ones(8))`)
+	require.NoError(t, err)
+	res := rt.Engine().Residency()
+	require.Positive(t, res.Ledger().TotalBufferBytes)
+	rt.Close()
+	assert.Zero(t, res.Ledger().TotalBufferBytes)
+}
+
+// cancelWithin cancels a running script after a moment and reports how
+// long it took to return after the cancel.
+func cancelWithin(t *testing.T, rt *runtime.Runtime, code string) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.DoString(ctx, code)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		return time.Since(start), err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the script did not stop")
+	}
+	return 0, nil
+}
+
+func TestCancellationStopsScriptsAndGraphs(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 2, Stdout: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	elapsed, _ := cancelWithin(t, rt, `while true do end`)
+	assert.Less(t, elapsed, time.Second, "between VM instructions")
+
+	// One graph of thousands of 512x512 matmuls (seconds of work even with
+	// fast kernels), cancelled while it computes: the CPU backend stops
+	// between nodes.
+	elapsed, err = cancelWithin(t, rt, `
+		local x = tensor.randn(512, 512) * 0.01
+		local w = tensor.randn(512, 512) * 0.01
+		for i = 1, 3000 do x = x:linear(w) end
+		sync()`)
+	assert.Less(t, elapsed, time.Second, "between graph nodes")
+	assert.ErrorContains(t, err, "aborted")
+
+	// The runtime goes on.
+	vals, err := rt.DoString(context.Background(), `return (tensor{1, 2} * 3):sum():item()`)
+	require.NoError(t, err)
+	assert.Equal(t, 9.0, vals[0])
+}
+
+func TestValuesBothWays(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true})
+	require.NoError(t, err)
+	defer rt.Close()
+	require.NoError(t, rt.SetGlobal("cfg", map[string]any{"lr": 0.5, "layers": []any{4, 2}, "name": "m"}))
+	vals, err := rt.DoString(context.Background(), `return cfg.lr * 2, #cfg.layers, cfg.name, tensor{1, 2}, nil, true`)
+	require.NoError(t, err)
+	require.Len(t, vals, 6)
+	assert.Equal(t, 1.0, vals[0])
+	assert.Equal(t, 2.0, vals[1])
+	assert.Equal(t, "m", vals[2])
+	x, ok := vals[3].(*core.Tensor)
+	require.True(t, ok)
+	assert.Equal(t, []int{2}, x.Shape())
+	assert.Nil(t, vals[4])
+	assert.Equal(t, true, vals[5])
+	assert.Error(t, rt.SetGlobal("bad", struct{}{}))
+	_, err = rt.Tensor("cfg")
+	assert.ErrorContains(t, err, "not a tensor")
+}
