@@ -15,9 +15,9 @@ import (
 // Options configure a Runtime. The zero value runs on the CPU with one thread
 // per core and prints to os.Stdout.
 type Options struct {
-	Device   string // "cpu" (default), "cuda", "auto" or a ggml device name
-	Threads  int    // CPU threads (<= 0: one per core)
-	MemLimit int64  // residency budget in bytes (0: none)
+	Device   string    // "cpu" (default), "cuda", "auto" or a ggml device name
+	Threads  int       // CPU threads (<= 0: one per core)
+	MemLimit int64     // residency budget in bytes (0: none)
 	Stdout   io.Writer // print and progress bars (default os.Stdout)
 	Stderr   io.Writer // reserved for runtime warnings; io.* (outside the sandbox) writes to the process's own files
 	// Sandbox withholds io, os, debug, load*, dofile and require.
