@@ -38,6 +38,7 @@ type Engine struct {
 	tape tape // autograd.go
 	rng  *rand.Rand
 	ctx  context.Context // cancels graph computes (see SetContext)
+	unit *Tensor         // a persistent one-element tensor: the template of constants
 }
 
 // SetContext makes cancelling ctx stop graph computes between nodes; the

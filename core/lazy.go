@@ -137,12 +137,22 @@ func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c 
 // pending work is computed: dst's memory is updated, no new buffer is made.
 // Optimizers update persistent weights this way.
 func (e *Engine) writeInPlace(dst, src *Tensor) error {
+	return e.inPlace(dst, []*Tensor{src}, func(c ctx, base node, in []node) (node, error) { return c.Cpy(in[0], base) })
+}
+
+// inPlace queues build, an op that writes into dst's own memory (base is
+// dst's tensor, or its queued update to chain after) reading inputs.
+func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base node, in []node) (node, error)) error {
 	if dst.handle == nil || dst.engine != e {
 		return fmt.Errorf("in-place update of a tensor that is not placed on this device")
 	}
-	s, err := e.input(src)
-	if err != nil {
-		return err
+	ins := make([]node, len(inputs))
+	for i, t := range inputs {
+		n, err := e.input(t)
+		if err != nil {
+			return err
+		}
+		ins[i] = n
 	}
 	base, err := dst.handle.Tensor()
 	if err != nil {
@@ -155,15 +165,44 @@ func (e *Engine) writeInPlace(dst, src *Tensor) error {
 	if err != nil {
 		return err
 	}
-	node, err := c.Cpy(s, base)
+	n, err := build(c, base, ins)
 	if err != nil {
 		return err
 	}
 	if !dst.pending {
 		e.pending = append(e.pending, dst)
 	}
-	dst.node, dst.pending, dst.passGen = node, true, e.res.Gen(residency.Pass)
+	dst.node, dst.pending, dst.passGen = n, true, e.res.Gen(residency.Pass)
 	return nil
+}
+
+// constants is a pending [len(vals)] tensor holding vals, made on the
+// device from fills and concats: numbers that change every step (learning
+// rates, bias corrections) reach the graph without an upload.
+func (e *Engine) constants(vals []float32) (*Tensor, error) {
+	if e.unit == nil || !e.unit.handle.Live() {
+		h, err := e.res.Alloc(residency.Request{Shape: []int{1}, Scope: residency.Persistent})
+		if err == nil {
+			err = h.Zero()
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.unit = &Tensor{shape: []int{1}, dtype: ggmlcgo.F32, handle: h, engine: e}
+	}
+	return e.newOp("constants", []int{len(vals)}, []*Tensor{e.unit}, func(c ctx, in []node) (node, error) {
+		out, err := c.Fill(in[0], vals[0])
+		for _, v := range vals[1:] {
+			if err != nil {
+				return node{}, err
+			}
+			var f node
+			if f, err = c.Fill(in[0], v); err == nil {
+				out, err = c.Concat(out, f, 0)
+			}
+		}
+		return out, err
+	})
 }
 
 // Realize computes everything pending as one graph. Results are placed in
@@ -220,6 +259,16 @@ func (e *Engine) Realize() error {
 	ctx := e.ctx
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if e.backend.IsCPU() {
+		// Below about 64K produced elements, splitting the nodes across
+		// threads costs more in synchronisation than it saves
+		// (BenchmarkTinyCompute, config c in docs/BENCHMARKS.md).
+		threads := e.backend.Threads()
+		if g.Work() < 1<<16 {
+			threads = 1
+		}
+		e.backend.UseThreads(threads)
 	}
 	if err := e.backend.ComputeContext(ctx, g); err != nil {
 		// A cancelled step is abandoned whole: its work is dropped rather

@@ -53,10 +53,14 @@ func (e *Engine) binaryOp(name string, a, b *Tensor, f func(c ctx, x, y node) (n
 		if err != nil {
 			return nil, err
 		}
-		if ga, err = e.sumTo(ga, a.shape); err != nil {
+		if !a.requiresGrad {
+			ga = nil
+		} else if ga, err = e.sumTo(ga, a.shape); err != nil {
 			return nil, err
 		}
-		if gb, err = e.sumTo(gb, b.shape); err != nil {
+		if !b.requiresGrad {
+			gb = nil
+		} else if gb, err = e.sumTo(gb, b.shape); err != nil {
 			return nil, err
 		}
 		return []*Tensor{ga, gb}, nil
@@ -72,6 +76,9 @@ func (e *Engine) Add(a, b *Tensor) (*Tensor, error) {
 // Sub is a - b.
 func (e *Engine) Sub(a, b *Tensor) (*Tensor, error) {
 	return e.binaryOp("sub", a, b, ctx.Sub, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
+		if !b.requiresGrad {
+			return g, nil, nil
+		}
 		nb, err := e.Neg(g)
 		return g, nb, err
 	})
@@ -79,29 +86,35 @@ func (e *Engine) Sub(a, b *Tensor) (*Tensor, error) {
 
 // Mul is a * b, elementwise.
 func (e *Engine) Mul(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("mul", a, b, ctx.Mul, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
-		ga, err := e.Mul(g, b)
-		if err != nil {
-			return nil, nil, err
+	return e.binaryOp("mul", a, b, ctx.Mul, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
+		if a.requiresGrad {
+			if ga, err = e.Mul(g, b); err != nil {
+				return nil, nil, err
+			}
 		}
-		gb, err := e.Mul(g, a)
+		if b.requiresGrad {
+			gb, err = e.Mul(g, a)
+		}
 		return ga, gb, err
 	})
 }
 
 // Div is a / b, elementwise.
 func (e *Engine) Div(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("div", a, b, ctx.Div, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
-		ga, err := e.Div(g, b) // d/da = 1/b
-		if err != nil {
-			return nil, nil, err
+	return e.binaryOp("div", a, b, ctx.Div, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
+		if a.requiresGrad {
+			if ga, err = e.Div(g, b); err != nil { // d/da = 1/b
+				return nil, nil, err
+			}
+		}
+		if !b.requiresGrad {
+			return ga, nil, nil
 		}
 		q, err := e.Div(out, b) // d/db = -a/b^2 = -out/b
 		if err != nil {
 			return nil, nil, err
 		}
-		gb, err := e.Mul(g, q)
-		if err != nil {
+		if gb, err = e.Mul(g, q); err != nil {
 			return nil, nil, err
 		}
 		gb, err = e.Neg(gb)

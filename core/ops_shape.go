@@ -92,7 +92,12 @@ func (e *Engine) Transpose(x *Tensor, d0, d1 int) (*Tensor, error) {
 	n := len(x.shape)
 	axes := [ggmlcgo.MaxDims]int{0, 1, 2, 3}
 	axes[n-1-a], axes[n-1-b] = n-1-b, n-1-a
-	y, err := e.newOp("transpose", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Permute(in[0], axes) })
+	y, err := e.newOp("transpose", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		if axes == [ggmlcgo.MaxDims]int{1, 0, 2, 3} { // the two innermost dims
+			return e.transposeNode(c, in[0])
+		}
+		return c.Permute(in[0], axes)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -220,22 +225,43 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
-		// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x (out_prod(x, g)), summed over a broadcast batch.
-		gx, err := e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
-			wt, err := c.Transpose(in[1])
+		// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x, summed over a broadcast batch.
+		// Only what needs a gradient is computed (not, say, the input batch's).
+		var gx, gw *Tensor
+		var err error
+		if x.requiresGrad {
+			gx, err = e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
+				wt, err := e.transposeNode(c, in[1])
+				if err != nil {
+					return node{}, err
+				}
+				return c.MulMat(wt, in[0])
+			})
 			if err != nil {
-				return node{}, err
+				return nil, err
 			}
-			return c.MulMat(wt, in[0])
-		})
-		if err != nil {
-			return nil, err
+		}
+		if !w.requiresGrad {
+			return []*Tensor{gx, nil}, nil
 		}
 		gwShape := w.shape
 		if x.Dim() == 3 {
 			gwShape = []int{x.shape[0], n, x.shape[2]}
 		}
-		gw, err := e.newOp("matmul_back", gwShape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) { return c.OutProd(in[0], in[1]) })
+		// gᵀ·x = mul_mat(xᵀ, gᵀ). ggml's out_prod computes the same in one node
+		// but measured ~4x slower than mul_mat on the CPU (docs/BENCHMARKS.md),
+		// so the two transposed copies pay for themselves.
+		gw, err = e.newOp("matmul_back", gwShape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) {
+			xt, err := e.transposeNode(c, in[0])
+			if err != nil {
+				return node{}, err
+			}
+			gt, err := e.transposeNode(c, in[1])
+			if err != nil {
+				return node{}, err
+			}
+			return c.MulMat(xt, gt)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -243,4 +269,15 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		return []*Tensor{gx, gw}, err
 	})
 	return y, nil
+}
+
+// transposeNode swaps ne0 and ne1: with gglua's blocked kernel on the CPU,
+// with ggml's copy elsewhere (custom ops run on the CPU backend only).
+func (e *Engine) transposeNode(c ctx, a node) (node, error) {
+	if e.backend.IsCPU() && a.Type() == ggmlcgo.F32 {
+		if t, err := c.TransposeCPU(a); err == nil {
+			return t, nil
+		}
+	}
+	return c.Transpose(a)
 }

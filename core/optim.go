@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Optimizers update parameters on the device, inside the step graph: each
@@ -237,13 +238,17 @@ func NewAdam(e *Engine, params []*Tensor, opts AdamOptions) (*Adam, error) {
 	return &Adam{optimizer: o, Opts: opts}, nil
 }
 
-// Step updates every parameter that has a gradient.
+// Step updates every parameter that has a gradient. An f32 parameter takes
+// ggml's fused AdamW kernel: one node that updates weight and moments in
+// place, with no temporaries; other dtypes take the same update built from
+// elementwise ops.
 func (a *Adam) Step() error {
 	e, o := a.e, a.Opts
 	a.steps++
 	bc1 := 1 - math.Pow(float64(o.Beta1), float64(a.steps))
 	bc2 := 1 - math.Pow(float64(o.Beta2), float64(a.steps))
 	return e.NoGrad(func() error {
+		var hyper *Tensor // the fused kernel's 7 numbers, made once per step
 		for _, p := range a.params {
 			g := p.Grad()
 			if g == nil {
@@ -259,54 +264,83 @@ func (a *Adam) Step() error {
 			if err != nil {
 				return err
 			}
-			m, v := st[0], st[1]
-			nm, err := e.axpby(o.Beta1, m, 1-o.Beta1, g)
+			if p.dtype != ggmlcgo.F32 {
+				if err := a.composite(p, g, st[0], st[1], bc1, bc2); err != nil {
+					return err
+				}
+				continue
+			}
+			if hyper == nil {
+				wd := float32(0)
+				if o.Decoupled {
+					wd = o.WeightDecay
+				}
+				if hyper, err = e.constants([]float32{o.LR, o.Beta1, o.Beta2, o.Eps, wd, float32(1 / bc1), float32(1 / bc2)}); err != nil {
+					return err
+				}
+			}
+			if p.pending { // the fused kernel needs the weight itself, not a queued update of it
+				if err := e.Realize(); err != nil {
+					return err
+				}
+			}
+			err = e.inPlace(p, []*Tensor{g, st[0], st[1], hyper}, func(c ctx, base node, in []node) (node, error) {
+				return c.OptStepAdamW(base, in[0], in[1], in[2], in[3])
+			})
 			if err != nil {
-				return err
-			}
-			g2, err := e.Mul(g, g)
-			if err != nil {
-				return err
-			}
-			nv, err := e.axpby(o.Beta2, v, 1-o.Beta2, g2)
-			if err != nil {
-				return err
-			}
-			if err := e.writeInPlace(m, nm); err != nil {
-				return err
-			}
-			if err := e.writeInPlace(v, nv); err != nil {
-				return err
-			}
-			// p -= lr * (m/bc1) / (sqrt(v/bc2) + eps)
-			den, err := e.Scale(v, float32(1/bc2))
-			if err == nil {
-				den, err = e.Sqrt(den)
-			}
-			if err == nil {
-				den, err = e.AddScalar(den, o.Eps)
-			}
-			var step *Tensor
-			if err == nil {
-				step, err = e.Div(m, den)
-			}
-			if err != nil {
-				return err
-			}
-			keep := float32(1)
-			if o.Decoupled {
-				keep = 1 - o.LR*o.WeightDecay
-			}
-			np, err := e.axpby(keep, p, -o.LR/float32(bc1), step)
-			if err != nil {
-				return err
-			}
-			if err := e.writeInPlace(p, np); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// composite is the Adam update made of elementwise ops (for f16/bf16
+// weights, whose gradients and moments are f32).
+func (a *Adam) composite(p, g, m, v *Tensor, bc1, bc2 float64) error {
+	e, o := a.e, a.Opts
+	nm, err := e.axpby(o.Beta1, m, 1-o.Beta1, g)
+	if err != nil {
+		return err
+	}
+	g2, err := e.Mul(g, g)
+	if err != nil {
+		return err
+	}
+	nv, err := e.axpby(o.Beta2, v, 1-o.Beta2, g2)
+	if err != nil {
+		return err
+	}
+	if err := e.writeInPlace(m, nm); err != nil {
+		return err
+	}
+	if err := e.writeInPlace(v, nv); err != nil {
+		return err
+	}
+	// p -= lr * (m/bc1) / (sqrt(v/bc2) + eps)
+	den, err := e.Scale(v, float32(1/bc2))
+	if err == nil {
+		den, err = e.Sqrt(den)
+	}
+	if err == nil {
+		den, err = e.AddScalar(den, o.Eps)
+	}
+	var step *Tensor
+	if err == nil {
+		step, err = e.Div(m, den)
+	}
+	if err != nil {
+		return err
+	}
+	keep := float32(1)
+	if o.Decoupled {
+		keep = 1 - o.LR*o.WeightDecay
+	}
+	np, err := e.axpby(keep, p, -o.LR/float32(bc1), step)
+	if err != nil {
+		return err
+	}
+	return e.writeInPlace(p, np)
 }
 
 // StateDict is the optimizer's state: moments, step count and rate.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
@@ -227,11 +228,12 @@ func (t *Tensor) Item() (float32, error) {
 func encode(dtype ggmlcgo.Type, v []float32) ([]byte, error) {
 	switch dtype {
 	case ggmlcgo.F32:
-		raw := make([]byte, 4*len(v))
-		for i, x := range v {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+		if len(v) == 0 {
+			return nil, nil
 		}
-		return raw, nil
+		// ggml's f32 is the machine's float: the bytes of v, not a copy.
+		// Callers copy them (uploads, files) and never keep them.
+		return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)), nil
 	case ggmlcgo.F16, ggmlcgo.BF16:
 		half := make([]uint16, len(v))
 		ggmlcgo.F32ToHalf(dtype, v, half)

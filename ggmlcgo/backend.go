@@ -40,6 +40,7 @@ type Backend struct {
 	mu    sync.Mutex
 	idle  *time.Timer
 	abort *C.gglua_abort_flag // CPU only: set to stop a compute between nodes
+	using int                 // threads the computes use now (see UseThreads)
 }
 
 // PauseAfter is how long the CPU threadpool may spin waiting for the next
@@ -81,6 +82,7 @@ func NewCPU(threads int) (*Backend, error) {
 		b.idle.Stop()
 	}
 	C.ggml_backend_cpu_set_n_threads(p, C.int(threads))
+	b.using = threads
 	b.abort = C.gglua_abort_new(p)
 	return b, nil
 }
@@ -114,6 +116,24 @@ func (b *Backend) IsCPU() bool {
 
 // Threads is the size of the CPU threadpool (0 for other backends).
 func (b *Backend) Threads() int { return b.threads }
+
+// UseThreads sets how many of the pool's threads the next computes use
+// (1..Threads()); a tiny graph runs faster on one thread than it can be
+// split across several.
+func (b *Backend) UseThreads(n int) {
+	if b.tp == nil && b.threads <= 1 || n < 1 || n > b.threads || n == b.using {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.p != nil {
+		C.ggml_backend_cpu_set_n_threads(b.p, C.int(n))
+		b.using = n
+		if n == 1 && b.tp != nil {
+			C.ggml_threadpool_pause(b.tp) // its workers would only spin beside the one thread at work
+		}
+	}
+}
 
 // BufferType is the backend's default buffer type: where its tensors live.
 func (b *Backend) BufferType() BufferType {

@@ -64,6 +64,9 @@
     X(GGML_BACKEND_DEVICE_TYPE_IGPU, 2)       \
     X(GGML_BACKEND_DEVICE_TYPE_ACCEL, 3)
 
+// Only NONE is named: an op node is recognised by having another value.
+#define GGLUA_ENUM_GGML_OP(X) X(GGML_OP_NONE, 0)
+
 #define GGLUA_ENUM_GGUF_TYPE(X) \
     X(GGUF_TYPE_UINT8, 0)       \
     X(GGUF_TYPE_INT8, 1)        \
@@ -94,8 +97,7 @@ struct ggml_context;
 struct ggml_cgraph;
 struct ggml_threadpool;
 struct gguf_context;
-// The op enum is only stored, never switched on, so its values are not mirrored.
-enum ggml_op { GGML_OP_NONE = 0 };
+enum ggml_op { GGLUA_ENUM_GGML_OP(GGLUA_ENUMERATOR) };
 
 typedef uint16_t ggml_fp16_t;
 typedef struct { uint16_t bits; } ggml_bf16_t;
@@ -179,6 +181,7 @@ int64_t ggml_blck_size(enum ggml_type type);
 const char * ggml_type_name(enum ggml_type type);
 const char * ggml_status_to_string(enum ggml_status status);
 void ggml_set_input(struct ggml_tensor * tensor);
+void ggml_set_param(struct ggml_tensor * tensor);
 void ggml_set_output(struct ggml_tensor * tensor);
 
 // ops (ggml.h); each is wrapped in ops.go with the checks ggml would assert
@@ -210,6 +213,9 @@ struct ggml_tensor * ggml_cross_entropy_loss_back(struct ggml_context * ctx, str
 struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * grad, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * adamw_params);
 struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);
 struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
+typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
+                                    struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
 struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor * a, int lp0, int rp0, int lp1, int rp1, int lp2, int rp2, int lp3, int rp3);
 struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
 

@@ -272,3 +272,34 @@ func TestCPUFeaturesAreReported(t *testing.T) {
 		assert.False(t, SlowKernels())
 	}
 }
+
+func TestTransposeCPUMatchesGGML(t *testing.T) {
+	b := cpu(t, 2)
+	ctx, err := NewContext(16, 16)
+	require.NoError(t, err)
+	defer ctx.Free()
+	vals := make([]float32, 70*45*3)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	x := place(t, b, ctx, [][]float32{vals}, []int64{70, 45, 3})[0]
+	fast, err := ctx.TransposeCPU(x)
+	require.NoError(t, err)
+	slow, err := ctx.Transpose(x)
+	require.NoError(t, err)
+	assert.Equal(t, [4]int64{45, 70, 3, 1}, fast.Ne())
+	g, err := ctx.NewGraph(16)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(fast))
+	require.NoError(t, g.Expand(slow))
+	ga := NewGallocr(b.BufferType())
+	defer ga.Free()
+	require.NoError(t, ga.AllocGraph(g))
+	require.NoError(t, b.Compute(g))
+	fv, sv := make([]byte, fast.Nbytes()), make([]byte, slow.Nbytes())
+	require.NoError(t, fast.Get(fv))
+	require.NoError(t, slow.Get(sv))
+	assert.Equal(t, bytesf32(sv), bytesf32(fv))
+	// element (r=2, c=5) of batch 1 moves to (c=5, r=2)
+	assert.Equal(t, vals[1*70*45+2*70+5], bytesf32(fv)[1*70*45+5*45+2])
+}

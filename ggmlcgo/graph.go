@@ -67,6 +67,16 @@ func (g *Graph) Expand(t Tensor) error {
 	return nil
 }
 
+// Work is the number of elements the graph's nodes produce: a cheap measure
+// of how much there is to split across threads.
+func (g *Graph) Work() int64 {
+	w := int64(0)
+	for i, n := 0, g.NNodes(); i < n; i++ {
+		w += int64(C.ggml_nelements(C.ggml_graph_node(g.p, C.int(i))))
+	}
+	return w
+}
+
 // NNodes is the number of computed nodes (leaves excluded).
 func (g *Graph) NNodes() int { return int(C.ggml_graph_n_nodes(g.p)) }
 

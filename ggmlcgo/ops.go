@@ -395,3 +395,21 @@ func (c *Context) Cast(a Tensor, t Type) (Tensor, error) {
 	}
 	return result(C.ggml_cast(c.p, a.p, C.enum_ggml_type(t)))
 }
+
+// OptStepAdamW is ggml's fused AdamW step: it updates a, m and v in place
+// (the result is a view of a) from grad and params = [alpha, beta1, beta2,
+// eps, wd, beta1h, beta2h], where beta1h = 1/(1-beta1^t), and likewise for
+// beta2. All f32, same shapes. a must be a leaf: it is flagged as a param.
+func (c *Context) OptStepAdamW(a, grad, m, v, params Tensor) (Tensor, error) {
+	if err := c.checkF32("opt_step_adamw", a, grad, m, v, params); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(a, grad) || !sameShape(a, m) || !sameShape(a, v) || params.Nelements() != 7 {
+		return Tensor{}, fmt.Errorf("opt_step_adamw: ne %v, %v, %v, %v and %d params", a.Ne(), grad.Ne(), m.Ne(), v.Ne(), params.Nelements())
+	}
+	if a.p.op != C.GGML_OP_NONE || a.p.nb[0] != 4 {
+		return Tensor{}, fmt.Errorf("opt_step_adamw: the parameter must be a contiguous leaf tensor")
+	}
+	C.ggml_set_param(a.p)
+	return result(C.ggml_opt_step_adamw(c.p, a.p, grad.p, m.p, v.p, params.p))
+}

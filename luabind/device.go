@@ -1,11 +1,15 @@
 package luabind
 
 import (
+	"time"
+
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
 	"github.com/gglua/gglua/ggmlcgo"
 )
+
+var clockStart = time.Now()
 
 func openDevice(L *lua.LState, env *Env) {
 	lib := L.SetFuncs(L.NewTable(), map[string]lua.LGFunction{
@@ -21,6 +25,11 @@ func openDevice(L *lua.LState, env *Env) {
 				out.Append(e)
 			}
 			L.Push(out)
+			return 1
+		},
+		// clock is wall-clock seconds on a monotonic clock, for timing runs.
+		"clock": func(L *lua.LState) int {
+			L.Push(lua.LNumber(time.Since(clockStart).Seconds()))
 			return 1
 		},
 		"current": func(L *lua.LState) int {

@@ -79,6 +79,10 @@ func openResidency(L *lua.LState, env *Env) {
 			for k, v := range env.Engine.Residency().Ledger().Map() {
 				tbl.RawSetString(k, lua.LNumber(v))
 			}
+			st := env.Engine.Stats()
+			tbl.RawSetString("graph_computes", lua.LNumber(st.GraphComputes))
+			tbl.RawSetString("nodes_computed", lua.LNumber(st.NodesComputed))
+			tbl.RawSetString("pass_bytes_placed", lua.LNumber(st.PassBytes))
 			L.Push(tbl)
 			return 1
 		},

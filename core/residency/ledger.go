@@ -6,7 +6,8 @@ type Ledger struct {
 	NBuffers         int64
 	PBufferBytes     int64 // persistent pool
 	PNBuffers        int64
-	TotalBufferBytes int64
+	CachedBytes      int64 // pass buffers kept for the next step (see State)
+	TotalBufferBytes int64 // pass + persistent + cached: all device memory held
 	PassGen          int64
 	PersistentGen    int64
 	H2DBytes         int64 // host->device bytes since start
@@ -22,7 +23,8 @@ func (s *State) Ledger() Ledger {
 		NBuffers:         int64(len(pass.arenas)),
 		PBufferBytes:     pers.bytes,
 		PNBuffers:        int64(len(pers.arenas)),
-		TotalBufferBytes: pass.bytes + pers.bytes,
+		CachedBytes:      s.cached(),
+		TotalBufferBytes: s.held(),
 		PassGen:          pass.gen,
 		PersistentGen:    pers.gen,
 		H2DBytes:         s.h2d,
@@ -38,6 +40,7 @@ func (l Ledger) Map() map[string]int64 {
 		"n_buffers":          l.NBuffers,
 		"p_buffer_bytes":     l.PBufferBytes,
 		"p_n_buffers":        l.PNBuffers,
+		"cached_bytes":       l.CachedBytes,
 		"total_buffer_bytes": l.TotalBufferBytes,
 		"pass_gen":           l.PassGen,
 		"persistent_gen":     l.PersistentGen,

@@ -308,3 +308,26 @@ func TestBadRequestsAreErrors(t *testing.T) {
 	_, err = s.Alloc(Request{Shape: []int{2}})
 	assert.ErrorContains(t, err, "closed")
 }
+
+func TestAPassResetCachesBuffersForTheNextStep(t *testing.T) {
+	s := newState(t)
+	zeros32x32(t, s, Pass)
+	held := s.Ledger().BufferBytes
+	s.Reset(Pass)
+	l := s.Ledger()
+	assert.Zero(t, l.BufferBytes, "the pass pool itself is empty")
+	assert.Equal(t, held, l.CachedBytes, "its buffer waits in the cache")
+	assert.Equal(t, l.CachedBytes+l.PBufferBytes, l.TotalBufferBytes, "and is counted as held")
+	zeros32x32(t, s, Pass)
+	l = s.Ledger()
+	assert.Equal(t, held, l.BufferBytes)
+	assert.Zero(t, l.CachedBytes, "reused, not allocated anew")
+
+	// The budget sees the cache, and the cache gives way before a refusal.
+	s.Reset(Pass)
+	_, err := s.SetLimit(s.Ledger().TotalBufferBytes + 64)
+	require.NoError(t, err)
+	_, err = s.Alloc(Request{Shape: []int{64}, Scope: Persistent})
+	require.NoError(t, err, "room made by dropping the cache")
+	assert.Zero(t, s.Ledger().CachedBytes)
+}

@@ -22,6 +22,11 @@ type State struct {
 	backend *ggmlcgo.Backend
 	buft    ggmlcgo.BufferType
 	pools   [nScopes]pool
+	// cache keeps the pass pool's buffers across a pass reset, for the next
+	// step to reuse: a training step allocates the same sizes every time,
+	// and fresh memory costs page faults. It counts as held memory (ledger
+	// and budget); a full reset or a budget squeeze frees it.
+	cache []ggmlcgo.Buffer
 	limit   int64
 	h2d     int64
 	d2h     int64
@@ -58,21 +63,61 @@ func (s *State) Backend() *ggmlcgo.Backend { return s.backend }
 func (s *State) Gen(scope Scope) int64 { return s.pools[scope].gen }
 
 // Reset frees the named pools (none named: both) and advances their
-// generation counters. The other pool is not touched.
+// generation counters. The other pool is not touched. A pass reset alone
+// keeps the pass buffers in the cache for reuse; resetting both frees all.
 func (s *State) Reset(scopes ...Scope) {
+	all := len(scopes) == 0 || len(scopes) == 2
 	if len(scopes) == 0 {
 		scopes = []Scope{Pass, Persistent}
 	}
 	for _, sc := range scopes {
 		p := &s.pools[sc]
 		for _, a := range p.arenas {
-			a.buf.Free()
+			if sc == Pass && !all {
+				s.cache = append(s.cache, a.buf)
+			} else {
+				a.buf.Free()
+			}
 			a.ctx.Free()
 		}
 		p.arenas = nil
 		p.bytes = 0
 		p.gen++
 	}
+	if all {
+		s.dropCache()
+	}
+}
+
+func (s *State) dropCache() {
+	for _, b := range s.cache {
+		b.Free()
+	}
+	s.cache = nil
+}
+
+func (s *State) cached() int64 {
+	n := int64(0)
+	for _, b := range s.cache {
+		n += b.Size()
+	}
+	return n
+}
+
+// fromCache takes the smallest cached buffer of at least size bytes.
+func (s *State) fromCache(size int64) (ggmlcgo.Buffer, bool) {
+	best := -1
+	for i, b := range s.cache {
+		if b.Size() >= size && (best < 0 || b.Size() < s.cache[best].Size()) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ggmlcgo.Buffer{}, false
+	}
+	b := s.cache[best]
+	s.cache = append(s.cache[:best], s.cache[best+1:]...)
+	return b, true
 }
 
 // Close frees both pools; later allocations are errors.
@@ -98,14 +143,14 @@ func (s *State) SetLimit(bytes int64) (int64, error) {
 // Limit is the current budget (0: none).
 func (s *State) Limit() int64 { return s.limit }
 
-func (s *State) held() int64 { return s.pools[Pass].bytes + s.pools[Persistent].bytes }
+func (s *State) held() int64 { return s.pools[Pass].bytes + s.pools[Persistent].bytes + s.cached() }
 
 // CheckBudget returns an error containing "budget exceeded" if allocating
 // extra more bytes would pass the limit.
 func (s *State) CheckBudget(extra int64) error {
 	if s.limit > 0 && s.held()+extra > s.limit {
-		return fmt.Errorf("residency: budget exceeded: %d bytes requested, %d held (pass %d + persistent %d), limit %d",
-			extra, s.held(), s.pools[Pass].bytes, s.pools[Persistent].bytes, s.limit)
+		return fmt.Errorf("residency: budget exceeded: %d bytes requested, %d held (pass %d + persistent %d + cached %d), limit %d",
+			extra, s.held(), s.pools[Pass].bytes, s.pools[Persistent].bytes, s.cached(), s.limit)
 	}
 	return nil
 }
@@ -211,17 +256,35 @@ func (s *State) arenaFor(p *pool, need int64) (*arena, error) {
 		size = min(size, s.limit-s.held()) // shrink the arena to what the budget allows
 	}
 	size = max(size, need+s.buft.Alignment()) // room for the base's alignment too
-	if err := s.CheckBudget(size); err != nil {
-		return nil, err
+	buf, reused := ggmlcgo.Buffer{}, false
+	if p.scope == Pass {
+		if buf, reused = s.fromCache(size); !reused {
+			buf, reused = s.fromCache(need + s.buft.Alignment())
+		}
+	}
+	if !reused {
+		if err := s.CheckBudget(size); err != nil {
+			if len(s.cache) == 0 {
+				return nil, err
+			}
+			s.dropCache() // cached buffers give way before an allocation fails
+			if err := s.CheckBudget(size); err != nil {
+				return nil, err
+			}
+		}
 	}
 	ctx, err := ggmlcgo.NewContext(arenaTensors<<min(len(p.arenas), 4), 0)
 	if err != nil {
+		if reused {
+			s.cache = append(s.cache, buf)
+		}
 		return nil, fmt.Errorf("residency: %w", err)
 	}
-	buf, err := s.buft.Alloc(size)
-	if err != nil {
-		ctx.Free()
-		return nil, fmt.Errorf("residency: %s pool: %w", p.scope, err)
+	if !reused {
+		if buf, err = s.buft.Alloc(size); err != nil {
+			ctx.Free()
+			return nil, fmt.Errorf("residency: %s pool: %w", p.scope, err)
+		}
 	}
 	a := &arena{ctx: ctx, buf: buf, ta: ggmlcgo.NewTallocr(buf)}
 	p.arenas = append(p.arenas, a)

@@ -1,0 +1,10 @@
+// gglua_ops.h - gglua's own C kernels, run as ggml custom ops on the CPU.
+#ifndef GGLUA_OPS_H
+#define GGLUA_OPS_H
+#include "gglua_ggml.h"
+
+// gglua_transpose_f32 writes dst = the transpose of dst->src[0] (swapping
+// ne0 and ne1 of a contiguous f32 tensor), splitting tiles over nth threads.
+void gglua_transpose_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+#endif
