@@ -26,11 +26,11 @@ type State struct {
 	// step to reuse: a training step allocates the same sizes every time,
 	// and fresh memory costs page faults. It counts as held memory (ledger
 	// and budget); a full reset or a budget squeeze frees it.
-	cache []ggmlcgo.Buffer
-	limit   int64
-	h2d     int64
-	d2h     int64
-	closed  bool
+	cache  []ggmlcgo.Buffer
+	limit  int64
+	h2d    int64
+	d2h    int64
+	closed bool
 }
 
 type pool struct {
