@@ -39,6 +39,9 @@ type Engine struct {
 	rng  *rand.Rand
 	ctx  context.Context // cancels graph computes (see SetContext)
 	unit *Tensor         // a persistent one-element tensor: the template of constants
+
+	releases []func() // C memory the pending nodes use, freed once they ran
+	useBLAS  bool     // large matmuls go to OpenBLAS (CPU, openblas builds)
 }
 
 // SetContext makes cancelling ctx stop graph computes between nodes; the
@@ -66,7 +69,8 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{backend: b, res: residency.New(b), eager: os.Getenv("GGLUA_EAGER") == "1"}, nil
+	return &Engine{backend: b, res: residency.New(b), eager: os.Getenv("GGLUA_EAGER") == "1",
+		useBLAS: b.IsCPU() && ggmlcgo.BLASAvailable() && os.Getenv("GGLUA_NO_BLAS") != "1"}, nil
 }
 
 func resolveDevice(want string) (string, error) {

@@ -180,6 +180,18 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 // device from fills and concats: numbers that change every step (learning
 // rates, bias corrections) reach the graph without an upload.
 func (e *Engine) constants(vals []float32) (*Tensor, error) {
+	if e.backend.IsCPU() { // one node holding the numbers
+		var release func()
+		t, err := e.newOp("constants", []int{len(vals)}, nil, func(c ctx, _ []node) (node, error) {
+			n, free, err := c.Values(vals)
+			release = free
+			return n, err
+		})
+		if release != nil {
+			e.releases = append(e.releases, release)
+		}
+		return t, err
+	}
 	if e.unit == nil || !e.unit.handle.Live() {
 		h, err := e.res.Alloc(residency.Request{Shape: []int{1}, Scope: residency.Persistent})
 		if err == nil {
@@ -300,15 +312,25 @@ func (e *Engine) Realize() error {
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 	}
 	e.pending = nil
+	e.release()
 	return nil
 }
 
 // DropPending abandons everything pending (a cancelled script's work).
 func (e *Engine) DropPending() { e.dropPending() }
 
+// release frees what the nodes just computed (or dropped) borrowed.
+func (e *Engine) release() {
+	for _, f := range e.releases {
+		f()
+	}
+	e.releases = nil
+}
+
 // dropPending forgets pending work (its pass is gone): op results become
 // unreadable, queued in-place updates are lost.
 func (e *Engine) dropPending() {
+	e.release()
 	for _, t := range e.pending {
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 		if t.handle == nil {

@@ -220,6 +220,9 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if x.Dim() == 3 || w.Dim() == 3 {
 		shape = []int{max(bx, bw), m, n}
 	}
+	if e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
+		return e.linearBLAS(x, w, shape)
+	}
 	y, err := e.newOp("matmul", shape, []*Tensor{x, w}, func(c ctx, in []node) (node, error) { return c.MulMat(in[1], in[0]) })
 	if err != nil {
 		return nil, err
@@ -280,4 +283,40 @@ func (e *Engine) transposeNode(c ctx, a node) (node, error) {
 		}
 	}
 	return c.Transpose(a)
+}
+
+// blasFor reports whether a product with weight w and about work
+// multiply-adds per batch row runs on OpenBLAS: on the CPU, in a build that
+// has it, for a 2-d weight, and for products big enough to pay for a BLAS
+// call (below that ggml's own kernels win).
+func (e *Engine) blasFor(w *Tensor, work int) bool {
+	return e.useBLAS && w.Dim() == 2 && work >= 1<<15
+}
+
+// linearBLAS is Linear through OpenBLAS: y = x·wᵀ, dx = g·w, dw = gᵀ·x (summed
+// over every row of a batched x), with no transposed copies.
+func (e *Engine) linearBLAS(x, w *Tensor, shape []int) (*Tensor, error) {
+	gemm := func(name string, out []int, a, b *Tensor, ta, tb bool) (*Tensor, error) {
+		return e.newOp(name, out, []*Tensor{a, b}, func(c ctx, in []node) (node, error) {
+			return c.Gemm(in[0], in[1], ta, tb, ne4(out))
+		})
+	}
+	y, err := gemm("matmul", shape, x, w, false, true)
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
+		var gx, gw *Tensor
+		var err error
+		if x.requiresGrad {
+			if gx, err = gemm("matmul_back", x.shape, g, w, false, false); err != nil {
+				return nil, err
+			}
+		}
+		if w.requiresGrad {
+			gw, err = gemm("matmul_back", w.shape, g, x, true, false)
+		}
+		return []*Tensor{gx, gw}, err
+	})
+	return y, nil
 }

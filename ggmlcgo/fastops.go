@@ -1,13 +1,20 @@
 package ggmlcgo
 
+// #include <stdlib.h>
 // #include "gglua_ops.h"
 // static struct ggml_tensor * gglua_transpose_node(struct ggml_context * ctx, struct ggml_tensor * a) {
 //     struct ggml_tensor * args[1] = {a};
 //     return ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[1], a->ne[0], a->ne[2], a->ne[3], args, 1, gglua_transpose_f32, -1, NULL);
 // }
+// static struct ggml_tensor * gglua_values_node(struct ggml_context * ctx, int64_t n, float * vals) {
+//     return ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals);
+// }
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // contiguous reports whether t's elements are packed in order.
 func (t Tensor) contiguous() bool {
@@ -27,4 +34,23 @@ func (c *Context) TransposeCPU(a Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("transpose: the fast kernel needs a contiguous tensor")
 	}
 	return result(C.gglua_transpose_node(c.p, a.p))
+}
+
+// Values is a CPU-only node holding vals. The numbers live in C memory that
+// the returned free function releases, which must wait until every graph
+// with the node has been computed.
+func (c *Context) Values(vals []float32) (Tensor, func(), error) {
+	if err := c.checkOp("values"); err != nil {
+		return Tensor{}, nil, err
+	}
+	if len(vals) == 0 || len(vals) > 1<<20 {
+		return Tensor{}, nil, fmt.Errorf("values: %d numbers", len(vals))
+	}
+	mem := (*C.float)(C.malloc(C.size_t(4 * len(vals))))
+	if mem == nil {
+		return Tensor{}, nil, fmt.Errorf("values: out of host memory")
+	}
+	copy(unsafe.Slice((*float32)(unsafe.Pointer(mem)), len(vals)), vals)
+	t := C.gglua_values_node(c.p, C.int64_t(len(vals)), mem)
+	return Tensor{p: t}, func() { C.free(unsafe.Pointer(mem)) }, nil
 }

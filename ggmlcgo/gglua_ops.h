@@ -7,4 +7,7 @@
 // ne0 and ne1 of a contiguous f32 tensor), splitting tiles over nth threads.
 void gglua_transpose_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_fill_values copies dst->ne[0] floats from userdata into dst.
+void gglua_fill_values(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 #endif

@@ -28,3 +28,18 @@ void gglua_transpose_f32(struct ggml_tensor * dst, int ith, int nth, void * user
         }
     }
 }
+
+// gglua_fill_values writes the floats userdata points at into dst: numbers
+// known when the graph is built (a learning rate, bias corrections) become
+// one node, as op parameters do, instead of a chain of fills.
+void gglua_fill_values(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) nth;
+    if (ith != 0) {
+        return;
+    }
+    const float * v = (const float *) userdata;
+    float * d = (float *) dst->data;
+    for (int64_t i = 0; i < dst->ne[0]; i++) {
+        d[i] = v[i];
+    }
+}
