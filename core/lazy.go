@@ -12,7 +12,7 @@ import (
 type Stats struct {
 	GraphComputes int64 // Realize calls that computed a graph
 	NodesComputed int64 // graph nodes computed, summed
-	PassBytes     int64 // bytes placed in the pass pool by Realize, summed
+	PassBytes     int64 // bytes of node results placed in the pass pool by Realize, summed
 }
 
 // Stats returns the engine's counters.
@@ -248,7 +248,7 @@ func (e *Engine) Realize() error {
 		}
 	}
 	placed := map[ggmlcgo.Tensor]*residency.Handle{}
-	before := e.res.Ledger().BufferBytes
+	var placedBytes int64
 	for _, n := range g.Nodes() {
 		if n.Allocated() {
 			continue
@@ -267,6 +267,7 @@ func (e *Engine) Realize() error {
 			return fmt.Errorf("realize: %w", err)
 		}
 		placed[n] = h
+		placedBytes += n.Nbytes()
 	}
 	ctx := e.ctx
 	if ctx == nil {
@@ -290,7 +291,7 @@ func (e *Engine) Realize() error {
 	}
 	e.stats.GraphComputes++
 	e.stats.NodesComputed += int64(g.NNodes())
-	e.stats.PassBytes += e.res.Ledger().BufferBytes - before
+	e.stats.PassBytes += placedBytes
 	for _, t := range e.pending {
 		if t.handle != nil { // an in-place update: a cached host copy is old
 			t.handle.DropHostCopy()

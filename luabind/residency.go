@@ -83,6 +83,10 @@ func openResidency(L *lua.LState, env *Env) {
 			tbl.RawSetString("graph_computes", lua.LNumber(st.GraphComputes))
 			tbl.RawSetString("nodes_computed", lua.LNumber(st.NodesComputed))
 			tbl.RawSetString("pass_bytes_placed", lua.LNumber(st.PassBytes))
+			if rss, peak, ok := processMemory(); ok {
+				tbl.RawSetString("rss_bytes", lua.LNumber(rss))
+				tbl.RawSetString("peak_rss_bytes", lua.LNumber(peak))
+			}
 			L.Push(tbl)
 			return 1
 		},

@@ -52,6 +52,6 @@ repeat
   n = n + 1
 until device.clock() - t0 >= seconds
 local dt, s1 = device.clock() - t0, residency.stats()
-print(string.format("%s %.1f steps/s  %.2f computes/step  %.0f nodes/step  %.0f pass bytes/step",
+print(string.format("%s %.1f steps/s  %.2f computes/step  %.0f nodes/step  %.0f pass bytes/step  peak RSS %.0f MiB",
   name, n / dt, (s1.graph_computes - s0.graph_computes) / n, (s1.nodes_computed - s0.nodes_computed) / n,
-  (s1.pass_bytes_placed - s0.pass_bytes_placed) / n))
+  (s1.pass_bytes_placed - s0.pass_bytes_placed) / n, (s1.peak_rss_bytes or 0) / 2^20))

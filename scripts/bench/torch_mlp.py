@@ -8,6 +8,7 @@ Prints the same line as mlp.lua: config and steps/s. Thread counts come from
 OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (see compare.sh).
 """
 import os
+import resource
 import sys
 import time
 
@@ -55,7 +56,8 @@ def main():
         step()
         n += 1
     dt = time.perf_counter() - t0
-    print(f"{name} {n / dt:.1f} steps/s  torch {torch.__version__} threads {torch.get_num_threads()}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{name} {n / dt:.1f} steps/s  torch {torch.__version__} threads {torch.get_num_threads()}  peak RSS {peak:.0f} MiB")
 
 
 if __name__ == "__main__":
