@@ -140,6 +140,17 @@ func (b *Backend) BufferType() BufferType {
 	return BufferType{p: C.ggml_backend_get_default_buffer_type(b.p)}
 }
 
+// PinnedBufferType is the device's pinned (page-locked) host memory, from
+// which uploads run at full bus speed; ok is false for the CPU and for
+// devices without one.
+func (b *Backend) PinnedBufferType() (BufferType, bool) {
+	if b.IsCPU() {
+		return BufferType{}, false
+	}
+	bt := C.ggml_backend_dev_host_buffer_type(C.ggml_backend_get_device(b.p))
+	return BufferType{p: bt}, bt != nil
+}
+
 // Compute runs g to completion on the backend.
 func (b *Backend) Compute(g *Graph) error { return b.ComputeContext(context.Background(), g) }
 

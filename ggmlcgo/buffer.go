@@ -6,6 +6,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // BufferType is a kind of backend memory (host RAM, CUDA device memory, ...).
@@ -53,6 +54,12 @@ func (b Buffer) IsNil() bool { return b.p == nil }
 
 // Size is the buffer's size in bytes.
 func (b Buffer) Size() int64 { return int64(C.ggml_backend_buffer_get_size(b.p)) }
+
+// Bytes is the buffer's memory as a Go slice; only for host buffers
+// (pinned staging memory), never for device memory.
+func (b Buffer) Bytes() []byte {
+	return unsafe.Slice((*byte)(C.ggml_backend_buffer_get_base(b.p)), b.Size())
+}
 
 // Free releases the buffer; its tensors become unusable.
 func (b Buffer) Free() {

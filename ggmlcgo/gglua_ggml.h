@@ -289,6 +289,7 @@ const char * ggml_backend_dev_description(ggml_backend_dev_t device);
 void ggml_backend_dev_memory(ggml_backend_dev_t device, size_t * free, size_t * total);
 enum ggml_backend_dev_type ggml_backend_dev_type(ggml_backend_dev_t device);
 ggml_backend_t ggml_backend_dev_init(ggml_backend_dev_t device, const char * params);
+ggml_backend_buffer_type_t ggml_backend_dev_host_buffer_type(ggml_backend_dev_t device);
 ggml_backend_reg_t ggml_backend_dev_backend_reg(ggml_backend_dev_t device);
 const char * ggml_backend_reg_name(ggml_backend_reg_t reg);
 ggml_backend_reg_t ggml_backend_load(const char * path);

@@ -84,6 +84,22 @@ func (t Tensor) Set(data []byte) error {
 	return nil
 }
 
+// SetVia copies data into the tensor through staging, a host buffer at least
+// as large (pinned memory makes the transfer a fast DMA).
+func (t Tensor) SetVia(data []byte, staging Buffer) error {
+	if err := t.checkIO("tensor set", len(data)); err != nil {
+		return err
+	}
+	if staging.IsNil() || staging.Size() < int64(len(data)) {
+		return t.Set(data)
+	}
+	if len(data) > 0 {
+		copy(staging.Bytes(), data)
+		C.ggml_backend_tensor_set(t.p, C.ggml_backend_buffer_get_base(staging.p), 0, C.size_t(len(data)))
+	}
+	return nil
+}
+
 // Get copies the tensor's device memory into dst (exactly Nbytes long).
 func (t Tensor) Get(dst []byte) error {
 	if err := t.checkIO("tensor get", len(dst)); err != nil {

@@ -65,7 +65,7 @@ func (h *Handle) Write(data []byte) error {
 	if !h.Live() {
 		return h.staleError("write")
 	}
-	if err := h.tensor.Set(data); err != nil {
+	if err := h.tensor.SetVia(data, h.state.stagingFor(len(data))); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	h.state.h2d += int64(len(data))
