@@ -44,6 +44,9 @@ type Engine struct {
 	useBLAS  bool     // large matmuls go to OpenBLAS (CPU, openblas builds)
 }
 
+// TakeRand makes e draw from old's generator (device.use keeps the seed).
+func (e *Engine) TakeRand(old *Engine) { e.rng = old.Rand() }
+
 // SetContext makes cancelling ctx stop graph computes between nodes; the
 // runtime sets it for the duration of each script. nil means none.
 func (e *Engine) SetContext(ctx context.Context) { e.ctx = ctx }

@@ -85,15 +85,15 @@ func labelsArg(L *lua.LState, logits *core.Tensor, n int) ([]int, *core.Tensor) 
 
 func openLosses(L *lua.LState, env *Env) {
 	nn := L.NewTable()
-	pair := func(name string, f func(a, b *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
+	pair := func(name string, f func(e *core.Engine, a, b *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
 		return func(L *lua.LState) int {
-			t, err := f(checkTensor(L, name, 1), checkTensor(L, name, 2))
+			t, err := f(env.Engine, checkTensor(L, name, 1), checkTensor(L, name, 2))
 			return env.pushResult(L, t, err)
 		}
 	}
 	L.SetFuncs(nn, map[string]lua.LGFunction{
-		"mse_loss": pair("mse_loss", env.Engine.MSELoss),
-		"bce_loss": pair("bce_loss", env.Engine.BCELoss),
+		"mse_loss": pair("mse_loss", (*core.Engine).MSELoss),
+		"bce_loss": pair("bce_loss", (*core.Engine).BCELoss),
 		"cross_entropy": func(L *lua.LState) int {
 			logits := checkTensor(L, "cross_entropy", 1)
 			labels, probs := labelsArg(L, logits, 2)

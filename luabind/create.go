@@ -2,6 +2,7 @@ package luabind
 
 import (
 	"math"
+	"math/rand"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -116,7 +117,7 @@ func openCreate(L *lua.LState, env *Env, lib *lua.LTable) {
 			return env.finish(L, name, t, o)
 		}
 	}
-	rng := env.Engine.Rand
+	rng := func() *rand.Rand { return env.Engine.Rand() } // device.use replaces the engine
 	L.SetFuncs(lib, map[string]lua.LGFunction{
 		"zeros": filled("tensor.zeros", func() float32 { return 0 }),
 		"ones":  filled("tensor.ones", func() float32 { return 1 }),

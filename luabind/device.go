@@ -48,6 +48,7 @@ func openDevice(L *lua.LState, env *Env) {
 				e.Residency().SetLimit(limit)
 			}
 			e.SetContext(env.Engine.Context())
+			e.TakeRand(env.Engine)
 			env.Engine.Close()
 			env.Engine = e
 			L.Push(lua.LString(e.DeviceName()))

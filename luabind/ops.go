@@ -158,19 +158,19 @@ func opsMethods(env *Env) map[string]lua.LGFunction {
 		return env.pushResult(L, t, err)
 	}
 	m["reshape"], m["view"] = reshape, reshape
-	reduce := func(name string, all func(*core.Tensor) (*core.Tensor, error), dim func(*core.Tensor, int, bool) (*core.Tensor, error)) lua.LGFunction {
+	reduce := func(name string, all func(*core.Engine, *core.Tensor) (*core.Tensor, error), dim func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, error)) lua.LGFunction {
 		return func(L *lua.LState) int {
 			x := checkTensor(L, name, 1)
 			if L.Get(2) == lua.LNil {
-				t, err := all(x)
+				t, err := all(env.Engine, x)
 				return env.pushResult(L, t, err)
 			}
-			t, err := dim(x, optDim(L, name, 2, 0), L.OptBool(3, false))
+			t, err := dim(env.Engine, x, optDim(L, name, 2, 0), L.OptBool(3, false))
 			return env.pushResult(L, t, err)
 		}
 	}
-	m["sum"] = reduce("sum", env.Engine.Sum, env.Engine.SumDim)
-	m["mean"] = reduce("mean", env.Engine.Mean, env.Engine.MeanDim)
+	m["sum"] = reduce("sum", (*core.Engine).Sum, (*core.Engine).SumDim)
+	m["mean"] = reduce("mean", (*core.Engine).Mean, (*core.Engine).MeanDim)
 	m["clamp"] = func(L *lua.LState) int {
 		x := checkTensor(L, "clamp", 1)
 		lo := float32(L.OptNumber(2, lua.LNumber(math.Inf(-1))))
@@ -178,15 +178,15 @@ func opsMethods(env *Env) map[string]lua.LGFunction {
 		t, err := env.Engine.Clamp(x, lo, hi)
 		return env.pushResult(L, t, err)
 	}
-	along := func(name string, f func(*core.Tensor, int) (*core.Tensor, error)) lua.LGFunction {
+	along := func(name string, f func(*core.Engine, *core.Tensor, int) (*core.Tensor, error)) lua.LGFunction {
 		return func(L *lua.LState) int {
 			x := checkTensor(L, name, 1)
-			t, err := f(x, optDim(L, name, 2, -1))
+			t, err := f(env.Engine, x, optDim(L, name, 2, -1))
 			return env.pushResult(L, t, err)
 		}
 	}
-	m["softmax"] = along("softmax", env.Engine.Softmax)
-	m["log_softmax"] = along("log_softmax", env.Engine.LogSoftmax)
+	m["softmax"] = along("softmax", (*core.Engine).Softmax)
+	m["log_softmax"] = along("log_softmax", (*core.Engine).LogSoftmax)
 	m["backward"] = func(L *lua.LState) int { return backward(L, env) }
 	for name, f := range moreMethods(env) {
 		m[name] = f

@@ -59,16 +59,17 @@ func inPlace(env *Env, name string, f func(L *lua.LState, x *core.Tensor) *core.
 }
 
 func moreMethods(env *Env) map[string]lua.LGFunction {
-	e := env.Engine
-	extreme := func(name string, all func(*core.Tensor) (*core.Tensor, error), dim func(*core.Tensor, int, bool) (*core.Tensor, error)) lua.LGFunction {
+	// The engine is looked up at each call: device.use replaces it.
+	extreme := func(name string, all func(*core.Engine, *core.Tensor) (*core.Tensor, error), dim func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, error)) lua.LGFunction {
 		return func(L *lua.LState) int {
+			e := env.Engine
 			x := checkTensor(L, name, 1)
 			if L.Get(2) == lua.LNil {
-				t, err := all(x)
+				t, err := all(e, x)
 				return env.pushResult(L, t, err)
 			}
 			d := optDim(L, name, 2, 0)
-			vals, err := dim(x, d, L.OptBool(3, false))
+			vals, err := dim(e, x, d, L.OptBool(3, false))
 			raise(L, err)
 			L.Push(env.push(L, vals))
 			src := x
@@ -84,10 +85,12 @@ func moreMethods(env *Env) map[string]lua.LGFunction {
 	}
 	return map[string]lua.LGFunction{
 		"linear": func(L *lua.LState) int {
+			e := env.Engine
 			t, err := e.Linear(checkTensor(L, "linear", 1), checkTensor(L, "linear", 2))
 			return env.pushResult(L, t, err)
 		},
 		"layer_norm": func(L *lua.LState) int {
+			e := env.Engine
 			x := checkTensor(L, "layer_norm", 1)
 			var w, b *core.Tensor
 			if L.Get(2) != lua.LNil {
@@ -100,13 +103,15 @@ func moreMethods(env *Env) map[string]lua.LGFunction {
 			return env.pushResult(L, t, err)
 		},
 		"dropout": func(L *lua.LState) int {
+			e := env.Engine
 			x := checkTensor(L, "dropout", 1)
 			t, err := e.Dropout(x, float64(L.OptNumber(2, 0.5)), L.OptBool(3, true))
 			return env.pushResult(L, t, err)
 		},
-		"max": extreme("max", e.Max, e.MaxDim),
-		"min": extreme("min", e.Min, e.MinDim),
+		"max": extreme("max", (*core.Engine).Max, (*core.Engine).MaxDim),
+		"min": extreme("min", (*core.Engine).Min, (*core.Engine).MinDim),
 		"argmax": func(L *lua.LState) int {
+			e := env.Engine
 			x := checkTensor(L, "argmax", 1)
 			if L.Get(2) == lua.LNil {
 				flat, err := e.Reshape(x, int(x.Numel()))
@@ -119,16 +124,19 @@ func moreMethods(env *Env) map[string]lua.LGFunction {
 			return env.pushResult(L, plusOne(L, idx), nil)
 		},
 		"narrow": func(L *lua.LState) int {
+			e := env.Engine
 			x := checkTensor(L, "narrow", 1)
 			t, err := e.Narrow(x, optDim(L, "narrow", 2, 0), L.CheckInt(3)-1, L.CheckInt(4))
 			return env.pushResult(L, t, err)
 		},
 		"index_select": func(L *lua.LState) int {
+			e := env.Engine
 			x := checkTensor(L, "index_select", 1)
 			t, err := e.IndexSelect(x, optDim(L, "index_select", 2, 0), checkIndices(L, "index_select", 3))
 			return env.pushResult(L, t, err)
 		},
 		"cat": func(L *lua.LState) int {
+			e := env.Engine
 			a := checkTensor(L, "cat", 1)
 			b := checkTensor(L, "cat", 2)
 			t, err := e.Cat([]*core.Tensor{a, b}, optDim(L, "cat", 3, 0))
