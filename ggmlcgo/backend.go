@@ -168,6 +168,14 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 			return fmt.Errorf("compute: tensor %q has no memory", n.Name())
 		}
 	}
+	if !b.IsCPU() {
+		// A backend that meets an op it lacks aborts the process: ask first.
+		for _, n := range g.Nodes() {
+			if !b.Supports(n) {
+				return fmt.Errorf("compute: %s cannot run %s on ne %v (%v)", b.name, C.GoString(C.ggml_op_desc(n.p)), n.Ne(), n.Type())
+			}
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.p == nil {

@@ -180,6 +180,7 @@ size_t ggml_type_size(enum ggml_type type);
 int64_t ggml_blck_size(enum ggml_type type);
 const char * ggml_type_name(enum ggml_type type);
 const char * ggml_status_to_string(enum ggml_status status);
+const char * ggml_op_desc(const struct ggml_tensor * t);
 void ggml_set_input(struct ggml_tensor * tensor);
 void ggml_set_param(struct ggml_tensor * tensor);
 void ggml_set_output(struct ggml_tensor * tensor);

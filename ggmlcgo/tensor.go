@@ -53,8 +53,10 @@ func (t Tensor) SetName(name string) error {
 	return nil
 }
 
-// Allocated reports whether the tensor has been placed in memory.
-func (t Tensor) Allocated() bool { return t.p != nil && (t.p.buffer != nil || t.p.data != nil) }
+// Allocated reports whether the tensor has been placed in a backend buffer.
+// A data pointer alone is not enough: a view gets its source's address when
+// made, but a GPU backend also needs its buffer (InitView sets it).
+func (t Tensor) Allocated() bool { return t.p != nil && t.p.buffer != nil }
 
 // SetInput and SetOutput flag a graph leaf / result for the graph allocator,
 // which then never reuses their memory for other nodes.
@@ -132,7 +134,7 @@ func (t Tensor) InitView() error {
 		return errors.New("view init: not a view")
 	case t.Allocated():
 		return errors.New("view init: already placed")
-	case t.p.view_src.buffer == nil:
+	case t.p.view_src.buffer == nil || t.p.view_src.data == nil:
 		return errors.New("view init: the source has no memory")
 	}
 	return statusError("view init", C.ggml_backend_view_init(t.p))

@@ -19,5 +19,7 @@ cmake -S scripts/cuda -B "$build" -DGGML_DIR="$GGML_DIR" \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-native}" ${CMAKE_GENERATOR:+-G "$CMAKE_GENERATOR"} >/dev/null
 cmake --build "$build" --target ggml-cuda -j "${JOBS:-$(nproc)}"
 mkdir -p "$out"
-cp "$build"/lib/libggml-cuda.so "$build"/lib/libggml-base.so* "$out"/
+if [ "$(realpath "$out")" != "$(realpath "$build/lib")" ]; then
+  cp "$build"/lib/libggml-cuda.so "$build"/lib/libggml-base.so* "$out"/
+fi
 echo "built $out/libggml-cuda.so"

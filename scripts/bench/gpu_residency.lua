@@ -42,7 +42,7 @@ local function run(name, model, opt)
   local dt, s1 = device.clock() - t0, residency.stats()
   local h2d = (s1.h2d_bytes - s0.h2d_bytes) / steps
   print(string.format("%-11s %8.1f steps/s  %10.0f h2d bytes/step  %6.2f ms/step  persistent pool %d MiB",
-    name, steps / dt, h2d, 1000 * dt / steps, s1.p_buffer_bytes // 2^20))
+    name, steps / dt, h2d, 1000 * dt / steps, math.floor(s1.p_buffer_bytes / 2^20)))
   return steps / dt, h2d
 end
 
