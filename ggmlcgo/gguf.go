@@ -145,6 +145,10 @@ func OpenGGUF(path string) (*GGUFFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
+	if err := checkGGUFHeader(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("gguf: %s: %w", path, err)
+	}
 	g := &GGUFFile{f: f}
 	var meta *C.struct_ggml_context // a C-only variable: cgo refuses &g.meta
 	withCString(path, func(p *C.char) {

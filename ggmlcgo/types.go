@@ -30,6 +30,9 @@ const (
 	I32  Type = C.GGML_TYPE_I32
 )
 
+// typeCount bounds ggml's type numbers (GGML_TYPE_COUNT, checked by the ABI test).
+const typeCount = C.GGML_TYPE_COUNT
+
 var typeNames = map[Type]string{F32: "f32", F16: "f16", BF16: "bf16", I32: "i32"}
 
 // ParseType turns "f32", "f16", "bf16" or "i32" into a Type.
