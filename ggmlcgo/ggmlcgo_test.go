@@ -304,7 +304,6 @@ func TestTransposeCPUMatchesGGML(t *testing.T) {
 	assert.Equal(t, vals[1*70*45+2*70+5], bytesf32(fv)[1*70*45+5*45+2])
 }
 
-
 // TestLyingGGUFHeadersAreRefused feeds headers whose counts and lengths
 // promise far more than the file holds: each is an error before ggml's
 // parser could allocate what the header claims.
