@@ -42,6 +42,9 @@ type Engine struct {
 
 	releases []func() // C memory the pending nodes use, freed once they ran
 	useBLAS  bool     // large matmuls go to OpenBLAS (CPU, openblas builds)
+
+	anomaly AnomalyMode // see anomaly.go
+	warn    func(string)
 }
 
 // TakeRand makes e draw from old's generator (device.use keeps the seed).

@@ -150,6 +150,9 @@ func NewSGD(e *Engine, params []*Tensor, opts SGDOptions) (*SGD, error) {
 // Step updates every parameter that has a gradient.
 func (s *SGD) Step() error {
 	e, o := s.e, s.Opts
+	if skip, err := e.checkGrads(s.params); skip || err != nil {
+		return err
+	}
 	return e.NoGrad(func() error {
 		for _, p := range s.params {
 			d := p.Grad()
@@ -244,6 +247,9 @@ func NewAdam(e *Engine, params []*Tensor, opts AdamOptions) (*Adam, error) {
 // elementwise ops.
 func (a *Adam) Step() error {
 	e, o := a.e, a.Opts
+	if skip, err := e.checkGrads(a.params); skip || err != nil {
+		return err
+	}
 	a.steps++
 	bc1 := 1 - math.Pow(float64(o.Beta1), float64(a.steps))
 	bc2 := 1 - math.Pow(float64(o.Beta2), float64(a.steps))

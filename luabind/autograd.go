@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"fmt"
 	"math"
 
 	lua "github.com/yuin/gopher-lua"
@@ -47,6 +48,16 @@ func openAutograd(L *lua.LState, env *Env) {
 		return returning(L, callLua(L, L.CheckFunction(1), env.Engine.NoGrad))
 	}))
 	L.SetGlobal("backward", L.NewFunction(func(L *lua.LState) int { return backward(L, env) }))
+	// detect_anomaly("warn" | "stop" | "off"): what an optimizer step does
+	// when a gradient holds NaN or Inf.
+	L.SetGlobal("detect_anomaly", L.NewFunction(func(L *lua.LState) int {
+		m, err := core.ParseAnomalyMode(L.OptString(1, "warn"))
+		if err != nil {
+			argError(L, "detect_anomaly", "%s", err.Error())
+		}
+		env.Engine.SetAnomalyMode(m, func(msg string) { fmt.Fprintln(env.stderr(), "gglua: warning: "+msg) })
+		return 0
+	}))
 	L.SetGlobal("sync", L.NewFunction(func(L *lua.LState) int {
 		raise(L, env.Engine.Realize())
 		return 0

@@ -17,6 +17,7 @@ type Env struct {
 	Threads int
 	Sandbox bool      // no file access from Lua (data.csv, tensor.save/load)
 	Stdout  io.Writer // where progress bars go
+	Stderr  io.Writer // where warnings go
 
 	params map[*core.Tensor]*lua.LUserData // see push
 	optims map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
@@ -55,3 +56,10 @@ func luaTypeName(v lua.LValue) string {
 }
 
 func stringReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+func (env *Env) stderr() io.Writer {
+	if env.Stderr == nil {
+		return os.Stderr
+	}
+	return env.Stderr
+}

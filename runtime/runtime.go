@@ -19,7 +19,7 @@ type Options struct {
 	Threads  int       // CPU threads (<= 0: one per core)
 	MemLimit int64     // residency budget in bytes (0: none)
 	Stdout   io.Writer // print and progress bars (default os.Stdout)
-	Stderr   io.Writer // reserved for runtime warnings; io.* (outside the sandbox) writes to the process's own files
+	Stderr   io.Writer // warnings (default os.Stderr); io.* (outside the sandbox) writes to the process's own files
 	// Sandbox withholds io, os, debug, load*, dofile and require.
 	Sandbox bool
 }
@@ -47,7 +47,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	L := lua.NewState(lua.Options{SkipOpenLibs: true})
 	openStdlib(L, opts.Sandbox)
-	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out}, out: out}
+	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out, Stderr: opts.Stderr}, out: out}
 	L.SetGlobal("print", L.NewFunction(rt.print))
 	luabind.Open(L, rt.env)
 	return rt, nil
