@@ -23,6 +23,9 @@ func (e *Engine) SetEager(on bool) { e.eager = on }
 
 const nodeCtxTensors = 4096 // op-node slots of one metadata context
 
+// maxPending is the most ops left pending before they are computed anyway.
+const maxPending = 1 << 16
+
 // nodeContext returns a context with room for an op of a few nodes.
 func (e *Engine) nodeContext() (*ggmlcgo.Context, error) {
 	if n := len(e.nodeCtxs); n > 0 && e.nodeCtxs[n-1].Room() >= 16 {
@@ -125,7 +128,10 @@ func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c 
 	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
 		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active}
 	e.pending = append(e.pending, out)
-	if e.eager {
+	// A script that builds without ever reading (x = x + 1 forever) would
+	// grow the graph without bound: past maxPending ops it is computed, and
+	// its results are held (and budgeted) in the pass pool.
+	if e.eager || len(e.pending) >= maxPending {
 		if err := e.Realize(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

@@ -28,6 +28,7 @@ type Tensor struct {
 	passGen int64 // while pending: the pass generation of node's metadata
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
+	charged bool  // counted against a host-memory limit (see ChargeOnce)
 	keep    bool  // a script holds it: see Keep
 
 	requiresGrad bool
@@ -278,6 +279,16 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 		return v, nil
 	}
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())
+}
+
+// ChargeOnce reports whether t is a host tensor not yet counted against a
+// host-memory limit, and marks it counted.
+func (t *Tensor) ChargeOnce() bool {
+	if t.host == nil || t.charged {
+		return false
+	}
+	t.charged = true
+	return true
 }
 
 // Keep marks a tensor that a script holds. If it was computed outside a tape

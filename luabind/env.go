@@ -1,6 +1,8 @@
 package luabind
 
 import (
+	goruntime "runtime"
+	"sync/atomic"
 	"io"
 	"os"
 	"strings"
@@ -18,6 +20,11 @@ type Env struct {
 	Sandbox bool      // no file access from Lua (data.csv, tensor.save/load)
 	Stdout  io.Writer // where progress bars go
 	Stderr  io.Writer // where warnings go
+	// HostLimit bounds the bytes of host tensors a script holds at once
+	// (0: none). The Go heap cannot refuse an allocation, it can only die,
+	// so a sandboxed runtime counts what it hands out.
+	HostLimit int64
+	hostBytes atomic.Int64
 
 	params map[*core.Tensor]*lua.LUserData // see push
 	optims map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
@@ -62,4 +69,21 @@ func (env *Env) stderr() io.Writer {
 		return os.Stderr
 	}
 	return env.Stderr
+}
+
+// chargeHost counts a new host tensor against HostLimit; the count drops
+// when the tensor is garbage collected.
+func (env *Env) chargeHost(L *lua.LState, t *core.Tensor) {
+	if env.HostLimit <= 0 || !t.ChargeOnce() {
+		return
+	}
+	n := 4 * t.Numel()
+	if env.hostBytes.Load()+n > env.HostLimit {
+		goruntime.GC() // let collected tensors give their bytes back first
+		if env.hostBytes.Load()+n > env.HostLimit {
+			L.RaiseError("host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", n, env.hostBytes.Load(), env.HostLimit)
+		}
+	}
+	env.hostBytes.Add(n)
+	goruntime.AddCleanup(t, func(n int64) { env.hostBytes.Add(-n) }, n)
 }

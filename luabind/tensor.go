@@ -23,6 +23,7 @@ func (env *Env) push(L *lua.LState, t *core.Tensor) lua.LValue {
 		return ud
 	}
 	t.Keep()
+	env.chargeHost(L, t)
 	ud := L.NewUserData()
 	ud.Value = t
 	L.SetMetatable(ud, L.GetTypeMetatable(tensorTypeName))

@@ -20,8 +20,13 @@ type Options struct {
 	MemLimit int64     // residency budget in bytes (0: none)
 	Stdout   io.Writer // print and progress bars (default os.Stdout)
 	Stderr   io.Writer // warnings (default os.Stderr); io.* (outside the sandbox) writes to the process's own files
-	// Sandbox withholds io, os, debug, load*, dofile and require.
+	// Sandbox withholds io, os, debug, load*, dofile and require, and bounds
+	// what a script can hold: strings from string.rep, host tensors
+	// (HostLimit, default 1 GiB in a sandbox) and the call depth.
 	Sandbox bool
+	// HostLimit bounds the bytes of host tensors a script holds (0: none,
+	// or 1 GiB with Sandbox).
+	HostLimit int64
 }
 
 // Runtime is one Lua state with its device state.
@@ -45,9 +50,13 @@ func New(opts Options) (*Runtime, error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 2000, RegistryMaxSize: 1 << 22})
 	openStdlib(L, opts.Sandbox)
-	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out, Stderr: opts.Stderr}, out: out}
+	hostLimit := opts.HostLimit
+	if hostLimit == 0 && opts.Sandbox {
+		hostLimit = 1 << 30
+	}
+	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out, Stderr: opts.Stderr, HostLimit: hostLimit}, out: out}
 	L.SetGlobal("print", L.NewFunction(rt.print))
 	luabind.Open(L, rt.env)
 	return rt, nil
@@ -85,7 +94,33 @@ func openStdlib(L *lua.LState, sandbox bool) {
 		for _, name := range []string{"load", "loadstring", "loadfile", "dofile", "require", "module", "package"} {
 			L.SetGlobal(name, lua.LNil)
 		}
+		boundStringRep(L)
 	}
+}
+
+// maxRepBytes bounds string.rep in a sandbox: string.rep("x", 1e12) would
+// otherwise take the host down.
+const maxRepBytes = 64 << 20
+
+func boundStringRep(L *lua.LState) {
+	str, ok := L.GetGlobal("string").(*lua.LTable)
+	if !ok {
+		return
+	}
+	rep := str.RawGetString("rep")
+	str.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
+		s, n := L.CheckString(1), L.CheckNumber(2)
+		if float64(n)*float64(len(s)+len(L.OptString(3, ""))) > maxRepBytes {
+			L.RaiseError("string.rep: a result of more than %d bytes is not allowed in a sandbox", maxRepBytes)
+		}
+		args := L.GetTop()
+		L.Push(rep)
+		for i := 1; i <= args; i++ {
+			L.Push(L.Get(i))
+		}
+		L.Call(args, 1)
+		return 1
+	}))
 }
 
 // print writes to the runtime's Stdout, as Lua's print does.
