@@ -1,11 +1,11 @@
 package luabind
 
 import (
-	goruntime "runtime"
-	"sync/atomic"
 	"io"
 	"os"
+	goruntime "runtime"
 	"strings"
+	"sync/atomic"
 
 	lua "github.com/yuin/gopher-lua"
 
