@@ -106,6 +106,7 @@ func openCreate(L *lua.LState, env *Env, lib *lua.LTable) {
 		return func(L *lua.LState) int {
 			o, last := trailingOpts(L, name)
 			shape := shapeUpTo(L, name, 1, last)
+			env.checkHost(L, name, elements(shape))
 			t, err := core.Zeros(shape...)
 			if err != nil {
 				argError(L, name, "%s", strings.TrimPrefix(err.Error(), "tensor: "))
@@ -126,6 +127,7 @@ func openCreate(L *lua.LState, env *Env, lib *lua.LTable) {
 		"full": func(L *lua.LState) int {
 			o, _ := trailingOpts(L, "tensor.full")
 			shape := shapeUpTo(L, "tensor.full", 1, 1)
+			env.checkHost(L, "tensor.full", elements(shape))
 			t, err := core.Full(float32(L.CheckNumber(2)), shape...)
 			raise(L, err)
 			return env.finish(L, "tensor.full", t, o)
@@ -143,6 +145,7 @@ func openCreate(L *lua.LState, env *Env, lib *lua.LTable) {
 			if step == 0 || n < 1 || n > 1<<30 || math.IsNaN(n) {
 				argError(L, "tensor.arange", "empty or bad range %g to %g by %g", start, stop, step)
 			}
+			env.checkHost(L, "tensor.arange", int64(n))
 			v := make([]float32, int(n))
 			for i := range v {
 				v[i] = float32(start + float64(i)*step)
@@ -158,6 +161,7 @@ func openCreate(L *lua.LState, env *Env, lib *lua.LTable) {
 			if last >= 2 {
 				m = L.CheckInt(2)
 			}
+			env.checkHost(L, "tensor.eye", elements([]int{n, m}))
 			t, err := core.Zeros(n, m)
 			raise(L, err)
 			v, _ := t.Float32s()
@@ -228,4 +232,20 @@ func (env *Env) adopt(ud *lua.LUserData) *lua.LUserData {
 		env.params[t] = ud
 	}
 	return ud
+}
+
+// elements is the element count of a shape, saturating instead of
+// overflowing (bad sizes are refused later, with a better message).
+func elements(shape []int) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		if d <= 0 {
+			return 0
+		}
+		if n > math.MaxInt64/int64(d) {
+			return math.MaxInt64
+		}
+		n *= int64(d)
+	}
+	return n
 }

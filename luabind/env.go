@@ -71,6 +71,17 @@ func (env *Env) stderr() io.Writer {
 	return env.Stderr
 }
 
+// checkHost refuses, before anything is allocated, a host tensor of n
+// elements that the limit cannot take.
+func (env *Env) checkHost(L *lua.LState, fn string, n int64) {
+	if env.HostLimit > 0 && 4*n > env.HostLimit-env.hostBytes.Load() {
+		goruntime.GC()
+		if 4*n > env.HostLimit-env.hostBytes.Load() {
+			argError(L, fn, "host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", 4*n, env.hostBytes.Load(), env.HostLimit)
+		}
+	}
+}
+
 // chargeHost counts a new host tensor against HostLimit; the count drops
 // when the tensor is garbage collected.
 func (env *Env) chargeHost(L *lua.LState, t *core.Tensor) {
