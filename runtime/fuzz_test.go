@@ -32,10 +32,16 @@ func scriptFromBytes(data []byte) string {
 		func() string { return fmt.Sprintf("%s = tensor.randn(%s, %s)", v(), num(), num()) },
 		func() string { return fmt.Sprintf("%s = tensor{{%s, %s}, {%s, %s}}", v(), num(), num(), num(), num()) },
 		func() string { return fmt.Sprintf("%s = tensor.ones(%s)", v(), num()) },
-		func() string { return fmt.Sprintf("%s = to_gpu(%s, %q)", v(), v(), []string{"pass", "persistent", "bogus"}[next()%3]) },
-		func() string { return fmt.Sprintf("%s = to_gpu(%s, {dtype = %q})", v(), v(), []string{"f16", "bf16", "f32"}[next()%3]) },
+		func() string {
+			return fmt.Sprintf("%s = to_gpu(%s, %q)", v(), v(), []string{"pass", "persistent", "bogus"}[next()%3])
+		},
+		func() string {
+			return fmt.Sprintf("%s = to_gpu(%s, {dtype = %q})", v(), v(), []string{"f16", "bf16", "f32"}[next()%3])
+		},
 		func() string { return fmt.Sprintf("%s = tensor.param(%s)", v(), v()) },
-		func() string { return fmt.Sprintf("%s = %s %s %s", v(), v(), []string{"+", "-", "*", "/", "^"}[next()%5], []string{v(), num()}[next()%2]) },
+		func() string {
+			return fmt.Sprintf("%s = %s %s %s", v(), v(), []string{"+", "-", "*", "/", "^"}[next()%5], []string{v(), num()}[next()%2])
+		},
 		func() string { return fmt.Sprintf("%s = %s:matmul(%s)", v(), v(), v()) },
 		func() string { return fmt.Sprintf("%s = %s:sum(%s)", v(), v(), num()) },
 		func() string { return fmt.Sprintf("%s = %s:reshape(%s, %s)", v(), v(), num(), num()) },
@@ -49,7 +55,9 @@ func scriptFromBytes(data []byte) string {
 		func() string { return fmt.Sprintf("%s = %s:clamp(%s, %s)", v(), v(), num(), num()) },
 		func() string { return fmt.Sprintf("%s = %s:layer_norm()", v(), v()) },
 		func() string { return fmt.Sprintf("%s = %s:dropout(0.5)", v(), v()) },
-		func() string { return fmt.Sprintf("residency.reset(%q)", []string{"pass", "persistent", "all"}[next()%3]) },
+		func() string {
+			return fmt.Sprintf("residency.reset(%q)", []string{"pass", "persistent", "all"}[next()%3])
+		},
 		func() string { return fmt.Sprintf("residency.limit(%s * 65536)", num()) },
 		func() string { return fmt.Sprintf("loss = with_grad_tape(function() return %s:sum() end)", v()) },
 		func() string { return "backward(loss)" },
@@ -59,7 +67,9 @@ func scriptFromBytes(data []byte) string {
 		func() string { return fmt.Sprintf("local _ = tostring(%s)", v()) },
 		func() string { return fmt.Sprintf("%s:%s(%s)", v(), []string{"add_", "mul_", "copy_"}[next()%3], v()) },
 		func() string { return fmt.Sprintf("%s:%s()", v(), []string{"zero_", "fill_"}[next()%2]) },
-		func() string { return fmt.Sprintf("opt = optim.%s({%s}, {lr = 0.1})", []string{"sgd", "adam"}[next()%2], v()) },
+		func() string {
+			return fmt.Sprintf("opt = optim.%s({%s}, {lr = 0.1})", []string{"sgd", "adam"}[next()%2], v())
+		},
 		func() string { return "opt:zero_grad(); opt:step()" },
 		func() string { return "sync()" },
 		func() string { return fmt.Sprintf("%s = nn.cross_entropy(%s, {%s, %s})", v(), v(), num(), num()) },
