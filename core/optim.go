@@ -107,6 +107,29 @@ func (o *optimizer) loadStateDict(slotNames []string, tensors map[string]*Tensor
 	return nil
 }
 
+// prepare allocates, for every parameter with a gradient, the n state
+// tensors a step needs, before anything is queued: a step that cannot get
+// its memory fails whole and changes nothing. It reports which parameters
+// had no state before (momentum starts from the first gradient).
+func (o *optimizer) prepare(n int) (map[*Tensor]bool, error) {
+	fresh := map[*Tensor]bool{}
+	for _, p := range o.params {
+		if p.Grad() == nil || n == 0 {
+			continue
+		}
+		if _, ok := o.state[p]; !ok {
+			fresh[p] = true
+		}
+		if _, err := o.slots(p, n); err != nil {
+			for q := range fresh { // give back what this step allocated
+				delete(o.state, q)
+			}
+			return nil, fmt.Errorf("optimizer step: %w", err)
+		}
+	}
+	return fresh, nil
+}
+
 // axpby is a*x + b*y.
 func (e *Engine) axpby(a float32, x *Tensor, b float32, y *Tensor) (*Tensor, error) {
 	sx, err := e.Scale(x, a)
@@ -153,6 +176,14 @@ func (s *SGD) Step() error {
 	if skip, err := e.checkGrads(s.params); skip || err != nil {
 		return err
 	}
+	slots := 0
+	if o.Momentum != 0 {
+		slots = 1
+	}
+	fresh, err := s.prepare(slots)
+	if err != nil {
+		return err
+	}
 	return e.NoGrad(func() error {
 		for _, p := range s.params {
 			d := p.Grad()
@@ -166,7 +197,7 @@ func (s *SGD) Step() error {
 				}
 			}
 			if o.Momentum != 0 {
-				first := s.state[p] == nil
+				first := fresh[p]
 				st, err := s.slots(p, 1)
 				if err != nil {
 					return err
@@ -248,6 +279,9 @@ func NewAdam(e *Engine, params []*Tensor, opts AdamOptions) (*Adam, error) {
 func (a *Adam) Step() error {
 	e, o := a.e, a.Opts
 	if skip, err := e.checkGrads(a.params); skip || err != nil {
+		return err
+	}
+	if _, err := a.prepare(2); err != nil {
 		return err
 	}
 	a.steps++

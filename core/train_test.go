@@ -311,3 +311,51 @@ func TestAnomalyModes(t *testing.T) {
 	_, err := ParseAnomalyMode("loud")
 	assert.Error(t, err)
 }
+
+// TestAFailedOptimizerStepChangesNothing: a step refused for want of memory
+// (its moments do not fit the budget) leaves weights, state and step count
+// as they were; the next step, with room, matches a run that never failed.
+func TestAFailedOptimizerStepChangesNothing(t *testing.T) {
+	opts := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	// Big enough that the moments need buffers of their own (a small
+	// tensor's would fit in the weight's arena and never meet the budget).
+	const n = 400_000
+	init, goal := make([]float32, n), make([]float32, n)
+	for i := range init {
+		init[i], goal[i] = float32(w0[i%3]), float32(tgt[i%3])
+	}
+	train := func(fail bool) []float32 {
+		e := newEngine(t)
+		w := host(t, []int{n}, append([]float32(nil), init...)...)
+		opt, err := NewAdam(e, []*Tensor{w}, opts)
+		require.NoError(t, err)
+		target := host(t, []int{n}, goal...)
+		if fail {
+			// Forward and backward run; then the budget is set just above
+			// what is held, so the step's moments cannot be allocated.
+			opt.ZeroGrad()
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				d, err := e.Sub(w, target)
+				if err == nil {
+					loss, err = sumOf(e)(e.Mul(d, d))
+				}
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			require.NoError(t, e.Realize())
+			_, err = e.Residency().SetLimit(e.Residency().Ledger().TotalBufferBytes + 1024)
+			require.NoError(t, err)
+			assert.ErrorContains(t, opt.Step(), "budget exceeded")
+			assert.Equal(t, init, values(t, w), "no update")
+			_, err = e.Residency().SetLimit(0)
+			require.NoError(t, err)
+		}
+		for i := 0; i < 3; i++ {
+			quadStep(t, e, w, target, opt.ZeroGrad, opt.Step)
+		}
+		return values(t, w)[:6]
+	}
+	assert.Equal(t, train(false), train(true))
+}
