@@ -17,6 +17,23 @@ func (e *Engine) uploadInts(idx []int) (*Tensor, error) {
 	return &Tensor{shape: []int{len(idx)}, dtype: ggmlcgo.I32, handle: h, engine: e}, nil
 }
 
+// rowsAlong lays x out as rows whose elements run along dim: dim moved last,
+// the rest folded into rows. It returns the rows and dim as an index.
+func (e *Engine) rowsAlong(op string, x *Tensor, dim int) (*Tensor, int, error) {
+	d, err := checkDim(op, x.shape, dim)
+	if err != nil {
+		return nil, 0, err
+	}
+	xt := x
+	if last := len(x.shape) - 1; d != last {
+		if xt, err = e.Transpose(x, d, last); err != nil {
+			return nil, 0, err
+		}
+	}
+	rows, err := e.asRows(xt)
+	return rows, d, err
+}
+
 // asRows reshapes x to [rows, last dim] (the form the row ops take).
 func (e *Engine) asRows(x *Tensor) (*Tensor, error) {
 	c := x.shape[len(x.shape)-1]
@@ -84,18 +101,7 @@ func (e *Engine) maxRows(x *Tensor) (*Tensor, error) {
 
 // MaxDim is the maximum along dim (0-based, negative from the end).
 func (e *Engine) MaxDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
-	d, err := checkDim("max", x.shape, dim)
-	if err != nil {
-		return nil, err
-	}
-	last := len(x.shape) - 1
-	xt := x
-	if d != last {
-		if xt, err = e.Transpose(x, d, last); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := e.asRows(xt)
+	rows, d, err := e.rowsAlong("max", x, dim)
 	if err != nil {
 		return nil, err
 	}
@@ -145,18 +151,7 @@ func (e *Engine) negated(x *Tensor, f func(*Tensor) (*Tensor, error)) (*Tensor, 
 // ArgmaxDim is the 0-based index of the maximum along dim, computed now and
 // returned as a host tensor (indices are read, not differentiated).
 func (e *Engine) ArgmaxDim(x *Tensor, dim int) (*Tensor, error) {
-	d, err := checkDim("argmax", x.shape, dim)
-	if err != nil {
-		return nil, err
-	}
-	last := len(x.shape) - 1
-	xt := x
-	if d != last {
-		if xt, err = e.Transpose(x, d, last); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := e.asRows(xt)
+	rows, d, err := e.rowsAlong("argmax", x, dim)
 	if err != nil {
 		return nil, err
 	}

@@ -198,19 +198,7 @@ func openCreate(L *lua.LState, env *Env, lib *lua.LTable) {
 			return 0
 		},
 		"cat": func(L *lua.LState) int {
-			tbl := L.CheckTable(1)
-			var ts []*core.Tensor
-			for i := 1; i <= tbl.Len(); i++ {
-				ud, ok := tbl.RawGetInt(i).(*lua.LUserData)
-				t, isT := (*core.Tensor)(nil), false
-				if ok {
-					t, isT = ud.Value.(*core.Tensor)
-				}
-				if !isT {
-					argError(L, "cat", "element %d is a %s, expected a tensor", i, luaTypeName(tbl.RawGetInt(i)))
-				}
-				ts = append(ts, t)
-			}
+			ts := tensorList(L, "cat", 1, "element")
 			t, err := env.Engine.Cat(ts, optDim(L, "cat", 2, 0))
 			return env.pushResult(L, t, err)
 		},

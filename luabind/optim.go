@@ -8,11 +8,17 @@ import (
 
 // paramsArg reads a table (sequence) of parameter tensors.
 func paramsArg(L *lua.LState, fn string) []*core.Tensor {
-	tbl, ok := L.Get(1).(*lua.LTable)
-	if !ok {
+	if _, ok := L.Get(1).(*lua.LTable); !ok {
 		argError(L, fn, "argument 1: expected a table of parameters, got %s", luaTypeName(L.Get(1)))
 	}
-	var ps []*core.Tensor
+	return tensorList(L, fn, 1, "parameter")
+}
+
+// tensorList reads argument n, a table (sequence) of tensors; what names an
+// element in errors.
+func tensorList(L *lua.LState, fn string, n int, what string) []*core.Tensor {
+	tbl := L.CheckTable(n)
+	var ts []*core.Tensor
 	for i := 1; i <= tbl.Len(); i++ {
 		ud, ok := tbl.RawGetInt(i).(*lua.LUserData)
 		t, isT := (*core.Tensor)(nil), false
@@ -20,11 +26,11 @@ func paramsArg(L *lua.LState, fn string) []*core.Tensor {
 			t, isT = ud.Value.(*core.Tensor)
 		}
 		if !isT {
-			argError(L, fn, "parameter %d is a %s, expected a tensor", i, luaTypeName(tbl.RawGetInt(i)))
+			argError(L, fn, "%s %d is a %s, expected a tensor", what, i, luaTypeName(tbl.RawGetInt(i)))
 		}
-		ps = append(ps, t)
+		ts = append(ts, t)
 	}
-	return ps
+	return ts
 }
 
 // options reads an options table, refusing keys it does not know.
