@@ -29,7 +29,7 @@ endif
 # the ggml compiled into gglua instead of loading a second copy.
 GO_LDFLAGS := -extldflags=-rdynamic
 
-.PHONY: all build demo test bench clean
+.PHONY: all build demo test fuzz bench clean
 
 all: build
 
@@ -44,6 +44,11 @@ test:
 	go test ./...
 	go test -race ./runtime/
 	$(if $(TAGS),go test $(TAGS) ./ggmlcgo/ ./core/ ./tests/)
+
+# A short fuzz of random tensor programs (CI runs it after the tests).
+FUZZTIME ?= 60s
+fuzz:
+	go test ./runtime/ -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME)
 
 bench:
 	go test $(TAGS) -run '^$$' -bench . -benchtime 2s ./ggmlcgo/ ./core/...
