@@ -149,15 +149,8 @@ func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
 	if !sameShape(p.shape, y.shape) {
 		return nil, fmt.Errorf("bce_loss: input shape %s and target shape %s differ", ShapeString(p.shape), ShapeString(y.shape))
 	}
-	var err error
-	do := func(f func() (*Tensor, error)) *Tensor { // stops at the first error
-		if err != nil {
-			return nil
-		}
-		t, ferr := f()
-		err = ferr
-		return t
-	}
+	var ch chain
+	do := ch.do
 	oneMinus := func(x *Tensor) *Tensor {
 		n := do(func() (*Tensor, error) { return e.Neg(x) })
 		return do(func() (*Tensor, error) { return e.AddScalar(n, 1) })
@@ -173,5 +166,5 @@ func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
 	s := do(func() (*Tensor, error) { return e.Add(a, b) })
 	m := do(func() (*Tensor, error) { return e.Mean(s) })
 	out := do(func() (*Tensor, error) { return e.Neg(m) })
-	return out, err
+	return out, ch.err
 }

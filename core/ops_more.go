@@ -109,12 +109,7 @@ func (e *Engine) MaxDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept := x.Shape()
-	kept[d] = 1
-	out := kept
-	if !keepdim && len(kept) > 1 {
-		out = append(append([]int(nil), kept[:d]...), kept[d+1:]...)
-	}
+	_, out := reducedShapes(x.shape, d, keepdim)
 	return e.Reshape(m, out...)
 }
 
@@ -175,15 +170,8 @@ func (e *Engine) ArgmaxDim(x *Tensor, dim int) (*Tensor, error) {
 // Gelu is the tanh approximation of GELU (PyTorch's approximate="tanh"),
 // built from differentiable ops: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 func (e *Engine) Gelu(x *Tensor) (*Tensor, error) {
-	var err error
-	do := func(f func() (*Tensor, error)) *Tensor {
-		if err != nil {
-			return nil
-		}
-		t, ferr := f()
-		err = ferr
-		return t
-	}
+	var ch chain
+	do := ch.do
 	x3 := do(func() (*Tensor, error) { return e.Pow(x, 3) })
 	in := do(func() (*Tensor, error) {
 		return e.axpby(float32(math.Sqrt(2/math.Pi)), x, float32(0.044715*math.Sqrt(2/math.Pi)), x3)
@@ -191,7 +179,7 @@ func (e *Engine) Gelu(x *Tensor) (*Tensor, error) {
 	th := do(func() (*Tensor, error) { return e.Tanh(in) })
 	one := do(func() (*Tensor, error) { return e.AddScalar(th, 1) })
 	h := do(func() (*Tensor, error) { return e.Mul(x, one) })
-	return do(func() (*Tensor, error) { return e.Scale(h, 0.5) }), err
+	return do(func() (*Tensor, error) { return e.Scale(h, 0.5) }), ch.err
 }
 
 // LayerNorm normalises over the last dim to zero mean and unit variance
@@ -203,15 +191,8 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 			return nil, fmt.Errorf("layer_norm: weight/bias of shape %s do not match the last dim %d of %s", ShapeString(p.shape), last, ShapeString(x.shape))
 		}
 	}
-	var err error
-	do := func(f func() (*Tensor, error)) *Tensor {
-		if err != nil {
-			return nil
-		}
-		t, ferr := f()
-		err = ferr
-		return t
-	}
+	var ch chain
+	do := ch.do
 	mu := do(func() (*Tensor, error) { return e.MeanDim(x, -1, true) })
 	xc := do(func() (*Tensor, error) { return e.Sub(x, mu) })
 	sq := do(func() (*Tensor, error) { return e.Mul(xc, xc) })
@@ -225,7 +206,7 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 	if b != nil {
 		y = do(func() (*Tensor, error) { return e.Add(y, b) })
 	}
-	return y, err
+	return y, ch.err
 }
 
 // Narrow is x's elements start..start+length-1 (0-based) along dim.

@@ -137,12 +137,7 @@ func (e *Engine) SumDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept := x.Shape()
-	kept[d] = 1
-	out := kept
-	if !keepdim && len(kept) > 1 {
-		out = append(append([]int(nil), kept[:d]...), kept[d+1:]...)
-	}
+	kept, out := reducedShapes(x.shape, d, keepdim)
 	y, err := e.newOp("sum", out, []*Tensor{x}, func(c ctx, in []node) (node, error) {
 		like, err := template(c, kept)
 		if err != nil {

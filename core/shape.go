@@ -93,3 +93,28 @@ func checkDim(op string, shape []int, dim int) (int, error) {
 	}
 	return d, nil
 }
+
+// reducedShapes is the shape after reducing dim d: kept keeps it with size
+// 1, out drops it unless keepdim (a 1-d result stays 1-d).
+func reducedShapes(shape []int, d int, keepdim bool) (kept, out []int) {
+	kept = append([]int(nil), shape...)
+	kept[d] = 1
+	out = kept
+	if !keepdim && len(kept) > 1 {
+		out = append(append([]int(nil), kept[:d]...), kept[d+1:]...)
+	}
+	return kept, out
+}
+
+// chain runs ops one after another and stops at the first error, for ops
+// composed of many others (do returns nil once an error has happened).
+type chain struct{ err error }
+
+func (c *chain) do(f func() (*Tensor, error)) *Tensor {
+	if c.err != nil {
+		return nil
+	}
+	t, err := f()
+	c.err = err
+	return t
+}
