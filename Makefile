@@ -48,7 +48,7 @@ test:
 # A short fuzz of random tensor programs (CI runs it after the tests).
 FUZZTIME ?= 60s
 fuzz:
-	go test ./runtime/ -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME)
+	go test ./runtime/ -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 bench:
 	go test $(TAGS) -run '^$$' -bench . -benchtime 2s ./ggmlcgo/ ./core/...

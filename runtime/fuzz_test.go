@@ -58,7 +58,7 @@ func scriptFromBytes(data []byte) string {
 		func() string {
 			return fmt.Sprintf("residency.reset(%q)", []string{"pass", "persistent", "all"}[next()%3])
 		},
-		func() string { return fmt.Sprintf("residency.limit(%s * 65536)", num()) },
+		func() string { return fmt.Sprintf("residency.limit(math.min(%s * 65536, 128 * 2^20))", num()) },
 		func() string { return fmt.Sprintf("loss = with_grad_tape(function() return %s:sum() end)", v()) },
 		func() string { return "backward(loss)" },
 		func() string { return fmt.Sprintf("%s = %s.grad", v(), v()) },
@@ -79,7 +79,7 @@ func scriptFromBytes(data []byte) string {
 	for i := 0; pos < len(data) && i < 64; i++ {
 		fmt.Fprintf(&b, "pcall(function() %s end)\n", stmts[next()%len(stmts)]())
 	}
-	b.WriteString("residency.limit(0)\n")
+	b.WriteString("residency.limit(128 * 2^20)\n")
 	return b.String()
 }
 
@@ -94,17 +94,29 @@ func FuzzScript(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true, MemLimit: 256 << 20, Stdout: io.Discard, Stderr: io.Discard})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(rt.Close)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		code := scriptFromBytes(data)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A fresh runtime per program: nothing one program leaves behind
+		// (resident tensors, limits) weighs on the next.
+		rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true, MemLimit: 128 << 20, HostLimit: 128 << 20, Stdout: io.Discard, Stderr: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		if _, err := rt.DoString(ctx, code); err != nil && ctx.Err() == nil {
-			t.Fatalf("the script itself failed (every statement is in pcall): %v\n%s", err, code)
+		done := make(chan error, 1)
+		go func() {
+			_, err := rt.DoString(ctx, code)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil && ctx.Err() == nil {
+				t.Fatalf("the script itself failed (every statement is in pcall): %v\n%s", err, code)
+			}
+		case <-time.After(6 * time.Second):
+			t.Fatalf("the script ran 3 s past its cancellation:\n%s", code)
 		}
 		l := rt.Engine().Residency().Ledger()
 		if l.BufferBytes < 0 || l.PBufferBytes < 0 || l.TotalBufferBytes != l.BufferBytes+l.PBufferBytes+l.CachedBytes {
