@@ -58,14 +58,7 @@ func (e *Engine) upload(data []float32, shape []int, dtype ggmlcgo.Type, scope r
 // uploaded into the pass pool, once per pass.
 func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	if t.host != nil {
-		if t.upload == nil || !t.upload.Live() {
-			h, err := e.upload(t.host, t.shape, ggmlcgo.F32, residency.Pass)
-			if err != nil {
-				return ggmlcgo.Tensor{}, err
-			}
-			t.upload = h
-		}
-		return t.upload.Tensor()
+		return e.passCopy(t, ggmlcgo.F32, func() ([]byte, error) { return encode(ggmlcgo.F32, t.host) })
 	}
 	if t.dropped {
 		return ggmlcgo.Tensor{}, errDropped
@@ -78,12 +71,7 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	switch {
 	case t.handle != nil && !t.handle.Live() && t.handle.HostCopy() != nil:
 		// A value from an earlier pass, kept on the host: upload it again.
-		if t.upload == nil || !t.upload.Live() {
-			if t.upload, err = e.res.Upload(residency.Request{Shape: t.shape, Type: t.handle.Type()}, t.handle.HostCopy()); err != nil {
-				return n, err
-			}
-		}
-		n, err = t.upload.Tensor()
+		n, err = e.passCopy(t, t.handle.Type(), func() ([]byte, error) { return t.handle.HostCopy(), nil })
 	case t.pending:
 		if t.passGen != e.res.Gen(residency.Pass) {
 			return n, fmt.Errorf("%w: its pending value was dropped by a reset of the pass pool", residency.ErrStale)
@@ -104,6 +92,23 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 		return c.Cast(n, ggmlcgo.F32)
 	}
 	return n, nil
+}
+
+// passCopy is t's upload into the current pass, made from raw (bytes of
+// type typ) the first time the pass needs it.
+func (e *Engine) passCopy(t *Tensor, typ ggmlcgo.Type, raw func() ([]byte, error)) (ggmlcgo.Tensor, error) {
+	if t.upload == nil || !t.upload.Live() {
+		b, err := raw()
+		if err != nil {
+			return ggmlcgo.Tensor{}, err
+		}
+		h, err := e.res.Upload(residency.Request{Shape: t.shape, Type: typ}, b)
+		if err != nil {
+			return ggmlcgo.Tensor{}, err
+		}
+		t.upload = h
+	}
+	return t.upload.Tensor()
 }
 
 // newOp adds an op: it reads inputs, lets build describe the output node(s)
