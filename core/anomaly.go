@@ -27,7 +27,7 @@ func ParseAnomalyMode(s string) (AnomalyMode, error) {
 	case "stop", "error":
 		return AnomalyStop, nil
 	}
-	return 0, fmt.Errorf("anomaly mode %q: expected \"off\", \"warn\" or \"stop\"", s)
+	return 0, argErrorf("anomaly mode %q: expected \"off\", \"warn\" or \"stop\"", s)
 }
 
 // SetAnomalyMode sets the check; warn reports through warn (nil: ignored).

@@ -10,7 +10,7 @@ import (
 // computed by a recorded op, and a parameter while a tape is recording.
 func (e *Engine) Assign(dst, src *Tensor) error {
 	if !sameShape(dst.shape, src.shape) {
-		return fmt.Errorf("copy_: source shape %s differs from destination shape %s", ShapeString(src.shape), ShapeString(dst.shape))
+		return shapeErrorf("copy_: source shape %s differs from destination shape %s", ShapeString(src.shape), ShapeString(dst.shape))
 	}
 	if dst.gradFn != nil {
 		return fmt.Errorf("copy_: in-place change of a tensor the tape needs (it was computed by %s); use an out-of-place op", dst.gradFn.name)

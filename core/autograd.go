@@ -64,7 +64,7 @@ func (e *Engine) NoGrad(fn func() error) error {
 // change only once every gradient op was built, so a failure changes none.
 func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	if loss.Numel() != 1 {
-		return nil, fmt.Errorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
+		return nil, shapeErrorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
 	}
 	if !loss.requiresGrad || loss.gradFn == nil {
 		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")

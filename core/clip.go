@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"math"
 )
 
@@ -21,7 +20,7 @@ func (e *Engine) setGrad(p, g *Tensor) error {
 // clipping) as a pending one-element tensor.
 func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error) {
 	if maxNorm <= 0 || math.IsNaN(float64(maxNorm)) {
-		return nil, fmt.Errorf("clip_grad_norm: max_norm must be > 0, got %g", maxNorm)
+		return nil, argErrorf("clip_grad_norm: max_norm must be > 0, got %g", maxNorm)
 	}
 	var total *Tensor
 	var grads []*Tensor
@@ -82,7 +81,7 @@ func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error
 // ClipGradValue clamps every gradient element of params to [-v, v].
 func (e *Engine) ClipGradValue(params []*Tensor, v float32) error {
 	if v <= 0 {
-		return fmt.Errorf("clip_grad_value: clip_value must be > 0, got %g", v)
+		return argErrorf("clip_grad_value: clip_value must be > 0, got %g", v)
 	}
 	return e.NoGrad(func() error {
 		for _, p := range params {

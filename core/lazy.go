@@ -8,6 +8,13 @@ import (
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
+// Ops (ops_*.go) build their nodes from these: a ggml context of the
+// current pass and the nodes of their inputs.
+type (
+	ctx  = *ggmlcgo.Context
+	node = ggmlcgo.Tensor
+)
+
 // Stats are the engine's counters, read by tests and benchmarks.
 type Stats struct {
 	GraphComputes int64 // Realize calls that computed a graph
@@ -314,7 +321,7 @@ func (e *Engine) Realize() error {
 			}
 			t.handle = h.Alias(t.node, t.shape)
 			t.node.MakeLeaf()
-			if t.keep && !t.inTape {
+			if t.held && !t.inTape {
 				raw := make([]byte, t.handle.Nbytes())
 				if err := t.handle.Read(raw); err == nil {
 					t.handle.KeepHostCopy(raw)

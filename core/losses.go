@@ -2,73 +2,10 @@ package core
 
 import "fmt"
 
-// Softmax along dim (0-based, negative from the end).
-func (e *Engine) Softmax(x *Tensor, dim int) (*Tensor, error) {
-	return e.alongLastDim("softmax", x, dim, func(x *Tensor) (*Tensor, error) {
-		return e.unaryOp("softmax", x, ctx.SoftMax, func(g, x, y *Tensor) (*Tensor, error) {
-			return e.newOp("softmax_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
-				return c.SoftMaxBack(in[0], in[1])
-			})
-		})
-	})
-}
-
-// LogSoftmax along dim: log(softmax(x)), whose gradient is
-// g - softmax(x) * sum(g) along the dim.
-func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
-	return e.alongLastDim("log_softmax", x, dim, func(x *Tensor) (*Tensor, error) {
-		return e.unaryOp("log_softmax", x, func(c ctx, a node) (node, error) {
-			s, err := c.SoftMax(a)
-			if err != nil {
-				return node{}, err
-			}
-			return c.Log(s)
-		}, func(g, x, y *Tensor) (*Tensor, error) {
-			return e.newOp("log_softmax_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
-				p, err := c.Exp(in[1])
-				if err != nil {
-					return node{}, err
-				}
-				sg, err := c.SumRows(in[0])
-				if err != nil {
-					return node{}, err
-				}
-				ps, err := c.Mul(p, sg) // sg broadcasts along the row
-				if err != nil {
-					return node{}, err
-				}
-				return c.Sub(in[0], ps)
-			})
-		})
-	})
-}
-
-// alongLastDim applies f, which works along the last dim, along dim by
-// transposing dim to the end and back.
-func (e *Engine) alongLastDim(op string, x *Tensor, dim int, f func(*Tensor) (*Tensor, error)) (*Tensor, error) {
-	d, err := checkDim(op, x.shape, dim)
-	if err != nil {
-		return nil, err
-	}
-	last := len(x.shape) - 1
-	if d == last {
-		return f(x)
-	}
-	xt, err := e.Transpose(x, d, last)
-	if err != nil {
-		return nil, err
-	}
-	y, err := f(xt)
-	if err != nil {
-		return nil, err
-	}
-	return e.Transpose(y, d, last)
-}
-
 // MSELoss is the mean of (a - b)^2.
 func (e *Engine) MSELoss(a, b *Tensor) (*Tensor, error) {
 	if !sameShape(a.shape, b.shape) {
-		return nil, fmt.Errorf("mse_loss: input shape %s and target shape %s differ", ShapeString(a.shape), ShapeString(b.shape))
+		return nil, shapeErrorf("mse_loss: input shape %s and target shape %s differ", ShapeString(a.shape), ShapeString(b.shape))
 	}
 	d, err := e.Sub(a, b)
 	if err != nil {
@@ -85,7 +22,7 @@ func (e *Engine) MSELoss(a, b *Tensor) (*Tensor, error) {
 // for logits [n, c] and target [n, c] (class probabilities, e.g. one-hot).
 func (e *Engine) CrossEntropy(logits, target *Tensor) (*Tensor, error) {
 	if logits.Dim() != 2 || !sameShape(logits.shape, target.shape) {
-		return nil, fmt.Errorf("cross_entropy: logits %s and target %s must both be [batch, classes]", ShapeString(logits.shape), ShapeString(target.shape))
+		return nil, shapeErrorf("cross_entropy: logits %s and target %s must both be [batch, classes]", ShapeString(logits.shape), ShapeString(target.shape))
 	}
 	y, err := e.newOp("cross_entropy", []int{1}, []*Tensor{logits, target}, func(c ctx, in []node) (node, error) {
 		return c.CrossEntropyLoss(in[0], in[1])
@@ -118,12 +55,12 @@ func (e *Engine) CrossEntropy(logits, target *Tensor) (*Tensor, error) {
 // OneHot makes the host tensor [n, classes] of 0-based class labels.
 func OneHot(labels []int, classes int) (*Tensor, error) {
 	if classes < 1 {
-		return nil, fmt.Errorf("one_hot: %d classes", classes)
+		return nil, argErrorf("one_hot: %d classes", classes)
 	}
 	data := make([]float32, len(labels)*classes)
 	for i, l := range labels {
 		if l < 0 || l >= classes {
-			return nil, fmt.Errorf("label %d at row %d is out of range for %d classes", l, i, classes)
+			return nil, argErrorf("label %d at row %d is out of range for %d classes", l, i, classes)
 		}
 		data[i*classes+l] = 1
 	}
@@ -133,7 +70,7 @@ func OneHot(labels []int, classes int) (*Tensor, error) {
 // CrossEntropyLabels is CrossEntropy against 0-based class labels.
 func (e *Engine) CrossEntropyLabels(logits *Tensor, labels []int) (*Tensor, error) {
 	if logits.Dim() != 2 || len(labels) != logits.shape[0] {
-		return nil, fmt.Errorf("cross_entropy: %d labels for logits of shape %s (expected one per row)", len(labels), ShapeString(logits.shape))
+		return nil, shapeErrorf("cross_entropy: %d labels for logits of shape %s (expected one per row)", len(labels), ShapeString(logits.shape))
 	}
 	t, err := OneHot(labels, logits.shape[1])
 	if err != nil {
@@ -147,7 +84,7 @@ func (e *Engine) CrossEntropyLabels(logits *Tensor, labels []int) (*Tensor, erro
 // PyTorch does.
 func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
 	if !sameShape(p.shape, y.shape) {
-		return nil, fmt.Errorf("bce_loss: input shape %s and target shape %s differ", ShapeString(p.shape), ShapeString(y.shape))
+		return nil, shapeErrorf("bce_loss: input shape %s and target shape %s differ", ShapeString(p.shape), ShapeString(y.shape))
 	}
 	var ch chain
 	do := ch.do

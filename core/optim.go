@@ -88,7 +88,7 @@ func (o *optimizer) loadStateDict(slotNames []string, tensors map[string]*Tensor
 			}
 			known[key] = true
 			if !sameShape(src.shape, p.shape) {
-				return fmt.Errorf("load_state_dict: %s has shape %s, parameter %d has %s", key, ShapeString(src.shape), i+1, ShapeString(p.shape))
+				return shapeErrorf("load_state_dict: %s has shape %s, parameter %d has %s", key, ShapeString(src.shape), i+1, ShapeString(p.shape))
 			}
 			st, err := o.slots(p, len(slotNames))
 			if err != nil {
@@ -130,19 +130,6 @@ func (o *optimizer) prepare(n int) (map[*Tensor]bool, error) {
 	return fresh, nil
 }
 
-// axpby is a*x + b*y.
-func (e *Engine) axpby(a float32, x *Tensor, b float32, y *Tensor) (*Tensor, error) {
-	sx, err := e.Scale(x, a)
-	if err != nil {
-		return nil, err
-	}
-	sy, err := e.Scale(y, b)
-	if err != nil {
-		return nil, err
-	}
-	return e.Add(sx, sy)
-}
-
 // SGDOptions are torch.optim.SGD's.
 type SGDOptions struct {
 	LR, Momentum, Dampening, WeightDecay float32
@@ -158,10 +145,10 @@ type SGD struct {
 // NewSGD makes an SGD optimizer; host parameters move to the persistent pool.
 func NewSGD(e *Engine, params []*Tensor, opts SGDOptions) (*SGD, error) {
 	if opts.LR < 0 || opts.Momentum < 0 || opts.WeightDecay < 0 {
-		return nil, fmt.Errorf("sgd: lr, momentum and weight_decay must be >= 0 (got %g, %g, %g)", opts.LR, opts.Momentum, opts.WeightDecay)
+		return nil, argErrorf("sgd: lr, momentum and weight_decay must be >= 0 (got %g, %g, %g)", opts.LR, opts.Momentum, opts.WeightDecay)
 	}
 	if opts.Nesterov && (opts.Momentum == 0 || opts.Dampening != 0) {
-		return nil, errors.New("sgd: nesterov needs momentum > 0 and dampening = 0")
+		return nil, argErrorf("sgd: nesterov needs momentum > 0 and dampening = 0")
 	}
 	o, err := newOptimizer(e, params)
 	if err != nil {
@@ -262,7 +249,7 @@ type Adam struct {
 // NewAdam makes an Adam(W) optimizer; host parameters move to the persistent pool.
 func NewAdam(e *Engine, params []*Tensor, opts AdamOptions) (*Adam, error) {
 	if opts.LR < 0 || opts.Eps < 0 || opts.WeightDecay < 0 || opts.Beta1 < 0 || opts.Beta1 >= 1 || opts.Beta2 < 0 || opts.Beta2 >= 1 {
-		return nil, fmt.Errorf("adam: need lr, eps, weight_decay >= 0 and betas in [0, 1) (got lr %g, betas %g %g, eps %g, weight_decay %g)",
+		return nil, argErrorf("adam: need lr, eps, weight_decay >= 0 and betas in [0, 1) (got lr %g, betas %g %g, eps %g, weight_decay %g)",
 			opts.LR, opts.Beta1, opts.Beta2, opts.Eps, opts.WeightDecay)
 	}
 	o, err := newOptimizer(e, params)

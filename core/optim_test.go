@@ -95,14 +95,6 @@ func f32s(v []float64) []float32 {
 	return out
 }
 
-func assertClose(t *testing.T, want []float64, got []float32, tol float64, msg string) {
-	t.Helper()
-	require.Len(t, got, len(want))
-	for i := range want {
-		assert.InDelta(t, want[i], float64(got[i]), tol*(1+math.Abs(want[i])), "%s element %d", msg, i+1)
-	}
-}
-
 func TestSGDMatchesHandComputedSteps(t *testing.T) {
 	// Worked by hand: w = (1, -2), target 0, lr 0.1, momentum 0.9:
 	// buf (2,-4) -> w (0.8,-1.6); buf (3.4,-6.8) -> w (0.46,-0.92);
@@ -160,24 +152,87 @@ func TestAdamAndAdamWMatchReference(t *testing.T) {
 	}
 }
 
-func TestGradientsAccumulateUntilZeroGrad(t *testing.T) {
+func TestAdamStateDictResumesTraining(t *testing.T) {
 	e := newEngine(t)
-	w := host(t, []int{2}, 1, 2)
-	require.NoError(t, w.SetRequiresGrad(true))
-	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
-	for i := 0; i < 2; i++ { // two backward passes without zero_grad: 2x + 2x
-		var loss *Tensor
-		require.NoError(t, e.WithGradTape(func() error {
-			var err error
-			loss, err = e.Sum(e.must(e.Mul(w, w)))
-			return err
-		}))
-		_, err := e.Backward(loss)
-		require.NoError(t, err)
+	opts := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	target := host(t, []int{3}, f32s(tgt)...)
+
+	w := host(t, []int{3}, f32s(w0)...)
+	a, err := NewAdam(e, []*Tensor{w}, opts)
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		quadStep(t, e, w, target, a.ZeroGrad, a.Step)
 	}
-	assertClose(t, []float64{4, 8}, values(t, w.Grad()), 1e-6, "accumulated")
-	ZeroGrad([]*Tensor{w})
-	assert.Nil(t, w.Grad())
+	tensors, nums := a.StateDict()
+	require.Contains(t, tensors, "state.1.exp_avg")
+	assert.Equal(t, 2.0, nums["step"])
+	saved := map[string]*Tensor{}
+	for k, v := range tensors {
+		h, err := v.ToHost()
+		require.NoError(t, err)
+		saved[k] = h
+	}
+
+	// A fresh optimizer on a copy of the weights, loaded with that state,
+	// takes the same third step as the original.
+	w2 := host(t, []int{3}, values(t, w)...)
+	b, err := NewAdam(e, []*Tensor{w2}, opts)
+	require.NoError(t, err)
+	require.NoError(t, b.LoadStateDict(saved, nums))
+	quadStep(t, e, w, target, a.ZeroGrad, a.Step)
+	quadStep(t, e, w2, target, b.ZeroGrad, b.Step)
+	assertClose(t, refAdam(w0, tgt, opts, 3), values(t, w2), 1e-5, "resumed")
+	assert.Equal(t, values(t, w), values(t, w2))
+
+	assert.ErrorContains(t, b.LoadStateDict(map[string]*Tensor{"state.9.exp_avg": saved["state.1.exp_avg"]}, nil), "unexpected entry")
+}
+
+// TestAFailedOptimizerStepChangesNothing: a step refused for want of memory
+// (its moments do not fit the budget) leaves weights, state and step count
+// as they were; the next step, with room, matches a run that never failed.
+func TestAFailedOptimizerStepChangesNothing(t *testing.T) {
+	opts := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	// Big enough that the moments need buffers of their own (a small
+	// tensor's would fit in the weight's arena and never meet the budget).
+	const n = 400_000
+	init, goal := make([]float32, n), make([]float32, n)
+	for i := range init {
+		init[i], goal[i] = float32(w0[i%3]), float32(tgt[i%3])
+	}
+	train := func(fail bool) []float32 {
+		e := newEngine(t)
+		w := host(t, []int{n}, append([]float32(nil), init...)...)
+		opt, err := NewAdam(e, []*Tensor{w}, opts)
+		require.NoError(t, err)
+		target := host(t, []int{n}, goal...)
+		if fail {
+			// Forward and backward run; then the budget is set just above
+			// what is held, so the step's moments cannot be allocated.
+			opt.ZeroGrad()
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				d, err := e.Sub(w, target)
+				if err == nil {
+					loss, err = sumOf(e)(e.Mul(d, d))
+				}
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			require.NoError(t, e.Realize())
+			_, err = e.Residency().SetLimit(e.Residency().Ledger().TotalBufferBytes + 1024)
+			require.NoError(t, err)
+			assert.ErrorContains(t, opt.Step(), "budget exceeded")
+			assert.Equal(t, init, values(t, w), "no update")
+			_, err = e.Residency().SetLimit(0)
+			require.NoError(t, err)
+		}
+		for i := 0; i < 3; i++ {
+			quadStep(t, e, w, target, opt.ZeroGrad, opt.Step)
+		}
+		return values(t, w)[:6]
+	}
+	assert.Equal(t, train(false), train(true))
 }
 
 // mlp is a 2-layer perceptron trained by the standard step.

@@ -27,10 +27,10 @@ func checkShape(shape []int) (int64, error) {
 	}
 	n, err := ggmlcgo.CheckShape(ggmlcgo.F32, ne)
 	if err != nil {
-		return 0, fmt.Errorf("shape %s: %w", ShapeString(shape), err)
+		return 0, shapeErrorf("shape %s: %v", ShapeString(shape), err)
 	}
 	if n > MaxHostElements {
-		return 0, fmt.Errorf("shape %s: %d elements is more than a tensor may hold (%d)", ShapeString(shape), n, MaxHostElements)
+		return 0, shapeErrorf("shape %s: %d elements is more than a tensor may hold (%d)", ShapeString(shape), n, MaxHostElements)
 	}
 	return n, nil
 }
@@ -75,7 +75,7 @@ func broadcastShape(op string, a, b []int) ([]int, error) {
 		case da == 1:
 			out[n-i] = db
 		default:
-			return nil, fmt.Errorf("%s: shapes %s and %s do not broadcast (dim %d: %d vs %d)",
+			return nil, shapeErrorf("%s: shapes %s and %s do not broadcast (dim %d: %d vs %d)",
 				op, ShapeString(a), ShapeString(b), n-i+1, da, db)
 		}
 	}
@@ -89,7 +89,7 @@ func checkDim(op string, shape []int, dim int) (int, error) {
 		d += len(shape)
 	}
 	if d < 0 || d >= len(shape) {
-		return 0, fmt.Errorf("%s: dim %d out of range for shape %s", op, dim, ShapeString(shape))
+		return 0, shapeErrorf("%s: dim %d out of range for shape %s", op, dim, ShapeString(shape))
 	}
 	return d, nil
 }

@@ -28,8 +28,7 @@ type Tensor struct {
 	passGen int64 // while pending: the pass generation of node's metadata
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
-	charged bool  // counted against a host-memory limit (see ChargeOnce)
-	keep    bool  // a script holds it: see Keep
+	held    bool  // a caller holds it beyond this step: see Hold
 
 	requiresGrad bool
 	gradFn       *gradFn
@@ -46,7 +45,7 @@ func FromFloat32(data []float32, shape ...int) (*Tensor, error) {
 		return nil, fmt.Errorf("tensor: %w", err)
 	}
 	if int64(len(data)) != n {
-		return nil, fmt.Errorf("tensor: %d values given for shape %s (%d elements)", len(data), ShapeString(shape), n)
+		return nil, shapeErrorf("tensor: %d values given for shape %s (%d elements)", len(data), ShapeString(shape), n)
 	}
 	return &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, host: data}, nil
 }
@@ -217,7 +216,7 @@ func (t *Tensor) Float32s() ([]float32, error) {
 // Item is the value of a one-element tensor.
 func (t *Tensor) Item() (float32, error) {
 	if t.Numel() != 1 {
-		return 0, fmt.Errorf("item: tensor of shape %s has %d elements, not 1", ShapeString(t.shape), t.Numel())
+		return 0, shapeErrorf("item: tensor of shape %s has %d elements, not 1", ShapeString(t.shape), t.Numel())
 	}
 	v, err := t.Float32s()
 	if err != nil {
@@ -281,21 +280,13 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())
 }
 
-// ChargeOnce reports whether t is a host tensor not yet counted against a
-// host-memory limit, and marks it counted.
-func (t *Tensor) ChargeOnce() bool {
-	if t.host == nil || t.charged {
-		return false
-	}
-	t.charged = true
-	return true
-}
-
-// Keep marks a tensor that a script holds. If it was computed outside a tape
-// (data prepared before the loop, say), its value is copied to the host when
-// computed, so it outlives the pass reset of the next step: it is then read
-// from, and uploaded again from, that copy, like a host tensor.
-func (t *Tensor) Keep() { t.keep = true }
+// Hold marks a tensor that a caller (a script, an embedding host) holds
+// beyond the current step. If it was computed outside a tape (data prepared
+// before the loop, say), its value is copied to the host when computed, so
+// it outlives the pass reset of the next step: it is then read from, and
+// uploaded again from, that copy, like a host tensor. Values computed inside
+// a tape are a step's activations and are not copied.
+func (t *Tensor) Hold() { t.held = true }
 
 // SetHostDtype gives a host tensor a storage dtype (f16/bf16): its values
 // are rounded to it, and to_gpu stores it so.

@@ -230,9 +230,6 @@ func (g *Graph) nodes() []Tensor {
 // Supports reports whether the backend can compute the node t.
 func (b *Backend) Supports(t Tensor) bool { return bool(C.ggml_backend_supports_op(b.p, t.p)) }
 
-// Synchronize waits for the backend's queued work.
-func (b *Backend) Synchronize() { C.ggml_backend_synchronize(b.p) }
-
 // Close frees the backend and its threadpool. It is safe to call twice.
 func (b *Backend) Close() {
 	if b == nil {

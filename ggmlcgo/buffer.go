@@ -20,12 +20,6 @@ func (bt BufferType) Name() string { return C.GoString(C.ggml_backend_buft_name(
 // Alignment is the alignment of tensors in buffers of this type.
 func (bt BufferType) Alignment() int64 { return int64(C.ggml_backend_buft_get_alignment(bt.p)) }
 
-// MaxSize is the largest buffer the type can allocate.
-func (bt BufferType) MaxSize() int64 { return int64(C.ggml_backend_buft_get_max_size(bt.p)) }
-
-// IsHost reports whether the memory is addressable by the CPU.
-func (bt BufferType) IsHost() bool { return bool(C.ggml_backend_buft_is_host(bt.p)) }
-
 // AllocSize is the number of bytes t takes in a buffer of this type, before
 // alignment padding.
 func (bt BufferType) AllocSize(t Tensor) int64 {
@@ -111,15 +105,6 @@ type Gallocr struct {
 
 // NewGallocr makes a graph allocator for buffers of type bt.
 func NewGallocr(bt BufferType) *Gallocr { return &Gallocr{p: C.ggml_gallocr_new(bt.p)} }
-
-// Reserve sizes the allocator's buffer for g (and graphs like it) and
-// returns the buffer size.
-func (a *Gallocr) Reserve(g *Graph) (int64, error) {
-	if !bool(C.ggml_gallocr_reserve(a.p, g.p)) {
-		return 0, errors.New("gallocr: could not reserve the graph's buffer")
-	}
-	return a.BufferSize(), nil
-}
 
 // AllocGraph places every unplaced tensor of g.
 func (a *Gallocr) AllocGraph(g *Graph) error {

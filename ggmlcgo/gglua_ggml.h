@@ -181,19 +181,22 @@ int64_t ggml_blck_size(enum ggml_type type);
 const char * ggml_type_name(enum ggml_type type);
 const char * ggml_status_to_string(enum ggml_status status);
 const char * ggml_op_desc(const struct ggml_tensor * t);
-void ggml_set_input(struct ggml_tensor * tensor);
 void ggml_set_param(struct ggml_tensor * tensor);
-void ggml_set_output(struct ggml_tensor * tensor);
 
-// ops (ggml.h); each is wrapped in ops.go with the checks ggml would assert
+// ops (ggml.h); each is wrapped in ops.go with the checks ggml would assert.
+// Elementwise unary ops need nothing more than their name in this list:
+// ops.go reaches them all through one Context.Unary(name, a).
 #define GGLUA_UNARY_OPS(X) \
-    X(neg) X(exp) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) \
-    X(sigmoid) X(tanh) X(gelu) X(silu) X(cont) X(transpose) X(sum) X(sum_rows) X(soft_max) X(argmax)
+    X(exp) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) X(sigmoid) X(tanh) X(silu)
+// Other one-operand ops, each with its own wrapper.
+#define GGLUA_ONE_OPERAND_OPS(X) \
+    X(cont) X(transpose) X(sum) X(sum_rows) X(soft_max) X(argmax)
 #define GGLUA_DECLARE_UNARY(name) struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a);
 GGLUA_UNARY_OPS(GGLUA_DECLARE_UNARY)
+GGLUA_ONE_OPERAND_OPS(GGLUA_DECLARE_UNARY)
 
 #define GGLUA_BINARY_OPS(X) \
-    X(add) X(sub) X(mul) X(div) X(mul_mat) X(out_prod) X(repeat) X(repeat_back) \
+    X(add) X(sub) X(mul) X(div) X(mul_mat) X(repeat) X(repeat_back) \
     X(cpy) X(get_rows) X(cross_entropy_loss) X(silu_back)
 #define GGLUA_DECLARE_BINARY(name) struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 GGLUA_BINARY_OPS(GGLUA_DECLARE_BINARY)
@@ -203,7 +206,6 @@ struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * 
 struct ggml_tensor * ggml_scale_bias(struct ggml_context * ctx, struct ggml_tensor * a, float s, float b);
 struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
 struct ggml_tensor * ggml_fill(struct ggml_context * ctx, struct ggml_tensor * a, float c);
-struct ggml_tensor * ggml_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
 struct ggml_tensor * ggml_repeat_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);
@@ -260,15 +262,12 @@ void ggml_backend_free(ggml_backend_t backend);
 ggml_backend_buffer_type_t ggml_backend_get_default_buffer_type(ggml_backend_t backend);
 ggml_backend_dev_t ggml_backend_get_device(ggml_backend_t backend);
 enum ggml_status ggml_backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph * cgraph);
-void ggml_backend_synchronize(ggml_backend_t backend);
 bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor * op);
 
 const char * ggml_backend_buft_name(ggml_backend_buffer_type_t buft);
 ggml_backend_buffer_t ggml_backend_buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size);
 size_t ggml_backend_buft_get_alignment(ggml_backend_buffer_type_t buft);
-size_t ggml_backend_buft_get_max_size(ggml_backend_buffer_type_t buft);
 size_t ggml_backend_buft_get_alloc_size(ggml_backend_buffer_type_t buft, const struct ggml_tensor * tensor);
-bool ggml_backend_buft_is_host(ggml_backend_buffer_type_t buft);
 
 void ggml_backend_buffer_free(ggml_backend_buffer_t buffer);
 void * ggml_backend_buffer_get_base(ggml_backend_buffer_t buffer);
@@ -301,7 +300,6 @@ struct ggml_tallocr ggml_tallocr_new(ggml_backend_buffer_t buffer);
 enum ggml_status ggml_tallocr_alloc(struct ggml_tallocr * talloc, struct ggml_tensor * tensor);
 ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t buft);
 void ggml_gallocr_free(ggml_gallocr_t galloc);
-bool ggml_gallocr_reserve(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
 bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
 size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id);
 size_t ggml_backend_alloc_ctx_tensors_from_buft_size(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);

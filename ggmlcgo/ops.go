@@ -51,27 +51,13 @@ func canRepeat(b Tensor, ne [MaxDims]int64) bool {
 
 func sameShape(a, b Tensor) bool { return a.Ne() == b.Ne() }
 
-// Unary ops: y = f(a), elementwise unless noted.
+// One-operand ops that are not elementwise, or need checks of their own.
 func (c *Context) unary(op string, a Tensor, f func(*C.struct_ggml_context, *C.struct_ggml_tensor) *C.struct_ggml_tensor) (Tensor, error) {
 	if err := c.checkF32(op, a); err != nil {
 		return Tensor{}, err
 	}
 	return result(f(c.p, a.p))
 }
-
-func (c *Context) Neg(a Tensor) (Tensor, error)     { return c.unary("neg", a, cNeg) }
-func (c *Context) Exp(a Tensor) (Tensor, error)     { return c.unary("exp", a, cExp) }
-func (c *Context) Log(a Tensor) (Tensor, error)     { return c.unary("log", a, cLog) }
-func (c *Context) Sqrt(a Tensor) (Tensor, error)    { return c.unary("sqrt", a, cSqrt) }
-func (c *Context) Sqr(a Tensor) (Tensor, error)     { return c.unary("sqr", a, cSqr) }
-func (c *Context) Abs(a Tensor) (Tensor, error)     { return c.unary("abs", a, cAbs) }
-func (c *Context) Sgn(a Tensor) (Tensor, error)     { return c.unary("sgn", a, cSgn) }
-func (c *Context) Step(a Tensor) (Tensor, error)    { return c.unary("step", a, cStep) }
-func (c *Context) Relu(a Tensor) (Tensor, error)    { return c.unary("relu", a, cRelu) }
-func (c *Context) Sigmoid(a Tensor) (Tensor, error) { return c.unary("sigmoid", a, cSigmoid) }
-func (c *Context) Tanh(a Tensor) (Tensor, error)    { return c.unary("tanh", a, cTanh) }
-func (c *Context) Gelu(a Tensor) (Tensor, error)    { return c.unary("gelu", a, cGelu) }
-func (c *Context) Silu(a Tensor) (Tensor, error)    { return c.unary("silu", a, cSilu) }
 
 // Sum is the sum of all elements (one element).
 func (c *Context) Sum(a Tensor) (Tensor, error) { return c.unary("sum", a, cSum) }
@@ -88,14 +74,6 @@ func (c *Context) Argmax(a Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("argmax: ne %v is not a matrix", ne)
 	}
 	return c.unary("argmax", a, cArgmax)
-}
-
-// Cont makes a contiguous copy (of a transposed or permuted view).
-func (c *Context) Cont(a Tensor) (Tensor, error) {
-	if err := c.checkOp("cont", a); err != nil {
-		return Tensor{}, err
-	}
-	return result(C.ggml_cont(c.p, a.p))
 }
 
 // Transpose swaps ne0 and ne1 of a, as a contiguous copy.
@@ -164,14 +142,6 @@ func (c *Context) Fill(a Tensor, v float32) (Tensor, error) {
 	return result(C.ggml_fill(c.p, a.p, C.float(v)))
 }
 
-// Norm normalises each row (along ne0) to zero mean and unit variance.
-func (c *Context) Norm(a Tensor, eps float32) (Tensor, error) {
-	if err := c.checkF32("norm", a); err != nil {
-		return Tensor{}, err
-	}
-	return result(C.ggml_norm(c.p, a.p, C.float(eps)))
-}
-
 // Binary elementwise ops: b is broadcast (repeated) into a's shape.
 func (c *Context) binary(op string, a, b Tensor, f func(*C.struct_ggml_context, *C.struct_ggml_tensor, *C.struct_ggml_tensor) *C.struct_ggml_tensor) (Tensor, error) {
 	if err := c.checkF32(op, a, b); err != nil {
@@ -233,19 +203,6 @@ func (c *Context) MulMat(a, b Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("mul_mat: incompatible ne %v (%v) and %v (%v)", na, a.Type(), nb, b.Type())
 	}
 	return result(C.ggml_mul_mat(c.p, a.p, b.p))
-}
-
-// OutProd is ggml_out_prod: for a of ne (m, k) and b of ne (n, k) the result
-// has ne (m, n): the sum over k of the outer products of their columns.
-func (c *Context) OutProd(a, b Tensor) (Tensor, error) {
-	if err := c.checkF32("out_prod", a, b); err != nil {
-		return Tensor{}, err
-	}
-	na, nb := a.Ne(), b.Ne()
-	if na[1] != nb[1] || nb[2]%na[2] != 0 || nb[3]%na[3] != 0 {
-		return Tensor{}, fmt.Errorf("out_prod: incompatible ne %v and %v", na, nb)
-	}
-	return result(C.ggml_out_prod(c.p, a.p, b.p))
 }
 
 // Cpy writes a (converted to dst's type) into dst's memory; the result is a

@@ -1,27 +1,51 @@
 package ggmlcgo
 
 // #include "gglua_ggml.h"
+//
+// // One entry point for every elementwise unary op, numbered in the order
+// // of GGLUA_UNARY_OPS, and their names in that order.
+// #define GGLUA_UNARY_NAME(name) #name,
+// static const char * gglua_unary_names[] = { GGLUA_UNARY_OPS(GGLUA_UNARY_NAME) };
+// static int gglua_n_unary(void) { return sizeof(gglua_unary_names) / sizeof(gglua_unary_names[0]); }
+// static const char * gglua_unary_name(int i) { return gglua_unary_names[i]; }
+// #define GGLUA_UNARY_CALL(name) if (i == k++) return ggml_##name(ctx, a);
+// static struct ggml_tensor * gglua_unary(struct ggml_context * ctx, int i, struct ggml_tensor * a) {
+//     int k = 0;
+//     GGLUA_UNARY_OPS(GGLUA_UNARY_CALL)
+//     return NULL;
+// }
 import "C"
 
-// Go names for the ggml builders the op table in ops.go passes around (cgo
-// functions cannot be used as values).
+import "fmt"
+
+// unaryOps numbers the names in GGLUA_UNARY_OPS for gglua_unary.
+var unaryOps = func() map[string]int {
+	m := map[string]int{}
+	for i := 0; i < int(C.gglua_n_unary()); i++ {
+		m[C.GoString(C.gglua_unary_name(C.int(i)))] = i
+	}
+	return m
+}()
+
+// Unary is the elementwise op named op (a ggml function listed in
+// GGLUA_UNARY_OPS of gglua_ggml.h: "exp", "log", "relu", ...).
+func (c *Context) Unary(op string, a Tensor) (Tensor, error) {
+	i, ok := unaryOps[op]
+	if !ok {
+		return Tensor{}, fmt.Errorf("unary: %q is not one of ggml's unary ops declared in gglua_ggml.h", op)
+	}
+	if err := c.checkF32(op, a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.gglua_unary(c.p, C.int(i), a.p))
+}
+
+// Go names for the ggml builders that ops.go passes around (cgo functions
+// cannot be used as values).
 
 type cctx = *C.struct_ggml_context
 type ctensor = *C.struct_ggml_tensor
 
-func cNeg(c cctx, a ctensor) ctensor     { return C.ggml_neg(c, a) }
-func cExp(c cctx, a ctensor) ctensor     { return C.ggml_exp(c, a) }
-func cLog(c cctx, a ctensor) ctensor     { return C.ggml_log(c, a) }
-func cSqrt(c cctx, a ctensor) ctensor    { return C.ggml_sqrt(c, a) }
-func cSqr(c cctx, a ctensor) ctensor     { return C.ggml_sqr(c, a) }
-func cAbs(c cctx, a ctensor) ctensor     { return C.ggml_abs(c, a) }
-func cSgn(c cctx, a ctensor) ctensor     { return C.ggml_sgn(c, a) }
-func cStep(c cctx, a ctensor) ctensor    { return C.ggml_step(c, a) }
-func cRelu(c cctx, a ctensor) ctensor    { return C.ggml_relu(c, a) }
-func cSigmoid(c cctx, a ctensor) ctensor { return C.ggml_sigmoid(c, a) }
-func cTanh(c cctx, a ctensor) ctensor    { return C.ggml_tanh(c, a) }
-func cGelu(c cctx, a ctensor) ctensor    { return C.ggml_gelu(c, a) }
-func cSilu(c cctx, a ctensor) ctensor    { return C.ggml_silu(c, a) }
 func cSum(c cctx, a ctensor) ctensor     { return C.ggml_sum(c, a) }
 func cSumRows(c cctx, a ctensor) ctensor { return C.ggml_sum_rows(c, a) }
 func cSoftMax(c cctx, a ctensor) ctensor { return C.ggml_soft_max(c, a) }

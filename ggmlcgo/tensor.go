@@ -58,11 +58,6 @@ func (t Tensor) SetName(name string) error {
 // made, but a GPU backend also needs its buffer (InitView sets it).
 func (t Tensor) Allocated() bool { return t.p != nil && t.p.buffer != nil }
 
-// SetInput and SetOutput flag a graph leaf / result for the graph allocator,
-// which then never reuses their memory for other nodes.
-func (t Tensor) SetInput()  { C.ggml_set_input(t.p) }
-func (t Tensor) SetOutput() { C.ggml_set_output(t.p) }
-
 func (t Tensor) checkIO(op string, n int) error {
 	switch {
 	case t.p == nil:

@@ -45,7 +45,8 @@ func flatten(L *lua.LState, prefix string, tbl *lua.LTable, out map[string]lua.L
 	})
 }
 
-func save(L *lua.LState, env *Env) int {
+// save(path, tbl) writes tensors, numbers, strings and booleans to a GGUF file.
+func (env *Env) save(L *lua.LState) int {
 	if env.Sandbox {
 		argError(L, "tensor.save", "writing files is not allowed in a sandboxed runtime")
 	}
@@ -76,7 +77,8 @@ func save(L *lua.LState, env *Env) int {
 	return 0
 }
 
-func load(L *lua.LState, env *Env) int {
+// load(path) reads a checkpoint back as a flat table.
+func (env *Env) load(L *lua.LState) int {
 	if env.Sandbox {
 		argError(L, "tensor.load", "reading files is not allowed in a sandboxed runtime")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -108,46 +109,40 @@ func sourceArg(L *lua.LState, n int) (batchSource, bool) {
 	return batchSource{vals: vals, shape: t.Shape()}, true
 }
 
+func (env *Env) dataFunctions() map[string]lua.LGFunction {
+	return map[string]lua.LGFunction{
+		"csv":    env.csv,
+		"loader": env.loader,
+	}
+}
+
 func openData(L *lua.LState, env *Env) {
-	lib := L.NewTable()
-	L.SetFuncs(lib, map[string]lua.LGFunction{
-		"csv": func(L *lua.LState) int {
-			if env.Sandbox {
-				argError(L, "data.csv", "reading files is not allowed in a sandboxed runtime")
-			}
-			path := L.CheckString(1)
-			header, sep := false, ','
-			if opts := L.OptTable(2, nil); opts != nil {
-				opts.ForEach(func(k, v lua.LValue) {
-					switch k.String() {
-					case "header":
-						header = lua.LVAsBool(v)
-					case "sep":
-						if s := v.String(); len(s) == 1 {
-							sep = rune(s[0])
-						} else {
-							argError(L, "data.csv", "sep must be one character, got %q", s)
-						}
-					default:
-						argError(L, "data.csv", "unknown option %s (expected header or sep)", k.String())
-					}
-				})
-			}
-			vals, rows, cols, err := readCSV(path, header, sep)
-			if err != nil {
-				argError(L, "data.csv", "%s", err.Error())
-			}
-			t, err := core.FromFloat32(vals, rows, cols)
-			return env.pushResult(L, t, err)
-		},
-		"loader": func(L *lua.LState) int { return loader(L, env) },
-	})
-	L.SetGlobal("data", lib)
+	L.SetGlobal("data", L.SetFuncs(L.NewTable(), env.dataFunctions()))
+}
+
+// csv(path, {header=false, sep=","}) reads a numeric CSV file as a matrix.
+func (env *Env) csv(L *lua.LState) int {
+	if env.Sandbox {
+		argError(L, "data.csv", "reading files is not allowed in a sandboxed runtime")
+	}
+	path := L.CheckString(1)
+	r := readOpts(L, "data.csv", 2)
+	header, sep := r.boolean("header", false), r.str("sep", ",")
+	r.done()
+	if len(sep) != 1 {
+		argError(L, "data.csv", "sep must be one character, got %q", sep)
+	}
+	vals, rows, cols, err := readCSV(path, header, rune(sep[0]))
+	if err != nil {
+		argError(L, "data.csv", "%s", err.Error())
+	}
+	t, err := core.FromFloat32(vals, rows, cols)
+	return env.pushResult(L, t, err)
 }
 
 // loader(x, y, {batch=, shuffle=, drop_last=}) returns an iterator of
 // (x batch, y batch); shuffling uses the generator tensor.manual_seed sets.
-func loader(L *lua.LState, env *Env) int {
+func (env *Env) loader(L *lua.LState) int {
 	x, ok := sourceArg(L, 1)
 	if !ok {
 		argError(L, "data.loader", "argument 1: expected a tensor or a table, got nil")
@@ -156,25 +151,13 @@ func loader(L *lua.LState, env *Env) int {
 	if hasY && y.rows() != x.rows() {
 		argError(L, "data.loader", "x has %d rows but y has %d", x.rows(), y.rows())
 	}
-	batch, shuffle, dropLast := 32, false, false
-	if opts := L.OptTable(3, nil); opts != nil {
-		opts.ForEach(func(k, v lua.LValue) {
-			switch k.String() {
-			case "batch":
-				n, ok := v.(lua.LNumber)
-				if !ok || n < 1 {
-					argError(L, "data.loader", "batch must be a positive number, got %s", v.String())
-				}
-				batch = int(n)
-			case "shuffle":
-				shuffle = lua.LVAsBool(v)
-			case "drop_last":
-				dropLast = lua.LVAsBool(v)
-			default:
-				argError(L, "data.loader", "unknown option %s (expected batch, shuffle or drop_last)", k.String())
-			}
-		})
+	r := readOpts(L, "data.loader", 3)
+	batchN, shuffle, dropLast := r.number("batch", 32), r.boolean("shuffle", false), r.boolean("drop_last", false)
+	r.done()
+	if !(batchN >= 1) || batchN > math.MaxInt32 || batchN != math.Trunc(batchN) {
+		argError(L, "data.loader", "batch must be a positive integer, got %g", batchN)
 	}
+	batch := int(batchN)
 	order := make([]int, x.rows())
 	for i := range order {
 		order[i] = i

@@ -1,11 +1,14 @@
 package luabind
 
 import (
+	"fmt"
 	"io"
 	"os"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"weak"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -13,62 +16,135 @@ import (
 )
 
 // Env is what the Lua libraries share: the engine, which device.use may
-// replace with one on another device.
+// replace with one on another device, so every binding reads env.Engine at
+// call time.
 type Env struct {
 	Engine  *core.Engine
 	Threads int
 	Sandbox bool      // no file access from Lua (data.csv, tensor.save/load)
-	Stdout  io.Writer // where progress bars go
+	Stdout  io.Writer // where print's neighbours, progress bars, go
 	Stderr  io.Writer // where warnings go
 	// HostLimit bounds the bytes of host tensors a script holds at once
 	// (0: none). The Go heap cannot refuse an allocation, it can only die,
 	// so a sandboxed runtime counts what it hands out.
 	HostLimit int64
-	hostBytes atomic.Int64
 
-	params map[*core.Tensor]*lua.LUserData // see push
-	optims map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
+	hostBytes atomic.Int64
+	chargedMu sync.Mutex
+	charged   map[weak.Pointer[core.Tensor]]bool // host tensors counted in hostBytes
+
+	methods *lua.LTable                     // the tensor methods, for __index
+	params  map[*core.Tensor]*lua.LUserData // see push
+	optims  map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
+	raised  [8]raisedError                  // the latest Go errors raised to Lua (see Cause)
+	next    int
+}
+
+// libraries are gglua's globals, each opened by one function.
+var libraries = []struct {
+	name string
+	open func(L *lua.LState, env *Env)
+}{
+	{"autograd", openAutograd}, // with_grad_tape, no_grad, backward, detect_anomaly, sync
+	{"data", openData},
+	{"device", openDevice},
+	{"nn", openNN},
+	{"optim", openOptim},
+	{"progress", openProgress},
+	{"residency", openResidency}, // residency, to_gpu, to_cpu
+	{"tensor", openTensor},
 }
 
 // Open installs the gglua globals into L.
 func Open(L *lua.LState, env *Env) {
-	openTensor(L, env)
-	openAutograd(L, env)
-	openLosses(L, env)
-	openNN(L)
-	openOptim(L, env)
-	openResidency(L, env)
-	openDevice(L, env)
-	openData(L, env)
-	out := env.Stdout
-	if out == nil {
-		out = os.Stdout
+	env.Attach(L)
+	for _, lib := range libraries {
+		lib.open(L, env)
 	}
-	openProgress(L, env, out)
 }
 
-// argError raises "fn: message" as a Lua error at the caller's line.
-func argError(L *lua.LState, fn, format string, args ...any) {
-	L.RaiseError(fn+": "+format, args...)
+// raisedError is a Go error whose message was raised as a Lua error.
+type raisedError struct {
+	msg string
+	err error
 }
+
+// raise turns a Go error into a Lua error at the script's line. The Go
+// error is remembered, so that the host can get it back (Cause) with its
+// chain intact: errors.Is(err, core.ErrBudget) and so on.
+func raise(L *lua.LState, err error) {
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	if env := envOf(L); env != nil {
+		env.raised[env.next%len(env.raised)] = raisedError{msg, err}
+		env.next++
+	}
+	L.RaiseError("%s", msg)
+}
+
+// argError raises "fn: message" (an ErrArgument) at the caller's line.
+func argError(L *lua.LState, fn, format string, args ...any) {
+	raise(L, &argumentError{fmt.Sprintf(fn+": "+format, args...)})
+}
+
+type argumentError struct{ msg string }
+
+func (e *argumentError) Error() string { return e.msg }
+func (e *argumentError) Unwrap() error { return core.ErrArgument }
+
+// Cause is the Go error behind a Lua error message: the latest error raised
+// by a binding whose text the message contains (a script that catches an
+// error and raises it again keeps its cause), or nil.
+func (env *Env) Cause(luaMessage string) error {
+	for i := 1; i <= len(env.raised); i++ {
+		r := env.raised[(env.next-i+2*len(env.raised))%len(env.raised)]
+		if r.err != nil && strings.Contains(luaMessage, r.msg) {
+			return r.err
+		}
+	}
+	return nil
+}
+
+// envs finds the Env of a Lua state (and of its coroutines, which share
+// its Global).
+var envs sync.Map // *lua.Global -> *Env
+
+func envOf(L *lua.LState) *Env {
+	if v, ok := envs.Load(L.G); ok {
+		return v.(*Env)
+	}
+	return nil
+}
+
+// Attach makes env the one that bindings running in L report to; Open
+// calls it, Detach undoes it when the state closes.
+func (env *Env) Attach(L *lua.LState) { envs.Store(L.G, env) }
+
+// Detach forgets L's env.
+func Detach(L *lua.LState) { envs.Delete(L.G) }
 
 // luaTypeName is the type of v as a Lua user would name it.
 func luaTypeName(v lua.LValue) string {
-	if ud, ok := v.(*lua.LUserData); ok {
-		if _, ok := ud.Value.(*core.Tensor); ok {
-			return "tensor"
-		}
+	if toTensor(v) != nil {
+		return "tensor"
 	}
 	return v.Type().String()
 }
-
-func stringReader(s string) *strings.Reader { return strings.NewReader(s) }
 
 func (env *Env) stderr() io.Writer {
 	if env.Stderr == nil {
 		return os.Stderr
 	}
 	return env.Stderr
+}
+
+func (env *Env) stdout() io.Writer {
+	if env.Stdout == nil {
+		return os.Stdout
+	}
+	return env.Stdout
 }
 
 // checkHost refuses, before anything is allocated, a host tensor of n
@@ -82,19 +158,37 @@ func (env *Env) checkHost(L *lua.LState, fn string, n int64) {
 	}
 }
 
-// chargeHost counts a new host tensor against HostLimit; the count drops
+// chargeHost counts a host tensor against HostLimit once; the count drops
 // when the tensor is garbage collected.
 func (env *Env) chargeHost(L *lua.LState, t *core.Tensor) {
-	if env.HostLimit <= 0 || !t.ChargeOnce() {
+	if env.HostLimit <= 0 || t.OnDevice() {
+		return
+	}
+	key := weak.Make(t)
+	env.chargedMu.Lock()
+	if env.charged == nil {
+		env.charged = map[weak.Pointer[core.Tensor]]bool{}
+	}
+	seen := env.charged[key]
+	env.chargedMu.Unlock()
+	if seen {
 		return
 	}
 	n := 4 * t.Numel()
 	if env.hostBytes.Load()+n > env.HostLimit {
 		goruntime.GC() // let collected tensors give their bytes back first
 		if env.hostBytes.Load()+n > env.HostLimit {
-			L.RaiseError("host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", n, env.hostBytes.Load(), env.HostLimit)
+			argError(L, "tensor", "host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", n, env.hostBytes.Load(), env.HostLimit)
 		}
 	}
+	env.chargedMu.Lock()
+	env.charged[key] = true
+	env.chargedMu.Unlock()
 	env.hostBytes.Add(n)
-	goruntime.AddCleanup(t, func(n int64) { env.hostBytes.Add(-n) }, n)
+	goruntime.AddCleanup(t, func(n int64) {
+		env.hostBytes.Add(-n)
+		env.chargedMu.Lock()
+		delete(env.charged, key)
+		env.chargedMu.Unlock()
+	}, n)
 }

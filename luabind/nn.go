@@ -2,6 +2,7 @@ package luabind
 
 import (
 	_ "embed"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -9,9 +10,11 @@ import (
 //go:embed nn.lua
 var nnSource string
 
-// openNN loads the nn modules (written in Lua) into the global nn.
-func openNN(L *lua.LState) {
-	fn, err := L.Load(stringReader(nnSource), "nn.lua")
+// openNN makes the global nn: the losses (losses.go), then the modules,
+// written in Lua (nn.lua).
+func openNN(L *lua.LState, env *Env) {
+	L.SetGlobal("nn", L.SetFuncs(L.NewTable(), env.lossFunctions()))
+	fn, err := L.Load(strings.NewReader(nnSource), "nn.lua")
 	if err != nil {
 		panic("luabind: nn.lua does not compile: " + err.Error()) // a build defect, caught by every test
 	}

@@ -83,7 +83,8 @@ func (p *progressBar) tick() {
 	}
 }
 
-func openProgress(L *lua.LState, env *Env, out io.Writer) {
+func openProgress(L *lua.LState, env *Env) {
+	out := env.stdout()
 	L.SetGlobal("progress", L.NewFunction(func(L *lua.LState) int {
 		p := &progressBar{out: out, tty: isTTY(out), start: time.Now(), extra: map[string]string{}}
 		var inner *lua.LFunction

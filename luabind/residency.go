@@ -1,120 +1,128 @@
 package luabind
 
 import (
+	"fmt"
+
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
-// toGPUOptions reads to_gpu's second argument: nil, a scope string, or a
-// table {scope=, dtype=}. Unknown keys are errors, not silently ignored.
-func toGPUOptions(L *lua.LState, v lua.LValue, dtype ggmlcgo.Type) (residency.Scope, ggmlcgo.Type) {
-	scope := residency.Pass
-	parseScope := func(s string) {
-		sc, err := residency.ParseScope(s)
-		if err != nil {
-			argError(L, "to_gpu", "%s", err.Error())
-		}
-		scope = sc
+// Residency: the globals to_gpu and to_cpu, and the residency library
+// (stats, reset, limit) over the engine's two pools.
+
+func (env *Env) residencyFunctions() map[string]lua.LGFunction {
+	return map[string]lua.LGFunction{
+		"limit": env.limit,
+		"reset": env.reset,
+		"stats": env.stats,
 	}
-	switch o := v.(type) {
-	case *lua.LNilType:
-	case lua.LString:
-		parseScope(string(o))
-	case *lua.LTable:
-		o.ForEach(func(k, val lua.LValue) {
-			key, _ := k.(lua.LString)
-			s, isStr := val.(lua.LString)
-			switch {
-			case key == "scope" && isStr:
-				parseScope(string(s))
-			case key == "dtype" && isStr:
-				dt, err := ggmlcgo.ParseType(string(s))
-				if err != nil || dt == ggmlcgo.I32 {
-					argError(L, "to_gpu", "unknown dtype %q (expected f32, f16 or bf16)", string(s))
-				}
-				dtype = dt
-			case key == "scope" || key == "dtype":
-				argError(L, "to_gpu", "option %s must be a string, got %s", key, luaTypeName(val))
-			default:
-				argError(L, "to_gpu", "unknown option %s (expected scope or dtype)", k.String())
-			}
-		})
-	default:
-		argError(L, "to_gpu", "argument 2: expected a scope string or an options table, got %s", luaTypeName(v))
-	}
-	return scope, dtype
 }
 
 func openResidency(L *lua.LState, env *Env) {
-	L.SetGlobal("to_gpu", L.NewFunction(func(L *lua.LState) int {
-		t := checkTensor(L, "to_gpu", 1)
-		scope, dtype := toGPUOptions(L, L.Get(2), t.Dtype())
-		if t.IsLeaf() && t.RequiresGrad() {
-			// A parameter moves itself: modules and optimizers keep holding it.
-			raise(L, t.MoveToDeviceAs(env.Engine, scope, dtype))
-			L.Push(L.Get(1))
-			return 1
-		}
-		d, err := t.ToDevice(env.Engine, scope, dtype)
-		if err != nil {
-			L.RaiseError("to_gpu: %s", err.Error())
-		}
-		L.Push(env.push(L, d))
-		return 1
-	}))
-	L.SetGlobal("to_cpu", L.NewFunction(func(L *lua.LState) int {
-		h, err := checkTensor(L, "to_cpu", 1).ToHost()
-		if err != nil {
-			L.RaiseError("to_cpu: %s", err.Error())
-		}
-		L.Push(env.push(L, h))
-		return 1
-	}))
+	L.SetGlobal("to_gpu", L.NewFunction(env.toGPU))
+	L.SetGlobal("to_cpu", L.NewFunction(env.toCPU))
+	L.SetGlobal("residency", L.SetFuncs(L.NewTable(), env.residencyFunctions()))
+}
 
-	lib := L.SetFuncs(L.NewTable(), map[string]lua.LGFunction{
-		"stats": func(L *lua.LState) int {
-			tbl := L.NewTable()
-			for k, v := range env.Engine.Residency().Ledger().Map() {
-				tbl.RawSetString(k, lua.LNumber(v))
-			}
-			st := env.Engine.Stats()
-			tbl.RawSetString("graph_computes", lua.LNumber(st.GraphComputes))
-			tbl.RawSetString("nodes_computed", lua.LNumber(st.NodesComputed))
-			tbl.RawSetString("pass_bytes_placed", lua.LNumber(st.PassBytes))
-			if rss, peak, ok := processMemory(); ok {
-				tbl.RawSetString("rss_bytes", lua.LNumber(rss))
-				tbl.RawSetString("peak_rss_bytes", lua.LNumber(peak))
-			}
-			L.Push(tbl)
-			return 1
-		},
-		"reset": func(L *lua.LState) int {
-			scopes, err := residency.ParseResetScope(L.OptString(1, "all"))
-			if err != nil {
-				argError(L, "residency.reset", "%s", err.Error())
-			}
-			raise(L, env.Engine.Reset(scopes...))
-			return 0
-		},
-		"limit": func(L *lua.LState) int {
-			res := env.Engine.Residency()
-			if L.GetTop() == 0 {
-				L.Push(lua.LNumber(res.Limit()))
-				return 1
-			}
-			n, ok := L.Get(1).(lua.LNumber)
-			if !ok {
-				argError(L, "residency.limit", "expected a number of bytes, got %s", luaTypeName(L.Get(1)))
-			}
-			prev, err := res.SetLimit(int64(n))
-			if err != nil {
-				argError(L, "residency.limit", "%s", err.Error())
-			}
-			L.Push(lua.LNumber(prev))
-			return 1
-		},
-	})
-	L.SetGlobal("residency", lib)
+// to_gpu(x [, scope | {scope=, dtype=}]) copies x into a pool of the
+// device; a parameter moves itself, so modules and optimizers keep it.
+func (env *Env) toGPU(L *lua.LState) int {
+	t := checkTensor(L, "to_gpu", 1)
+	scope, dtype := toGPUOptions(L, t.Dtype())
+	if t.IsLeaf() && t.RequiresGrad() {
+		raise(L, t.MoveToDeviceAs(env.Engine, scope, dtype))
+		L.Push(L.Get(1))
+		return 1
+	}
+	d, err := t.ToDevice(env.Engine, scope, dtype)
+	if err != nil {
+		raise(L, fmt.Errorf("to_gpu: %w", err))
+	}
+	L.Push(env.push(L, d))
+	return 1
+}
+
+// toGPUOptions reads to_gpu's second argument: nil, a scope string, or a
+// table {scope=, dtype=}.
+func toGPUOptions(L *lua.LState, dtype ggmlcgo.Type) (residency.Scope, ggmlcgo.Type) {
+	scope := "pass"
+	switch v := L.Get(2).(type) {
+	case lua.LString:
+		scope = string(v)
+	case *lua.LNilType, *lua.LTable:
+		r := readOpts(L, "to_gpu", 2)
+		scope = r.str("scope", scope)
+		if r.has("dtype") {
+			dtype = parseDtype(L, "to_gpu", r.str("dtype", ""))
+		} else {
+			r.get("dtype")
+		}
+		r.done()
+	default:
+		argError(L, "to_gpu", "argument 2: expected a scope string or an options table, got %s", luaTypeName(v))
+	}
+	sc, err := residency.ParseScope(scope)
+	if err != nil {
+		argError(L, "to_gpu", "%s", err.Error())
+	}
+	return sc, dtype
+}
+
+// to_cpu(x) is a host copy of x.
+func (env *Env) toCPU(L *lua.LState) int {
+	h, err := checkTensor(L, "to_cpu", 1).ToHost()
+	if err != nil {
+		raise(L, fmt.Errorf("to_cpu: %w", err))
+	}
+	L.Push(env.push(L, h))
+	return 1
+}
+
+// stats() is the ledger and the engine's counters (and the process's RSS).
+func (env *Env) stats(L *lua.LState) int {
+	tbl := L.NewTable()
+	for k, v := range env.Engine.Residency().Ledger().Map() {
+		tbl.RawSetString(k, lua.LNumber(v))
+	}
+	st := env.Engine.Stats()
+	tbl.RawSetString("graph_computes", lua.LNumber(st.GraphComputes))
+	tbl.RawSetString("nodes_computed", lua.LNumber(st.NodesComputed))
+	tbl.RawSetString("pass_bytes_placed", lua.LNumber(st.PassBytes))
+	if rss, peak, ok := processMemory(); ok {
+		tbl.RawSetString("rss_bytes", lua.LNumber(rss))
+		tbl.RawSetString("peak_rss_bytes", lua.LNumber(peak))
+	}
+	L.Push(tbl)
+	return 1
+}
+
+// reset([scope]) frees a pool ("pass", "persistent" or "all", the default).
+func (env *Env) reset(L *lua.LState) int {
+	scopes, err := residency.ParseResetScope(L.OptString(1, "all"))
+	if err != nil {
+		argError(L, "residency.reset", "%s", err.Error())
+	}
+	raise(L, env.Engine.Reset(scopes...))
+	return 0
+}
+
+// limit([bytes]) reads or sets the budget; setting returns the old one.
+func (env *Env) limit(L *lua.LState) int {
+	res := env.Engine.Residency()
+	if L.GetTop() == 0 {
+		L.Push(lua.LNumber(res.Limit()))
+		return 1
+	}
+	n, ok := L.Get(1).(lua.LNumber)
+	if !ok {
+		argError(L, "residency.limit", "expected a number of bytes, got %s", luaTypeName(L.Get(1)))
+	}
+	prev, err := res.SetLimit(int64(n))
+	if err != nil {
+		argError(L, "residency.limit", "%s", err.Error())
+	}
+	L.Push(lua.LNumber(prev))
+	return 1
 }

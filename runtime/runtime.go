@@ -180,7 +180,7 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 			// next call to compute.
 			rt.env.Engine.DropPending()
 		}
-		return nil, err
+		return nil, rt.scriptError(ctx, err)
 	}
 	n := rt.L.GetTop() - base
 	out := make([]any, n)
@@ -196,6 +196,7 @@ func (rt *Runtime) Engine() *core.Engine { return rt.env.Engine }
 
 // Close frees every device buffer of the runtime and its Lua state.
 func (rt *Runtime) Close() {
+	luabind.Detach(rt.L)
 	rt.L.Close()
 	rt.env.Engine.Close()
 }

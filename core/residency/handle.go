@@ -19,8 +19,15 @@ type Handle struct {
 	host   []byte // a host copy of the data, if the owner cached one
 }
 
-// ErrStale is wrapped by every error about a handle whose pool was reset.
-var ErrStale = errors.New("stale handle")
+// The errors callers test with errors.Is; every message that reports one
+// wraps it.
+var (
+	// ErrStale: a handle whose pool was reset (its memory is gone).
+	ErrStale = errors.New("stale handle")
+	// ErrBudget: an allocation the budget (SetLimit) does not allow. Its
+	// text, "budget exceeded", starts every such message.
+	ErrBudget = errors.New("budget exceeded")
+)
 
 // Live reports whether the handle's memory still exists.
 func (h *Handle) Live() bool { return h.gen == h.state.pools[h.scope].gen }

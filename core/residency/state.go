@@ -174,11 +174,11 @@ func (s *State) Limit() int64 { return s.limit }
 
 func (s *State) held() int64 { return s.pools[Pass].bytes + s.pools[Persistent].bytes + s.cached() }
 
-// CheckBudget returns an error containing "budget exceeded" if allocating
-// extra more bytes would pass the limit.
+// CheckBudget returns an error wrapping ErrBudget if allocating extra more
+// bytes would pass the limit.
 func (s *State) CheckBudget(extra int64) error {
 	if s.limit > 0 && s.held()+extra > s.limit {
-		return fmt.Errorf("residency: budget exceeded: %d bytes requested, %d held (pass %d + persistent %d + cached %d), limit %d",
+		return fmt.Errorf("residency: %w: %d bytes requested, %d held (pass %d + persistent %d + cached %d), limit %d", ErrBudget,
 			extra, s.held(), s.pools[Pass].bytes, s.pools[Persistent].bytes, s.cached(), s.limit)
 	}
 	return nil

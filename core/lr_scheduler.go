@@ -1,7 +1,6 @@
 package core
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -32,7 +31,7 @@ func (s *Scheduler) LR() float32 { return *s.lr }
 // StepLR multiplies the base rate by gamma every stepSize steps.
 func StepLR(lr *float32, stepSize int, gamma float64) (*Scheduler, error) {
 	if stepSize < 1 || gamma <= 0 {
-		return nil, fmt.Errorf("step scheduler: need step_size >= 1 and gamma > 0 (got %d, %g)", stepSize, gamma)
+		return nil, argErrorf("step scheduler: need step_size >= 1 and gamma > 0 (got %d, %g)", stepSize, gamma)
 	}
 	base := float64(*lr)
 	return newScheduler(lr, func(t int) float64 { return base * math.Pow(gamma, float64(t/stepSize)) }), nil
@@ -45,7 +44,7 @@ func cosineBetween(from, to, frac float64) float64 {
 // CosineLR anneals from the base rate to etaMin over tMax steps (and stays).
 func CosineLR(lr *float32, tMax int, etaMin float64) (*Scheduler, error) {
 	if tMax < 1 {
-		return nil, fmt.Errorf("cosine scheduler: t_max must be >= 1, got %d", tMax)
+		return nil, argErrorf("cosine scheduler: t_max must be >= 1, got %d", tMax)
 	}
 	base := float64(*lr)
 	return newScheduler(lr, func(t int) float64 {
@@ -57,7 +56,7 @@ func CosineLR(lr *float32, tMax int, etaMin float64) (*Scheduler, error) {
 // then anneals to etaMin by total steps.
 func WarmupCosineLR(lr *float32, warmup, total int, etaMin float64) (*Scheduler, error) {
 	if warmup < 0 || total <= warmup {
-		return nil, fmt.Errorf("warmup-cosine scheduler: need 0 <= warmup < total (got %d, %d)", warmup, total)
+		return nil, argErrorf("warmup-cosine scheduler: need 0 <= warmup < total (got %d, %d)", warmup, total)
 	}
 	base := float64(*lr)
 	return newScheduler(lr, func(t int) float64 {
@@ -72,7 +71,7 @@ func WarmupCosineLR(lr *float32, warmup, total int, etaMin float64) (*Scheduler,
 // to maxLR over pctStart of total steps, then down to maxLR/div/finalDiv.
 func OneCycleLR(lr *float32, maxLR float64, total int, pctStart, div, finalDiv float64) (*Scheduler, error) {
 	if total < 2 || pctStart <= 0 || pctStart >= 1 || div <= 0 || finalDiv <= 0 || maxLR <= 0 {
-		return nil, fmt.Errorf("one-cycle scheduler: need total >= 2, 0 < pct_start < 1, positive max_lr and factors")
+		return nil, argErrorf("one-cycle scheduler: need total >= 2, 0 < pct_start < 1, positive max_lr and factors")
 	}
 	initial := maxLR / div
 	final := initial / finalDiv

@@ -3,16 +3,11 @@ package core
 import (
 	"fmt"
 	"math"
-
-	"github.com/gglua/gglua/ggmlcgo"
 )
 
-// Ops are Engine methods: each checks its operands, adds pending ggml nodes
-// and, inside a tape, records how to differentiate itself. Gradients are
-// built from ggml ops too, so backward runs on the device in the same graph.
-
-type ctx = *ggmlcgo.Context
-type node = ggmlcgo.Tensor
+// Elementwise ops: y = f(x) or y = f(a, b) with PyTorch broadcasting, each
+// op's forward and gradient side by side. Gradients are built from ops too,
+// so backward runs on the device in the same graph as the forward.
 
 // unaryOp is y = f(x), elementwise, with dx = bwd(g, x, y).
 func (e *Engine) unaryOp(name string, x *Tensor, f func(c ctx, a node) (node, error), bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
@@ -25,6 +20,17 @@ func (e *Engine) unaryOp(name string, x *Tensor, f func(c ctx, a node) (node, er
 		return []*Tensor{gx}, err
 	})
 	return y, nil
+}
+
+// elementwise is a unary op whose forward is the ggml op of the same name
+// (listed in ggmlcgo's gglua_ggml.h).
+func (e *Engine) elementwise(name string, x *Tensor, bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
+	return e.unaryOp(name, x, ggmlUnary(name), bwd)
+}
+
+// ggmlUnary builds the node of ggml's elementwise op name.
+func ggmlUnary(name string) func(c ctx, a node) (node, error) {
+	return func(c ctx, a node) (node, error) { return c.Unary(name, a) }
 }
 
 // binaryOp is out = f(a, b) with PyTorch broadcasting; bwd returns the
@@ -67,6 +73,19 @@ func (e *Engine) binaryOp(name string, a, b *Tensor, f func(c ctx, x, y node) (n
 	})
 	return out, nil
 }
+
+// constOp is f(x) computed without recording: masks and derivatives used
+// inside gradients, which are themselves not differentiated.
+func (e *Engine) constOp(name string, x *Tensor, f func(c ctx, a node) (node, error)) (*Tensor, error) {
+	return e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return f(c, in[0]) })
+}
+
+// fillLike is a tensor of x's shape holding v, made on the device (no upload).
+func (e *Engine) fillLike(x *Tensor, v float32) (*Tensor, error) {
+	return e.constOp("fill", x, func(c ctx, a node) (node, error) { return c.Fill(a, v) })
+}
+
+// ---- binary ----
 
 // Add is a + b.
 func (e *Engine) Add(a, b *Tensor) (*Tensor, error) {
@@ -122,6 +141,8 @@ func (e *Engine) Div(a, b *Tensor) (*Tensor, error) {
 	})
 }
 
+// ---- with a number ----
+
 // Scale is x * s for a number s.
 func (e *Engine) Scale(x *Tensor, s float32) (*Tensor, error) {
 	return e.unaryOp("scale", x, func(c ctx, a node) (node, error) { return c.Scale(a, s) },
@@ -134,41 +155,6 @@ func (e *Engine) AddScalar(x *Tensor, s float32) (*Tensor, error) {
 		func(g, x, y *Tensor) (*Tensor, error) { return g, nil })
 }
 
-// Neg is -x.
-func (e *Engine) Neg(x *Tensor) (*Tensor, error) { return e.Scale(x, -1) }
-
-// Exp is e^x.
-func (e *Engine) Exp(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("exp", x, ctx.Exp, func(g, x, y *Tensor) (*Tensor, error) { return e.Mul(g, y) })
-}
-
-// Log is the natural logarithm.
-func (e *Engine) Log(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("log", x, ctx.Log, func(g, x, y *Tensor) (*Tensor, error) { return e.Div(g, x) })
-}
-
-// Sqrt is the square root.
-func (e *Engine) Sqrt(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("sqrt", x, ctx.Sqrt, func(g, x, y *Tensor) (*Tensor, error) {
-		h, err := e.Div(g, y)
-		if err != nil {
-			return nil, err
-		}
-		return e.Scale(h, 0.5)
-	})
-}
-
-// Abs is |x|; its gradient at 0 is 0, as in PyTorch.
-func (e *Engine) Abs(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("abs", x, ctx.Abs, func(g, x, y *Tensor) (*Tensor, error) {
-		s, err := e.constOp("sgn", x, ctx.Sgn)
-		if err != nil {
-			return nil, err
-		}
-		return e.Mul(g, s)
-	})
-}
-
 // Pow is x^p for a number p. Integer powers work for negative x; others
 // are exp(p log x), NaN for negative x, as in PyTorch.
 func (e *Engine) Pow(x *Tensor, p float64) (*Tensor, error) {
@@ -176,7 +162,7 @@ func (e *Engine) Pow(x *Tensor, p float64) (*Tensor, error) {
 	case p == 1:
 		return e.Scale(x, 1)
 	case p == 2:
-		return e.unaryOp("pow", x, ctx.Sqr, func(g, x, y *Tensor) (*Tensor, error) {
+		return e.unaryOp("pow", x, ggmlUnary("sqr"), func(g, x, y *Tensor) (*Tensor, error) {
 			h, err := e.Mul(g, x)
 			if err != nil {
 				return nil, err
@@ -232,10 +218,148 @@ func (e *Engine) intPow(x *Tensor, n int) (*Tensor, error) {
 	return result, nil
 }
 
+// axpby is a*x + b*y.
+func (e *Engine) axpby(a float32, x *Tensor, b float32, y *Tensor) (*Tensor, error) {
+	sx, err := e.Scale(x, a)
+	if err != nil {
+		return nil, err
+	}
+	sy, err := e.Scale(y, b)
+	if err != nil {
+		return nil, err
+	}
+	return e.Add(sx, sy)
+}
+
+// ---- numbers on either side ----
+
+// ArithOp is one of the arithmetic operators (+ - * / ^).
+type ArithOp int
+
+const (
+	OpAdd ArithOp = iota
+	OpSub
+	OpMul
+	OpDiv
+	OpPow
+)
+
+var arithNames = [...]string{"add", "sub", "mul", "div", "pow"}
+
+func (op ArithOp) String() string { return arithNames[op] }
+
+// Operand is one side of an arithmetic op: a tensor, or (T nil) the number N.
+type Operand struct {
+	T *Tensor
+	N float64
+}
+
+// Arith is a op b where either side may be a number, as Lua's operators
+// (and PyTorch's) allow: x - 2, 2 - x, 2 / x, x ^ 3, 2 ^ x, ...
+func (e *Engine) Arith(op ArithOp, a, b Operand) (*Tensor, error) {
+	if op < OpAdd || op > OpPow {
+		return nil, argErrorf("arith: unknown operator %d", int(op))
+	}
+	switch {
+	case a.T != nil && b.T != nil:
+		return e.arithTensors(op, a.T, b.T)
+	case a.T != nil:
+		return e.arithRight(op, a.T, b.N)
+	case b.T != nil:
+		return e.arithLeft(op, a.N, b.T)
+	}
+	return nil, argErrorf("%s: expected at least one tensor, got two numbers", op)
+}
+
+func (e *Engine) arithTensors(op ArithOp, a, b *Tensor) (*Tensor, error) {
+	switch op {
+	case OpAdd:
+		return e.Add(a, b)
+	case OpSub:
+		return e.Sub(a, b)
+	case OpMul:
+		return e.Mul(a, b)
+	case OpDiv:
+		return e.Div(a, b)
+	}
+	return nil, argErrorf("pow: the exponent must be a number")
+}
+
+// arithRight is x op s.
+func (e *Engine) arithRight(op ArithOp, x *Tensor, s float64) (*Tensor, error) {
+	switch op {
+	case OpAdd:
+		return e.AddScalar(x, float32(s))
+	case OpSub:
+		return e.AddScalar(x, float32(-s))
+	case OpMul:
+		return e.Scale(x, float32(s))
+	case OpDiv:
+		return e.Scale(x, float32(1/s))
+	}
+	return e.Pow(x, s)
+}
+
+// arithLeft is s op x.
+func (e *Engine) arithLeft(op ArithOp, s float64, x *Tensor) (*Tensor, error) {
+	var ch chain
+	do := ch.do
+	switch op {
+	case OpAdd, OpMul:
+		return e.arithRight(op, x, s) // they commute
+	case OpSub: // s - x
+		n := do(func() (*Tensor, error) { return e.Neg(x) })
+		return do(func() (*Tensor, error) { return e.AddScalar(n, float32(s)) }), ch.err
+	case OpDiv: // s * x^-1
+		r := do(func() (*Tensor, error) { return e.Pow(x, -1) })
+		return do(func() (*Tensor, error) { return e.Scale(r, float32(s)) }), ch.err
+	}
+	// s^x = exp(x ln s)
+	l := do(func() (*Tensor, error) { return e.Scale(x, float32(math.Log(s))) })
+	return do(func() (*Tensor, error) { return e.Exp(l) }), ch.err
+}
+
+// ---- unary ----
+
+// Neg is -x.
+func (e *Engine) Neg(x *Tensor) (*Tensor, error) { return e.Scale(x, -1) }
+
+// Exp is e^x.
+func (e *Engine) Exp(x *Tensor) (*Tensor, error) {
+	return e.elementwise("exp", x, func(g, x, y *Tensor) (*Tensor, error) { return e.Mul(g, y) })
+}
+
+// Log is the natural logarithm.
+func (e *Engine) Log(x *Tensor) (*Tensor, error) {
+	return e.elementwise("log", x, func(g, x, y *Tensor) (*Tensor, error) { return e.Div(g, x) })
+}
+
+// Sqrt is the square root.
+func (e *Engine) Sqrt(x *Tensor) (*Tensor, error) {
+	return e.elementwise("sqrt", x, func(g, x, y *Tensor) (*Tensor, error) {
+		h, err := e.Div(g, y)
+		if err != nil {
+			return nil, err
+		}
+		return e.Scale(h, 0.5)
+	})
+}
+
+// Abs is |x|; its gradient at 0 is 0, as in PyTorch.
+func (e *Engine) Abs(x *Tensor) (*Tensor, error) {
+	return e.elementwise("abs", x, func(g, x, y *Tensor) (*Tensor, error) {
+		s, err := e.constOp("sgn", x, ggmlUnary("sgn"))
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, s)
+	})
+}
+
 // Clamp limits x to [lo, hi]; the gradient passes where lo <= x <= hi.
 func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 	if lo > hi {
-		return nil, fmt.Errorf("clamp: min %g is greater than max %g", lo, hi)
+		return nil, argErrorf("clamp: min %g is greater than max %g", lo, hi)
 	}
 	return e.unaryOp("clamp", x, func(c ctx, a node) (node, error) { return c.Clamp(a, lo, hi) },
 		func(g, x, y *Tensor) (*Tensor, error) {
@@ -243,11 +367,11 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 				// 1 - step(lo - x) - step(x - hi): 1 inside [lo, hi], ends included
 				below, err := c.ScaleBias(a, -1, lo)
 				if err == nil {
-					below, err = c.Step(below)
+					below, err = c.Unary("step", below)
 				}
 				above, err2 := c.ScaleBias(a, 1, -hi)
 				if err2 == nil {
-					above, err2 = c.Step(above)
+					above, err2 = c.Unary("step", above)
 				}
 				if err != nil || err2 != nil {
 					return node{}, fmt.Errorf("clamp_mask: %v %v", err, err2)
@@ -265,10 +389,12 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 		})
 }
 
+// ---- activations ----
+
 // Relu is max(x, 0).
 func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("relu", x, ctx.Relu, func(g, x, y *Tensor) (*Tensor, error) {
-		m, err := e.constOp("relu_mask", x, ctx.Step)
+	return e.elementwise("relu", x, func(g, x, y *Tensor) (*Tensor, error) {
+		m, err := e.constOp("relu_mask", x, ggmlUnary("step"))
 		if err != nil {
 			return nil, err
 		}
@@ -278,7 +404,7 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 
 // Sigmoid is 1 / (1 + e^-x).
 func (e *Engine) Sigmoid(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("sigmoid", x, ctx.Sigmoid, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("sigmoid", x, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.constOp("sigmoid_back", y, func(c ctx, a node) (node, error) { // y (1 - y)
 			one, err := c.ScaleBias(a, -1, 1)
 			if err != nil {
@@ -295,9 +421,9 @@ func (e *Engine) Sigmoid(x *Tensor) (*Tensor, error) {
 
 // Tanh is the hyperbolic tangent.
 func (e *Engine) Tanh(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("tanh", x, ctx.Tanh, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("tanh", x, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.constOp("tanh_back", y, func(c ctx, a node) (node, error) { // 1 - y^2
-			sq, err := c.Sqr(a)
+			sq, err := c.Unary("sqr", a)
 			if err != nil {
 				return node{}, err
 			}
@@ -312,20 +438,24 @@ func (e *Engine) Tanh(x *Tensor) (*Tensor, error) {
 
 // Silu is x * sigmoid(x).
 func (e *Engine) Silu(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("silu", x, ctx.Silu, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("silu", x, func(g, x, y *Tensor) (*Tensor, error) {
 		return e.newOp("silu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
 			return c.SiluBack(in[0], in[1])
 		})
 	})
 }
 
-// constOp is f(x) computed without recording: masks and derivatives used
-// inside gradients, which are themselves not differentiated.
-func (e *Engine) constOp(name string, x *Tensor, f func(c ctx, a node) (node, error)) (*Tensor, error) {
-	return e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return f(c, in[0]) })
-}
-
-// fillLike is a tensor of x's shape holding v, made on the device (no upload).
-func (e *Engine) fillLike(x *Tensor, v float32) (*Tensor, error) {
-	return e.constOp("fill", x, func(c ctx, a node) (node, error) { return c.Fill(a, v) })
+// Gelu is the tanh approximation of GELU (PyTorch's approximate="tanh"),
+// built from differentiable ops: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+func (e *Engine) Gelu(x *Tensor) (*Tensor, error) {
+	var ch chain
+	do := ch.do
+	x3 := do(func() (*Tensor, error) { return e.Pow(x, 3) })
+	in := do(func() (*Tensor, error) {
+		return e.axpby(float32(math.Sqrt(2/math.Pi)), x, float32(0.044715*math.Sqrt(2/math.Pi)), x3)
+	})
+	th := do(func() (*Tensor, error) { return e.Tanh(in) })
+	one := do(func() (*Tensor, error) { return e.AddScalar(th, 1) })
+	h := do(func() (*Tensor, error) { return e.Mul(x, one) })
+	return do(func() (*Tensor, error) { return e.Scale(h, 0.5) }), ch.err
 }

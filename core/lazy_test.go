@@ -1,0 +1,87 @@
+package core
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEagerModeComputesEachOpAndAgrees(t *testing.T) {
+	run := func(eager bool) ([]float32, Stats) {
+		e := newEngine(t)
+		e.SetEager(eager)
+		x := host(t, []int{2, 3}, 1, -2, 3, 0.5, 2, -1)
+		w := host(t, []int{4, 3}, 0.1, 0.2, 0.3, -0.1, 0.5, 0.2, 0.3, -0.3, 0.1, 0.2, 0.2, 0.2)
+		require.NoError(t, w.SetRequiresGrad(true))
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			y, err := e.Linear(x, w)
+			if err == nil {
+				y, err = e.Tanh(y)
+			}
+			if err == nil {
+				loss, err = e.Sum(y)
+			}
+			return err
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		return values(t, w.Grad()), e.Stats()
+	}
+	lazy, ls := run(false)
+	eager, es := run(true)
+	assert.Equal(t, lazy, eager)
+	assert.Equal(t, int64(1), ls.GraphComputes, "lazy: one graph")
+	assert.Greater(t, es.GraphComputes, int64(4), "eager: a compute per op")
+}
+
+func TestRealizedValuesAreLeavesAndReadValuesOutliveTheStep(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{3}, 1, 2, 3)
+	y, err := e.Exp(x)
+	require.NoError(t, err)
+	y, err = e.Tanh(y)
+	require.NoError(t, err)
+	_, err = y.Float32s()
+	require.NoError(t, err)
+	before := e.Stats()
+	z, err := e.AddScalar(y, 1)
+	require.NoError(t, err)
+	_, err = z.Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.Stats().NodesComputed-before.NodesComputed, "only the new node runs; y's ancestry does not")
+
+	// A value read in one step can still be read after the next pass reset;
+	// one never read is an error that names the pool.
+	unread, err := e.AddScalar(y, 2)
+	require.NoError(t, err)
+	require.NoError(t, e.Realize())
+	require.NoError(t, e.WithGradTape(func() error { return nil }))
+	assert.Equal(t, values(t, z), []float32{float32(math.Tanh(math.E)) + 1, float32(math.Tanh(math.Exp(2))) + 1, float32(math.Tanh(math.Exp(3))) + 1})
+	_, err = unread.Float32s()
+	assert.ErrorContains(t, err, "reset of the pass pool")
+}
+
+func TestKeptValuesFromOutsideATapeSurviveSteps(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{3}, 1, 2, 3)
+	y, err := e.AddScalar(x, 1) // data prepared before the loop
+	require.NoError(t, err)
+	y.Hold()
+	w := host(t, []int{3}, 1, 1, 1)
+	require.NoError(t, w.SetRequiresGrad(true))
+	for step := 0; step < 3; step++ {
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			loss, err = sumOf(e)(e.Mul(w, y))
+			return err
+		}))
+		v, err := loss.Item()
+		require.NoError(t, err)
+		assert.Equal(t, float32(9), v, "step %d", step)
+	}
+	assert.Equal(t, []float32{2, 3, 4}, values(t, y))
+}

@@ -1,0 +1,97 @@
+package core
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+func matmulGradCases(t *testing.T) []gradCase {
+	m23 := func(v ...float32) *Tensor { return host(t, []int{2, 3}, v...) }
+	return []gradCase{
+		{"matmul", []*Tensor{m23(1, 2, 3, 4, 5, 6), host(t, []int{3, 2}, 1, 0, 0, 1, 1, 1)},
+			// a·b = [[4,5],[10,11]]; d/da = 1·bᵀ rows (1,1,2); d/db = aᵀ·1 = column sums of a.
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Matmul(in[0], in[1])) },
+			30, [][]float64{{1, 1, 2, 1, 1, 2}, {5, 5, 7, 7, 9, 9}}},
+		{"batched matmul", []*Tensor{host(t, []int{2, 1, 2}, 1, 2, 3, 4), host(t, []int{2, 2, 1}, 1, 1, 2, 0)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Matmul(in[0], in[1])) },
+			9, [][]float64{{1, 1, 2, 0}, {1, 2, 3, 4}}},
+		{"batched by shared matrix", []*Tensor{host(t, []int{2, 1, 2}, 1, 2, 3, 4), host(t, []int{2, 1}, 1, -1)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Matmul(in[0], in[1])) },
+			-2, [][]float64{{1, -1, 1, -1}, {4, 6}}},
+	}
+}
+
+func TestMatmulGradients(t *testing.T) {
+	runGradCases(t, matmulGradCases(t), gradChecks{
+		loose: []string{"batched matmul", "batched by shared matrix"},
+	})
+}
+
+// TestLinearPathsAgree checks Linear on a product large enough to take the
+// OpenBLAS path (in builds that have it) against the ggml path and against
+// sums in float64, forward and both gradients, 2-d and batched.
+func TestLinearPathsAgree(t *testing.T) {
+	e := newEngine(t)
+	rnd := func(n int, seed int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(math.Sin(float64(i*7+seed))) * 0.5
+		}
+		return v
+	}
+	for _, xs := range [][]int{{64, 96}, {3, 20, 96}} {
+		rows := 1
+		for _, d := range xs[:len(xs)-1] {
+			rows *= d
+		}
+		xv, wv, cv := rnd(rows*96, 1), rnd(128*96, 2), rnd(rows*128, 3)
+		run := func(blas bool) (y, gx, gw []float32) {
+			e.useBLAS = blas && ggmlcgo.BLASAvailable()
+			x, w := host(t, xs, xv...), host(t, []int{128, 96}, wv...)
+			require.NoError(t, x.SetRequiresGrad(true))
+			require.NoError(t, w.SetRequiresGrad(true))
+			out := append(append([]int(nil), xs[:len(xs)-1]...), 128)
+			var loss, yt *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				if yt, err = e.Linear(x, w); err == nil {
+					loss, err = sumOf(e)(e.Mul(yt, host(t, out, cv...)))
+				}
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			return values(t, yt), values(t, x.Grad()), values(t, w.Grad())
+		}
+		y1, gx1, gw1 := run(true)
+		y2, gx2, gw2 := run(false)
+		for i := 0; i < rows; i += 7 {
+			for j := 0; j < 128; j += 13 {
+				want := 0.0
+				for k := 0; k < 96; k++ {
+					want += float64(xv[i*96+k]) * float64(wv[j*96+k])
+				}
+				assert.InDelta(t, want, y1[i*128+j], 1e-4)
+			}
+		}
+		for name, pair := range map[string][2][]float32{"y": {y1, y2}, "dx": {gx1, gx2}, "dw": {gw1, gw2}} {
+			for i := range pair[0] {
+				require.InDelta(t, pair[1][i], pair[0][i], 1e-3, "%s %v element %d", name, xs, i)
+			}
+		}
+		// dw = Σ_rows c_row ⊗ x_row, checked in float64 at a few places.
+		for _, jk := range [][2]int{{0, 0}, {127, 95}, {50, 3}} {
+			want := 0.0
+			for i := 0; i < rows; i++ {
+				want += float64(cv[i*128+jk[0]]) * float64(xv[i*96+jk[1]])
+			}
+			assert.InDelta(t, want, gw1[jk[0]*96+jk[1]], 1e-3)
+		}
+	}
+	e.useBLAS = ggmlcgo.BLASAvailable()
+}

@@ -1,0 +1,209 @@
+package core
+
+import (
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Movement ops: shape changes, transposes, slices, joins and row lookups.
+// Their gradients move g back to where each element came from.
+
+// template describes (without memory) a tensor of shape, for ops that take
+// a shape from a tensor: repeat_back reads only its ne.
+func template(c ctx, shape []int) (node, error) {
+	ne := ne4(shape)
+	return c.NewTensor(ggmlcgo.F32, ne[:])
+}
+
+// expandTo tiles x up to shape (x's dims must be 1 or equal).
+func (e *Engine) expandTo(x *Tensor, shape []int) (*Tensor, error) {
+	if sameShape(x.shape, shape) {
+		return x, nil
+	}
+	y, err := e.newOp("expand", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Repeat(in[0], ne4(shape)) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "expand", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.sumTo(g, x.shape)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Reshape gives x a new shape with the same number of elements; one size
+// may be -1 (inferred).
+func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
+	shape = append([]int(nil), shape...)
+	infer, known := -1, int64(1)
+	for i, d := range shape {
+		switch {
+		case d == -1 && infer < 0:
+			infer = i
+		case d < 1:
+			return nil, argErrorf("reshape: bad size %d in %v", d, shape)
+		default:
+			known *= int64(d)
+		}
+	}
+	if infer >= 0 && known > 0 && x.Numel()%known == 0 {
+		shape[infer] = int(x.Numel() / known)
+	}
+	if n, err := checkShape(shape); err != nil || n != x.Numel() {
+		return nil, shapeErrorf("reshape: cannot view shape %s (%d elements) as %v", ShapeString(x.shape), x.Numel(), shape)
+	}
+	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Reshape(in[0], ne4(shape)) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.Reshape(g, x.shape...)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Transpose swaps two dims (0-based, negative from the end).
+func (e *Engine) Transpose(x *Tensor, d0, d1 int) (*Tensor, error) {
+	a, err := checkDim("transpose", x.shape, d0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := checkDim("transpose", x.shape, d1)
+	if err != nil {
+		return nil, err
+	}
+	shape := x.Shape()
+	shape[a], shape[b] = shape[b], shape[a]
+	// In ne order the dims are k = n-1-d; swapping two axes is a permutation.
+	n := len(x.shape)
+	axes := [ggmlcgo.MaxDims]int{0, 1, 2, 3}
+	axes[n-1-a], axes[n-1-b] = n-1-b, n-1-a
+	y, err := e.newOp("transpose", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		if axes == [ggmlcgo.MaxDims]int{1, 0, 2, 3} { // the two innermost dims
+			return e.transposeNode(c, in[0])
+		}
+		return c.Permute(in[0], axes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "transpose", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.Transpose(g, d0, d1)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Narrow is x's elements start..start+length-1 (0-based) along dim.
+func (e *Engine) Narrow(x *Tensor, dim, start, length int) (*Tensor, error) {
+	d, err := checkDim("narrow", x.shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	if start < 0 || length < 1 || start+length > x.shape[d] {
+		return nil, argErrorf("narrow: start %d and length %d are outside dim %d of shape %s", start, length, dim, ShapeString(x.shape))
+	}
+	shape := x.Shape()
+	shape[d] = length
+	k := len(x.shape) - 1 - d // the dim in ne order
+	y, err := e.newOp("narrow", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		return c.Narrow(in[0], k, int64(start), int64(length))
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "narrow", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		var pad [ggmlcgo.MaxDims][2]int
+		pad[k] = [2]int{start, x.shape[d] - start - length}
+		gx, err := e.newOp("narrow_back", x.shape, []*Tensor{g}, func(c ctx, in []node) (node, error) { return c.Pad(in[0], pad) })
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Cat joins tensors along dim; all other dims must agree.
+func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
+	if len(ts) == 0 {
+		return nil, argErrorf("cat: no tensors")
+	}
+	d, err := checkDim("cat", ts[0].shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	out := ts[0]
+	for i, t := range ts[1:] {
+		if t.Dim() != out.Dim() {
+			return nil, shapeErrorf("cat: tensor %d has shape %s, tensor 1 has %s", i+2, ShapeString(t.shape), ShapeString(ts[0].shape))
+		}
+		shape := out.Shape()
+		for j := range shape {
+			if j != d && shape[j] != t.shape[j] {
+				return nil, shapeErrorf("cat: shapes %s and %s differ outside dim %d", ShapeString(out.shape), ShapeString(t.shape), dim)
+			}
+		}
+		shape[d] += t.shape[d]
+		a, b := out, t
+		k := len(shape) - 1 - d
+		joined, err := e.newOp("cat", shape, []*Tensor{a, b}, func(c ctx, in []node) (node, error) { return c.Concat(in[0], in[1], k) })
+		if err != nil {
+			return nil, err
+		}
+		e.record(joined, "cat", []*Tensor{a, b}, func(g *Tensor) ([]*Tensor, error) {
+			ga, err := e.Narrow(g, d, 0, a.shape[d])
+			if err != nil {
+				return nil, err
+			}
+			gb, err := e.Narrow(g, d, a.shape[d], b.shape[d])
+			return []*Tensor{ga, gb}, err
+		})
+		out = joined
+	}
+	return out, nil
+}
+
+// uploadInts puts 0-based indices on the device (pass pool) as i32.
+func (e *Engine) uploadInts(idx []int) (*Tensor, error) {
+	h, err := e.res.Upload(residency.Request{Shape: []int{len(idx)}, Type: ggmlcgo.I32}, encodeInts(idx))
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{shape: []int{len(idx)}, dtype: ggmlcgo.I32, handle: h, engine: e}, nil
+}
+
+// IndexSelect picks rows of a 2-d x [r, c] (dim 0) by 0-based indices: an
+// embedding lookup. Its gradient adds each picked row's gradient back.
+func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
+	d, err := checkDim("index_select", x.shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	if x.Dim() != 2 || d != 0 {
+		return nil, shapeErrorf("index_select: only rows (dim 1) of a 2-d tensor are supported, got dim %d of shape %s", dim+1, ShapeString(x.shape))
+	}
+	if len(idx) == 0 {
+		return nil, argErrorf("index_select: no indices")
+	}
+	for i, v := range idx {
+		if v < 0 || v >= x.shape[0] {
+			return nil, argErrorf("index_select: index %d (position %d) is out of range for %d rows", v+1, i+1, x.shape[0])
+		}
+	}
+	it, err := e.uploadInts(idx)
+	if err != nil {
+		return nil, err
+	}
+	y, err := e.newOp("index_select", []int{len(idx), x.shape[1]}, []*Tensor{x, it}, func(c ctx, in []node) (node, error) {
+		return c.GetRows(in[0], in[1])
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "index_select", []*Tensor{x, it}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.newOp("index_select_back", x.shape, []*Tensor{g, it, x}, func(c ctx, in []node) (node, error) {
+			return c.GetRowsBack(in[0], in[1], in[2])
+		})
+		return []*Tensor{gx, nil}, err
+	})
+	return y, nil
+}

@@ -1,0 +1,40 @@
+package core
+
+import "testing"
+
+func movementGradCases(t *testing.T) []gradCase {
+	x := func(v ...float32) *Tensor { return host(t, []int{len(v)}, v...) }
+	m23 := func(v ...float32) *Tensor { return host(t, []int{2, 3}, v...) }
+	return []gradCase{
+		{"transpose then weight", []*Tensor{m23(1, 2, 3, 4, 5, 6), host(t, []int{3, 2}, 1, 2, 3, 4, 5, 6)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				tr, err := e.Transpose(in[0], 0, 1)
+				if err != nil {
+					return nil, err
+				}
+				return sumOf(e)(e.Mul(tr, in[1]))
+			},
+			1*1 + 4*2 + 2*3 + 5*4 + 3*5 + 6*6, [][]float64{{1, 3, 5, 2, 4, 6}, {1, 4, 2, 5, 3, 6}}},
+		{"narrow", []*Tensor{m23(1, 2, 3, 4, 5, 6)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Mul(e.must(e.Narrow(in[0], 1, 1, 2)), host(t, []int{2, 2}, 1, 2, 3, 4)))
+			},
+			47, [][]float64{{0, 1, 2, 0, 3, 4}}},
+		{"cat", []*Tensor{x(1, 2), x(3)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Mul(e.must(e.Cat(in, 0)), x(1, 2, 3)))
+			},
+			14, [][]float64{{1, 2}, {3}}},
+		{"index_select", []*Tensor{host(t, []int{3, 2}, 1, 2, 3, 4, 5, 6)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Mul(e.must(e.IndexSelect(in[0], 0, []int{2, 0, 2})), host(t, []int{3, 2}, 1, 1, 2, 2, 3, 3)))
+			},
+			50, [][]float64{{2, 2, 0, 0, 4, 4}}},
+	}
+}
+
+func TestMovementGradients(t *testing.T) {
+	runGradCases(t, movementGradCases(t), gradChecks{
+		loose: []string{"narrow", "cat", "index_select"},
+	})
+}

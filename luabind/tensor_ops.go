@@ -1,0 +1,249 @@
+package luabind
+
+import (
+	"math"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+)
+
+// Bindings of the core ops (core/ops_*.go), grouped as core groups them.
+// They read Lua arguments, call env.Engine (looked up at each call:
+// device.use replaces it) and push the result; the math is all in core.
+
+// ---- elementwise ----
+
+// unary binds a one-tensor op: x:exp(), -x.
+func (env *Env) unary(name string, f func(*core.Engine, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		t, err := f(env.Engine, checkTensor(L, name, 1))
+		return env.pushResult(L, t, err)
+	}
+}
+
+// arith binds an arithmetic op; a number may stand on either side.
+func (env *Env) arith(op core.ArithOp) lua.LGFunction {
+	return func(L *lua.LState) int {
+		L.Push(env.push(L, env.arithValue(op)(L, nil)))
+		return 1
+	}
+}
+
+// arithValue computes arguments 1 op 2.
+func (env *Env) arithValue(op core.ArithOp) func(L *lua.LState, _ *core.Tensor) *core.Tensor {
+	return func(L *lua.LState, _ *core.Tensor) *core.Tensor {
+		name := op.String()
+		t, err := env.Engine.Arith(op, checkOperand(L, name, 1), checkOperand(L, name, 2))
+		raise(L, err)
+		return t
+	}
+}
+
+// clamp(x [, min [, max]]): a missing bound is no bound.
+func (env *Env) clamp(L *lua.LState) int {
+	x := checkTensor(L, "clamp", 1)
+	lo := float32(L.OptNumber(2, lua.LNumber(math.Inf(-1))))
+	hi := float32(L.OptNumber(3, lua.LNumber(math.Inf(1))))
+	t, err := env.Engine.Clamp(x, lo, hi)
+	return env.pushResult(L, t, err)
+}
+
+// ---- in place ----
+
+// inPlace builds x:name_(...): the value of f(x, ...) written into x itself.
+func (env *Env) inPlace(name string, f func(L *lua.LState, x *core.Tensor) *core.Tensor) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x := checkTensor(L, name, 1)
+		if err := env.Engine.Assign(x, f(L, x)); err != nil {
+			argError(L, name, "%s", err.Error())
+		}
+		L.Push(L.Get(1))
+		return 1
+	}
+}
+
+func fillValue(L *lua.LState, x *core.Tensor) *core.Tensor {
+	v, err := core.Full(float32(L.CheckNumber(2)), x.Shape()...)
+	raise(L, err)
+	return v
+}
+
+func zeroValue(L *lua.LState, x *core.Tensor) *core.Tensor {
+	v, err := core.Zeros(x.Shape()...)
+	raise(L, err)
+	return v
+}
+
+// ---- reductions ----
+
+// reduction binds x:name() (all elements) and x:name(dim [, keepdim]).
+// withIndices: along a dim it also returns the 1-based indices (max, min).
+func (env *Env) reduction(name string, all func(*core.Engine, *core.Tensor) (*core.Tensor, error),
+	along func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, error), withIndices bool) lua.LGFunction {
+	return func(L *lua.LState) int {
+		e := env.Engine
+		x := checkTensor(L, name, 1)
+		if L.Get(2) == lua.LNil {
+			t, err := all(e, x)
+			return env.pushResult(L, t, err)
+		}
+		d := optDim(L, name, 2, 0)
+		vals, err := along(e, x, d, L.OptBool(3, false))
+		env.pushResult(L, vals, err)
+		if !withIndices {
+			return 1
+		}
+		src := x
+		if name == "min" {
+			src, err = e.Neg(x)
+			raise(L, err)
+		}
+		idx, err := e.ArgmaxDim(src, d)
+		raise(L, err)
+		L.Push(env.push(L, plusOne(L, idx)))
+		return 2
+	}
+}
+
+// argmax(x [, dim]): 1-based indices of the largest elements.
+func (env *Env) argmax(L *lua.LState) int {
+	e := env.Engine
+	x := checkTensor(L, "argmax", 1)
+	if L.Get(2) == lua.LNil {
+		flat, err := e.Reshape(x, int(x.Numel()))
+		raise(L, err)
+		x = flat
+	}
+	idx, err := e.ArgmaxDim(x, optDim(L, "argmax", 2, 0))
+	raise(L, err)
+	return env.pushResult(L, plusOne(L, idx), nil)
+}
+
+// plusOne turns 0-based indices (a host tensor) into Lua's 1-based ones.
+func plusOne(L *lua.LState, t *core.Tensor) *core.Tensor {
+	v, err := t.Float32s()
+	raise(L, err)
+	for i := range v {
+		v[i]++
+	}
+	return t
+}
+
+// ---- movement ----
+
+// reshape(x, sizes...) and view: one size may be -1.
+func (env *Env) reshape(L *lua.LState) int {
+	x := checkTensor(L, "reshape", 1)
+	t, err := env.Engine.Reshape(x, checkShapeArgs(L, "reshape", 2)...)
+	return env.pushResult(L, t, err)
+}
+
+// transpose(x [, d1 [, d2]]) swaps two dims (default 1 and 2).
+func (env *Env) transpose(L *lua.LState) int {
+	x := checkTensor(L, "transpose", 1)
+	t, err := env.Engine.Transpose(x, optDim(L, "transpose", 2, 0), optDim(L, "transpose", 3, 1))
+	return env.pushResult(L, t, err)
+}
+
+// t(x) is the transpose of a matrix.
+func (env *Env) t(L *lua.LState) int {
+	x := checkTensor(L, "t", 1)
+	if x.Dim() != 2 {
+		argError(L, "t", "expected a 2-d tensor, got shape %s", core.ShapeString(x.Shape()))
+	}
+	t, err := env.Engine.Transpose(x, 0, 1)
+	return env.pushResult(L, t, err)
+}
+
+// narrow(x, dim, start, length), start 1-based.
+func (env *Env) narrow(L *lua.LState) int {
+	x := checkTensor(L, "narrow", 1)
+	t, err := env.Engine.Narrow(x, optDim(L, "narrow", 2, 0), L.CheckInt(3)-1, L.CheckInt(4))
+	return env.pushResult(L, t, err)
+}
+
+// cat(a, b [, dim]) joins two tensors; tensor.cat({...} [, dim]) a list.
+func (env *Env) cat(L *lua.LState) int {
+	if _, ok := L.Get(1).(*lua.LTable); ok {
+		return env.catList(L)
+	}
+	ts := []*core.Tensor{checkTensor(L, "cat", 1), checkTensor(L, "cat", 2)}
+	t, err := env.Engine.Cat(ts, optDim(L, "cat", 3, 0))
+	return env.pushResult(L, t, err)
+}
+
+func (env *Env) catList(L *lua.LState) int {
+	ts := tensorList(L, "cat", 1, "element")
+	t, err := env.Engine.Cat(ts, optDim(L, "cat", 2, 0))
+	return env.pushResult(L, t, err)
+}
+
+// index_select(x, dim, indices), indices 1-based.
+func (env *Env) indexSelect(L *lua.LState) int {
+	x := checkTensor(L, "index_select", 1)
+	t, err := env.Engine.IndexSelect(x, optDim(L, "index_select", 2, 0), checkIndices(L, "index_select", 3))
+	return env.pushResult(L, t, err)
+}
+
+// ---- matmul ----
+
+// binaryTensors binds an op of two tensors: matmul(a, b), linear(x, w).
+func (env *Env) binaryTensors(name string, f func(*core.Engine, *core.Tensor, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		t, err := f(env.Engine, checkTensor(L, name, 1), checkTensor(L, name, 2))
+		return env.pushResult(L, t, err)
+	}
+}
+
+// ---- nn ----
+
+// alongDim binds x:name([dim]) for ops along a dim (default the last).
+func (env *Env) alongDim(name string, f func(*core.Engine, *core.Tensor, int) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x := checkTensor(L, name, 1)
+		t, err := f(env.Engine, x, optDim(L, name, 2, -1))
+		return env.pushResult(L, t, err)
+	}
+}
+
+// layer_norm(x [, weight [, bias [, eps]]]) over the last dim.
+func (env *Env) layerNorm(L *lua.LState) int {
+	x := checkTensor(L, "layer_norm", 1)
+	var w, b *core.Tensor
+	if L.Get(2) != lua.LNil {
+		w = checkTensor(L, "layer_norm", 2)
+	}
+	if L.Get(3) != lua.LNil {
+		b = checkTensor(L, "layer_norm", 3)
+	}
+	t, err := env.Engine.LayerNorm(x, w, b, float32(L.OptNumber(4, 1e-5)))
+	return env.pushResult(L, t, err)
+}
+
+// dropout(x [, p [, training]]).
+func (env *Env) dropout(L *lua.LState) int {
+	x := checkTensor(L, "dropout", 1)
+	t, err := env.Engine.Dropout(x, float64(L.OptNumber(2, 0.5)), L.OptBool(3, true))
+	return env.pushResult(L, t, err)
+}
+
+// ---- autograd ----
+
+// backward(loss) runs the reverse pass and returns a table param -> grad.
+func (env *Env) backward(L *lua.LState) int {
+	grads, err := env.Engine.Backward(checkTensor(L, "backward", 1))
+	raise(L, err)
+	out := L.NewTable()
+	for p, g := range grads {
+		out.RawSet(env.push(L, p), env.push(L, g))
+	}
+	L.Push(out)
+	return 1
+}
+
+// detach(x) (and clone) is a host copy of x's values, outside any tape.
+func (env *Env) detach(L *lua.LState) int {
+	h, err := checkTensor(L, "detach", 1).ToHost()
+	return env.pushResult(L, h, err)
+}

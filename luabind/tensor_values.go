@@ -1,0 +1,224 @@
+package luabind
+
+import (
+	"fmt"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+)
+
+// Tensor values in and out of Lua: the accessors (shape, size, item,
+// totable, ...), tensor{...} from nested tables, and printing.
+
+func tensorShape(L *lua.LState) int {
+	L.Push(intList(L, checkTensor(L, "shape", 1).Shape()))
+	return 1
+}
+
+// size(x [, dim]): the shape, or one size (dim 1-based).
+func tensorSize(L *lua.LState) int {
+	t := checkTensor(L, "size", 1)
+	if L.GetTop() < 2 {
+		L.Push(intList(L, t.Shape()))
+		return 1
+	}
+	d := L.CheckInt(2)
+	if d < 1 || d > t.Dim() {
+		argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1-based)", d, t.Dim(), core.ShapeString(t.Shape()))
+	}
+	L.Push(lua.LNumber(t.Shape()[d-1]))
+	return 1
+}
+
+func tensorDim(L *lua.LState) int { L.Push(lua.LNumber(checkTensor(L, "dim", 1).Dim())); return 1 }
+func tensorNumel(L *lua.LState) int {
+	L.Push(lua.LNumber(checkTensor(L, "numel", 1).Numel()))
+	return 1
+}
+func tensorDtype(L *lua.LState) int {
+	L.Push(lua.LString(checkTensor(L, "dtype", 1).Dtype().String()))
+	return 1
+}
+func tensorDevice(L *lua.LState) int {
+	L.Push(lua.LString(checkTensor(L, "device", 1).Device()))
+	return 1
+}
+func tensorScope(L *lua.LState) int {
+	L.Push(lua.LString(checkTensor(L, "scope", 1).Scope()))
+	return 1
+}
+
+func tensorItem(L *lua.LState) int {
+	v, err := checkTensor(L, "item", 1).Item()
+	raise(L, err)
+	L.Push(lua.LNumber(v))
+	return 1
+}
+
+func tensorTotable(L *lua.LState) int {
+	t := checkTensor(L, "totable", 1)
+	v, err := t.Float32s()
+	if err != nil {
+		raise(L, fmt.Errorf("totable: %w", err))
+	}
+	L.Push(nestedTable(L, v, t.Shape()))
+	return 1
+}
+
+// requires_grad(x) reads the flag; requires_grad(x, on) sets it on a leaf.
+func tensorRequiresGrad(L *lua.LState) int {
+	x := checkTensor(L, "requires_grad", 1)
+	if L.GetTop() >= 2 {
+		raise(L, x.SetRequiresGrad(L.ToBool(2)))
+		L.Push(L.Get(1))
+		return 1
+	}
+	L.Push(lua.LBool(x.RequiresGrad()))
+	return 1
+}
+
+func tensorZeroGrad(L *lua.LState) int {
+	core.ZeroGrad(paramsArg(L, "tensor.zero_grad"))
+	return 0
+}
+
+func tensorToString(L *lua.LState) int {
+	L.Push(lua.LString(formatTensor(checkTensor(L, "tostring", 1))))
+	return 1
+}
+
+// fromTable is tensor{...} (argument 1 is the tensor library itself).
+func (env *Env) fromTable(L *lua.LState) int {
+	o, _ := trailingOpts(L, "tensor")
+	t := tensorFromLua(L, "tensor", L.Get(2))
+	return env.finish(L, "tensor", t, o)
+}
+
+func intList(L *lua.LState, v []int) *lua.LTable {
+	t := L.CreateTable(len(v), 0)
+	for _, x := range v {
+		t.Append(lua.LNumber(x))
+	}
+	return t
+}
+
+// tensorFromLua builds a host tensor from a number or a (nested) table of
+// numbers. Ragged nesting and non-numbers are errors.
+func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
+	if n, ok := v.(lua.LNumber); ok {
+		t, _ := core.FromFloat32([]float32{float32(n)}, 1)
+		return t
+	}
+	tbl, ok := v.(*lua.LTable)
+	if !ok {
+		argError(L, fn, "expected a number or a nested table of numbers, got %s", luaTypeName(v))
+	}
+	var shape []int
+	for cur := lua.LValue(tbl); ; {
+		ct, ok := cur.(*lua.LTable)
+		if !ok {
+			break
+		}
+		if ct.Len() == 0 {
+			argError(L, fn, "empty table at depth %d: every dimension needs at least one element", len(shape)+1)
+		}
+		shape = append(shape, ct.Len())
+		if len(shape) > 4 {
+			argError(L, fn, "more than 4 levels of nesting; tensors have at most 4 dims")
+		}
+		cur = ct.RawGetInt(1)
+	}
+	var data []float32
+	var walk func(t *lua.LTable, depth int, path string)
+	walk = func(t *lua.LTable, depth int, path string) {
+		if t.Len() != shape[depth] {
+			argError(L, fn, "ragged table: %s has %d elements, expected %d", path, t.Len(), shape[depth])
+		}
+		for i := 1; i <= t.Len(); i++ {
+			el := t.RawGetInt(i)
+			where := fmt.Sprintf("%s[%d]", path, i)
+			if depth == len(shape)-1 {
+				n, ok := el.(lua.LNumber)
+				if !ok {
+					argError(L, fn, "%s is a %s, expected a number", where, luaTypeName(el))
+				}
+				data = append(data, float32(n))
+				continue
+			}
+			sub, ok := el.(*lua.LTable)
+			if !ok {
+				argError(L, fn, "ragged table: %s is a %s, expected a table", where, luaTypeName(el))
+			}
+			walk(sub, depth+1, where)
+		}
+	}
+	walk(tbl, 0, "t")
+	t, err := core.FromFloat32(data, shape...)
+	if err != nil {
+		raise(L, fmt.Errorf("%s: %w", fn, err))
+	}
+	return t
+}
+
+// nestedTable turns flat values of shape into nested Lua tables.
+func nestedTable(L *lua.LState, v []float32, shape []int) *lua.LTable {
+	tbl := L.CreateTable(shape[0], 0)
+	if len(shape) == 1 {
+		for _, x := range v {
+			tbl.Append(lua.LNumber(x))
+		}
+		return tbl
+	}
+	step := len(v) / shape[0]
+	for i := 0; i < shape[0]; i++ {
+		tbl.Append(nestedTable(L, v[i*step:(i+1)*step], shape[1:]))
+	}
+	return tbl
+}
+
+// formatTensor prints values like PyTorch (summarised above 1000 elements)
+// followed by a footer such as [tensor f32 2x3 cpu pass].
+func formatTensor(t *core.Tensor) string {
+	footer := fmt.Sprintf("[tensor %s %s %s %s]", t.Dtype(), core.ShapeString(t.Shape()), t.Device(), t.Scope())
+	v, err := t.Float32s()
+	if err != nil {
+		return fmt.Sprintf("<%s>\n%s", err.Error(), footer)
+	}
+	var b strings.Builder
+	shape := t.Shape()
+	summarise := len(v) > 1000
+	var rec func(v []float32, shape []int, indent int)
+	rec = func(v []float32, shape []int, indent int) {
+		b.WriteString("[")
+		n := shape[0]
+		step := len(v) / n
+		for i := 0; i < n; i++ {
+			if summarise && n > 6 && i == 3 {
+				b.WriteString("...")
+				i = n - 3
+				if len(shape) > 1 {
+					b.WriteString(",\n" + strings.Repeat(" ", indent+1))
+				} else {
+					b.WriteString(", ")
+				}
+			}
+			if len(shape) == 1 {
+				fmt.Fprintf(&b, "%.4g", v[i])
+			} else {
+				rec(v[i*step:(i+1)*step], shape[1:], indent+1)
+			}
+			if i < n-1 {
+				if len(shape) > 1 {
+					b.WriteString(",\n" + strings.Repeat(" ", indent+1))
+				} else {
+					b.WriteString(", ")
+				}
+			}
+		}
+		b.WriteString("]")
+	}
+	rec(v, shape, 0)
+	return b.String() + "\n" + footer
+}

@@ -1,0 +1,54 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+)
+
+// The failures a host tells apart with errors.Is on what DoString and
+// DoFile return; context.Canceled and context.DeadlineExceeded come back
+// the same way when the run's context ended it.
+var (
+	ErrBudget   = core.ErrBudget   // an allocation past the residency budget (Options.MemLimit, residency.limit)
+	ErrStale    = core.ErrStale    // a tensor whose memory a pool reset freed
+	ErrShape    = core.ErrShape    // shapes that do not fit an op
+	ErrArgument = core.ErrArgument // a bad argument to a gglua function
+)
+
+// Error is a script's failure: the Lua error as the script saw it (Error()
+// is its message, with file and line) and, underneath, the Go error that
+// caused it, which errors.Is and errors.As reach.
+type Error struct {
+	Lua   *lua.ApiError
+	Cause error // nil for an error raised by the script itself
+}
+
+func (e *Error) Error() string { return e.Lua.Error() }
+
+// Unwrap gives errors.Is/As the cause and the Lua error.
+func (e *Error) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Lua}
+	}
+	return []error{e.Cause, e.Lua}
+}
+
+// scriptError wraps err, the error of a Lua call, with its Go cause.
+func (rt *Runtime) scriptError(ctx context.Context, err error) error {
+	var apiErr *lua.ApiError
+	if !errors.As(err, &apiErr) {
+		return err
+	}
+	out := &Error{Lua: apiErr}
+	switch {
+	case ctx.Err() != nil:
+		out.Cause = ctx.Err()
+	case apiErr.Object != nil:
+		out.Cause = rt.env.Cause(apiErr.Object.String())
+	}
+	return out
+}
