@@ -329,6 +329,17 @@ func (e *Engine) Exp(x *Tensor) (*Tensor, error) {
 	return e.elementwise("exp", x, func(g, x, y *Tensor) (*Tensor, error) { return e.Mul(g, y) })
 }
 
+// Expm1 is e^x - 1, exact for small x; its gradient is e^x = y + 1.
+func (e *Engine) Expm1(x *Tensor) (*Tensor, error) {
+	return e.elementwise("expm1", x, func(g, x, y *Tensor) (*Tensor, error) {
+		ey, err := e.AddScalar(y, 1)
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, ey)
+	})
+}
+
 // Log is the natural logarithm.
 func (e *Engine) Log(x *Tensor) (*Tensor, error) {
 	return e.elementwise("log", x, func(g, x, y *Tensor) (*Tensor, error) { return e.Div(g, x) })

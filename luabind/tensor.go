@@ -30,6 +30,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"dropout":       env.dropout,
 		"dtype":         tensorDtype,
 		"exp":           env.unary("exp", (*core.Engine).Exp),
+		"expm1":         env.unary("expm1", (*core.Engine).Expm1),
 		"fill_":         env.inPlace("fill_", fillValue),
 		"gelu":          env.unary("gelu", (*core.Engine).Gelu),
 		"index_select":  env.indexSelect,
