@@ -37,6 +37,11 @@
 // the runtime stays usable. Sandbox withholds io, os, debug, load*, dofile,
 // require, and gglua's own file functions.
 //
+// Errors keep their Go cause: a script's failure is an *Error whose message
+// is the Lua one (file, line, op, shapes), and errors.Is tells ErrBudget,
+// ErrStale, ErrShape, ErrArgument, context.Canceled and
+// context.DeadlineExceeded apart without reading that message.
+//
 // Runtimes are independent: several may run in parallel goroutines. One
 // Runtime is used by one goroutine at a time.
 package runtime

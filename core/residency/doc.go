@@ -22,6 +22,7 @@
 // (SetLimit) counts both pools and is checked before every allocation.
 //
 // This design, and the properties its tests pin down, come from the
-// residency tests of the R package ggmlR (seed/test-ag-residency-scopes.R).
+// residency tests of the R package ggmlR; residency_test.go ports each of
+// them under its original name.
 // A State is used by one goroutine at a time.
 package residency
