@@ -45,10 +45,12 @@ test:
 	go test -race ./runtime/
 	$(if $(TAGS),go test $(TAGS) ./ggmlcgo/ ./core/ ./tests/)
 
-# A short fuzz of random tensor programs (CI runs it after the tests).
-FUZZTIME ?= 60s
+# A short fuzz of random tensor programs and of the GGUF reader's bytes
+# (CI runs it after the tests), FUZZTIME each.
+FUZZTIME ?= 30s
 fuzz:
 	go test ./runtime/ -run '^$$' -fuzz FuzzScript -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	go test ./ggmlcgo/ -run '^$$' -fuzz FuzzGGUF -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 bench:
 	go test $(TAGS) -run '^$$' -bench . -benchtime 2s ./ggmlcgo/ ./core/...

@@ -6,11 +6,17 @@ package ggmlcgo
 import "C"
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"unsafe"
 )
 
@@ -19,11 +25,13 @@ type GGUFWriter struct {
 	ctx   *C.struct_gguf_context
 	hosts []*C.struct_ggml_context // host copies of the tensors, freed by Free
 	names map[string]bool
+	keys  map[string]bool
+	err   error // the first bad Set call, returned by WriteFile
 }
 
 // NewGGUFWriter starts an empty GGUF file.
 func NewGGUFWriter() *GGUFWriter {
-	return &GGUFWriter{ctx: C.gguf_init_empty(), names: map[string]bool{}}
+	return &GGUFWriter{ctx: C.gguf_init_empty(), names: map[string]bool{}, keys: map[string]bool{}}
 }
 
 func withCString(s string, f func(*C.char)) {
@@ -32,15 +40,52 @@ func withCString(s string, f func(*C.char)) {
 	f(cs)
 }
 
-// SetString sets a string metadata key.
+// checkKey refuses, before ggml asserts or truncates: an empty key, a NUL
+// byte in a key or string value (C would cut it there), and
+// general.alignment (ggml aborts on any type but u32, and its writer lays
+// tensors out at its default alignment whatever the key says).
+func (w *GGUFWriter) checkKey(key string, vals ...string) bool {
+	if w.err != nil {
+		return false
+	}
+	switch {
+	case key == "":
+		w.err = errors.New("gguf: a metadata key is empty")
+	case strings.IndexByte(key, 0) >= 0:
+		w.err = fmt.Errorf("gguf: metadata key %q holds a NUL byte", key)
+	case key == ggufAlignmentKey:
+		w.err = fmt.Errorf("gguf: %s cannot be set", ggufAlignmentKey)
+	case !w.keys[key] && len(w.keys) >= MaxGGUFValues:
+		w.err = fmt.Errorf("gguf: more than %d metadata keys", MaxGGUFValues)
+	}
+	for _, v := range vals {
+		if w.err == nil && strings.IndexByte(v, 0) >= 0 {
+			w.err = fmt.Errorf("gguf: the value of %q holds a NUL byte", key)
+		}
+	}
+	if w.err != nil {
+		return false
+	}
+	w.keys[key] = true
+	return true
+}
+
+// SetString sets a string metadata key. A bad key or value makes WriteFile
+// fail.
 func (w *GGUFWriter) SetString(key, val string) {
+	if !w.checkKey(key, val) {
+		return
+	}
 	withCString(key, func(k *C.char) {
 		withCString(val, func(v *C.char) { C.gguf_set_val_str(w.ctx, k, v) })
 	})
 }
 
-// SetU32 sets a uint32 metadata key.
+// SetU32 sets a uint32 metadata key. A bad key makes WriteFile fail.
 func (w *GGUFWriter) SetU32(key string, val uint32) {
+	if !w.checkKey(key) {
+		return
+	}
 	withCString(key, func(k *C.char) { C.gguf_set_val_u32(w.ctx, k, C.uint32_t(val)) })
 }
 
@@ -50,8 +95,15 @@ func (w *GGUFWriter) AddTensor(name string, t Type, ne []int64, data []byte) err
 	if name == "" || len(name) > MaxNameLen {
 		return fmt.Errorf("gguf: tensor name %q must be 1 to %d bytes", name, MaxNameLen)
 	}
+	if strings.IndexByte(name, 0) >= 0 {
+		// ggml would cut the name at the NUL: "a\x00x" and "a" collide.
+		return fmt.Errorf("gguf: tensor name %q holds a NUL byte", name)
+	}
 	if w.names[name] {
 		return fmt.Errorf("gguf: duplicate tensor name %q", name)
+	}
+	if len(w.names) >= MaxGGUFTensors {
+		return fmt.Errorf("gguf: more than %d tensors", MaxGGUFTensors)
 	}
 	n, err := CheckShape(t, ne)
 	if err != nil {
@@ -82,26 +134,140 @@ func (w *GGUFWriter) AddTensor(name string, t Type, ne []int64, data []byte) err
 	return nil
 }
 
-// WriteFile writes the file atomically: to a temporary file beside path,
-// then renamed over it, so a failed save never leaves half a checkpoint.
+// ggufWriteHook, set by tests, fails WriteFile at a stage: "written" (the
+// temporary file is complete) or "synced" (and flushed to disk).
+var ggufWriteHook func(stage string) error
+
+func writeHook(stage string) error {
+	if ggufWriteHook == nil {
+		return nil
+	}
+	return ggufWriteHook(stage)
+}
+
+// maxSymlinks is how many links WriteFile follows, as the kernel's ELOOP.
+const maxSymlinks = 40
+
+// resolveSymlinks follows path while it is a symbolic link and returns the
+// file it ends at (which may not exist yet).
+func resolveSymlinks(path string) (string, error) {
+	for i := 0; i < maxSymlinks; i++ {
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&os.ModeSymlink == 0 {
+			return path, nil
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+}
+
+// WriteFile writes the file atomically, so that a failed save never leaves
+// half a checkpoint where a good one was: the bytes go to a temporary file
+// beside the target, are flushed to disk, and the temporary file is then
+// renamed over the target (and the folder flushed). A symbolic link is
+// followed: its target is replaced and the link stays. A new file gets mode
+// 0666 less the umask, as any program's; a file replaced keeps its mode.
+// Something that is not a regular file (a folder, a FIFO, a device) is not
+// replaced.
 func (w *GGUFWriter) WriteFile(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".gglua-*.gguf")
+	if w.err != nil {
+		return w.err
+	}
+	target, err := resolveSymlinks(path)
 	if err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
-	tmpName := tmp.Name()
-	tmp.Close()
+	perm := os.FileMode(0o666) // less the umask, applied by open(2)
+	keepMode := false
+	if st, err := os.Stat(target); err == nil {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("gguf: %s is not a regular file", path)
+		}
+		perm, keepMode = st.Mode().Perm(), true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	dir := filepath.Dir(target)
+	createPerm := perm
+	if keepMode {
+		createPerm = 0o600 // ggml opens it again by name to write
+	}
+	tmp, tmpName, err := createTemp(dir, filepath.Base(target), createPerm)
+	if err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
 	ok := false
 	withCString(tmpName, func(p *C.char) { ok = bool(C.gguf_write_to_file(w.ctx, p, false)) })
 	if !ok {
-		os.Remove(tmpName)
 		return fmt.Errorf("gguf: could not write %s", path)
 	}
-	if err := os.Rename(tmpName, path); err != nil {
-		os.Remove(tmpName)
+	if keepMode {
+		// open(2) applied the umask; the file replaced had its own mode
+		// (set after writing: ggml could not open a read-only file).
+		if err := tmp.Chmod(perm); err != nil {
+			return fmt.Errorf("gguf: %w", err)
+		}
+	}
+	if err := writeHook("written"); err != nil {
+		return err
+	}
+	// ggml wrote through its own handle to the same file: flush it.
+	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
+	if err := writeHook("synced"); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	if err := os.Rename(tmpName, target); err != nil {
+		return fmt.Errorf("gguf: %w", err)
+	}
+	done = true
+	// Flush the rename. Some file systems cannot sync a folder; the file
+	// is in place either way.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
 	return nil
+}
+
+// createTemp makes a new file beside base in dir, with mode perm (less the
+// umask): unlike os.CreateTemp, which always uses 0600.
+func createTemp(dir, base string, perm os.FileMode) (*os.File, string, error) {
+	for i := 0; ; i++ {
+		var rnd [8]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
+			return nil, "", err
+		}
+		if len(base) > 64 {
+			base = base[:64] // room for the suffix within a name's 255 bytes
+		}
+		name := filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(rnd[:]))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil {
+			return f, name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i == 100 {
+			return nil, "", err
+		}
+	}
 }
 
 // Free releases the writer.
@@ -134,9 +300,13 @@ type GGUFFile struct {
 	tensors []GGUFTensorInfo
 }
 
-// OpenGGUF parses the metadata of a GGUF file.
+// OpenGGUF parses the metadata of a GGUF file. path must name a regular
+// file (a symbolic link to one is fine): a FIFO or a device would block or
+// never end, a folder is no checkpoint.
 func OpenGGUF(path string) (*GGUFFile, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading waits for a writer; with it,
+	// open returns at once and the type check below refuses the FIFO.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -145,13 +315,25 @@ func OpenGGUF(path string) (*GGUFFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
-	if err := checkGGUFHeader(f); err != nil {
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("gguf: %s is not a regular file (%s)", path, fileKind(st.Mode()))
+	}
+	parsed, err := checkGGUFHeader(f, st.Size())
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
+	// ggml opens the file again by name: give it this very file, so that a
+	// file renamed over path in between is not parsed unchecked.
+	cpath, err := samePath(f, path, st)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
 	g := &GGUFFile{f: f}
 	var meta *C.struct_ggml_context // a C-only variable: cgo refuses &g.meta
-	withCString(path, func(p *C.char) {
+	withCString(cpath, func(p *C.char) {
 		g.ctx = C.gguf_init_from_file(p, C.struct_gguf_init_params{no_alloc: true, ctx: &meta})
 	})
 	g.meta = meta
@@ -161,24 +343,63 @@ func OpenGGUF(path string) (*GGUFFile, error) {
 	}
 	base := int64(C.gguf_get_data_offset(g.ctx))
 	n := int64(C.gguf_get_n_tensors(g.ctx))
+	if n != int64(len(parsed)) {
+		g.Close()
+		return nil, fmt.Errorf("gguf: %s: ggml read %d tensors, the check %d", path, n, len(parsed))
+	}
 	for i := int64(0); i < n; i++ {
 		id := C.int64_t(i)
+		off, size := uint64(C.gguf_get_tensor_offset(g.ctx, id)), uint64(C.gguf_get_tensor_size(g.ctx, id))
 		info := GGUFTensorInfo{
-			Name:   C.GoString(C.gguf_get_tensor_name(g.ctx, id)),
-			Type:   Type(C.gguf_get_tensor_type(g.ctx, id)),
-			Offset: base + int64(C.gguf_get_tensor_offset(g.ctx, id)),
-			Size:   int64(C.gguf_get_tensor_size(g.ctx, id)),
+			Name: C.GoString(C.gguf_get_tensor_name(g.ctx, id)),
+			Type: Type(C.gguf_get_tensor_type(g.ctx, id)),
 		}
-		if t, ok := (&Context{p: g.meta}).Lookup(info.Name); ok {
-			info.Ne = t.Ne()
-		}
-		if info.Offset+info.Size > st.Size() {
+		// The shape as the check read it (ggml_get_tensor would search
+		// all the tensors for each one).
+		if parsed[i].name != info.Name {
 			g.Close()
-			return nil, fmt.Errorf("gguf: %s is truncated: tensor %q ends at byte %d of %d", path, info.Name, info.Offset+info.Size, st.Size())
+			return nil, fmt.Errorf("gguf: %s: ggml read tensor %d as %q, the check as %q", path, i+1, info.Name, parsed[i].name)
 		}
+		info.Ne = parsed[i].ne
+		// Compared without overflowing: offset and size come from the file.
+		fileSize := uint64(st.Size())
+		if base < 0 || uint64(base) > fileSize || off > fileSize-uint64(base) || size > fileSize-uint64(base)-off {
+			g.Close()
+			return nil, fmt.Errorf("gguf: %s is truncated: tensor %q (%d bytes at %d) ends past byte %d", path, info.Name, size, uint64(base)+off, st.Size())
+		}
+		info.Offset, info.Size = base+int64(off), int64(size)
 		g.tensors = append(g.tensors, info)
 	}
 	return g, nil
+}
+
+// samePath is a path by which ggml can open f: /proc/self/fd/N where there
+// is /proc, otherwise path itself if it still names the file f is.
+func samePath(f *os.File, path string, st os.FileInfo) (string, error) {
+	p := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	if st2, err := os.Stat(p); err == nil && os.SameFile(st, st2) {
+		return p, nil
+	}
+	if st2, err := os.Stat(path); err == nil && os.SameFile(st, st2) {
+		return path, nil
+	}
+	return "", fmt.Errorf("%s changed while it was being opened", path)
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }
 
 // Tensors lists the file's tensors in file order.
@@ -186,6 +407,9 @@ func (g *GGUFFile) Tensors() []GGUFTensorInfo { return g.tensors }
 
 // String returns a string metadata value.
 func (g *GGUFFile) String(key string) (string, bool) {
+	if strings.IndexByte(key, 0) >= 0 { // C would look up the key cut at the NUL
+		return "", false
+	}
 	var id C.int64_t
 	withCString(key, func(k *C.char) { id = C.gguf_find_key(g.ctx, k) })
 	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_STRING {
@@ -196,6 +420,9 @@ func (g *GGUFFile) String(key string) (string, bool) {
 
 // U32 returns a uint32 metadata value.
 func (g *GGUFFile) U32(key string) (uint32, bool) {
+	if strings.IndexByte(key, 0) >= 0 {
+		return 0, false
+	}
 	var id C.int64_t
 	withCString(key, func(k *C.char) { id = C.gguf_find_key(g.ctx, k) })
 	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_UINT32 {

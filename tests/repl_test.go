@@ -192,3 +192,61 @@ func TestREPLCtrlCStopsARunningChunk(t *testing.T) {
 	term.send("6 * 7\r")
 	term.expect("42")
 }
+
+// TestREPLControlCharacters: no key ends or wedges a session. A NUL byte
+// (Ctrl-Space, Ctrl-@) used to read as the end of input: the REPL left its
+// loop and then hung closing the terminal.
+func TestREPLControlCharacters(t *testing.T) {
+	term := startTerminal(t, "GGLUA_HISTORY="+filepath.Join(t.TempDir(), "h"))
+	term.expect("gglua> ")
+
+	// NUL alone, then a line.
+	term.send("\x00")
+	term.send("1 + 1\r")
+	term.expect("2")
+	term.expect("gglua> ")
+	// NUL inside a line is dropped.
+	term.send("10 +\x00 5\r")
+	term.expect("15")
+	term.expect("gglua> ")
+
+	// Ctrl-A on an empty line, a lone Escape, an unknown escape sequence.
+	term.send("\x01")
+	term.send("2 + 2\r")
+	term.expect("4")
+	term.send("\x1b")
+	time.Sleep(100 * time.Millisecond)
+	term.send("3 + 3\r")
+	term.expect("6")
+	term.send("\x1b[99~\x1bOZ")
+	term.send("4 + 4\r")
+	term.expect("8")
+
+	// Every other control key (not Tab, Enter, Ctrl-C, Ctrl-D, Ctrl-R,
+	// Ctrl-S, Ctrl-Z) in one burst, with NULs between; Ctrl-C then drops
+	// whatever the editing keys left on the line.
+	var burst strings.Builder
+	for c := byte(0); c < 0x20; c++ {
+		switch c {
+		case '\t', '\n', '\r', 0x03, 0x04, 0x12, 0x13, 0x1a:
+			continue
+		}
+		burst.WriteByte(c)
+		burst.WriteByte(0)
+	}
+	burst.WriteByte(0x7f)
+	term.send(burst.String())
+	term.send("\x03")
+	term.expect("gglua> ")
+	term.send("6 * 7\r")
+	term.expect("42")
+
+	// Ctrl-D still exits, cleanly.
+	term.send("\x04")
+	select {
+	case <-term.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("gglua did not exit on Ctrl-D")
+	}
+	require.NoError(t, term.cmd.Wait())
+}

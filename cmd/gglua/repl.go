@@ -179,7 +179,7 @@ func (r *repl) interactive(ctx context.Context, stdin io.ReadCloser, stdout io.W
 		AutoComplete:           completer{L: r.rt.L},
 		InterruptPrompt:        "^C",
 		EOFPrompt:              "",
-		Stdin:                  stdin,
+		Stdin:                  dropNUL{stdin},
 		Stdout:                 stdout,
 	})
 	if err != nil {
@@ -195,8 +195,11 @@ func (r *repl) interactive(ctx context.Context, stdin io.ReadCloser, stdout io.W
 			rl.SetPrompt(prompt)
 			continue
 		}
-		if err != nil { // io.EOF: Ctrl-D
+		if errors.Is(err, io.EOF) { // Ctrl-D on an empty line, or the terminal closed
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		status, chunk := r.feed(ctx, line)
 		if status == ran && chunk != "" {
@@ -209,6 +212,32 @@ func (r *repl) interactive(ctx context.Context, stdin io.ReadCloser, stdout io.W
 		}
 	}
 }
+
+// dropNUL reads the terminal without its NUL bytes. readline takes a NUL
+// rune (Ctrl-Space, Ctrl-@) for the end of its input and stops reading for
+// good: Readline then returns io.EOF and Close waits forever for a reader
+// blocked on the terminal. No UTF-8 text holds a zero byte, so nothing
+// typed is lost.
+type dropNUL struct{ r io.ReadCloser }
+
+func (d dropNUL) Read(p []byte) (int, error) {
+	for {
+		n, err := d.r.Read(p)
+		k := 0
+		for _, b := range p[:n] {
+			if b != 0 {
+				p[k] = b
+				k++
+			}
+		}
+		if k > 0 || n == 0 || err != nil {
+			return k, err
+		}
+		// Only NULs: read on rather than return 0 bytes and no error.
+	}
+}
+
+func (d dropNUL) Close() error { return d.r.Close() }
 
 // piped evaluates chunks from a non-terminal input: no prompts, no escape
 // codes. It reports whether any chunk failed.
