@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"math"
 )
 
 // setGrad replaces p's gradient by g: in place for a persistent gradient
@@ -17,9 +16,10 @@ func (e *Engine) setGrad(p, g *Tensor) error {
 
 // ClipGradNorm scales the gradients of params so that their global L2 norm
 // is at most maxNorm, on the device, and returns that norm (before
-// clipping) as a pending one-element tensor.
+// clipping) as a pending one-element tensor. maxNorm may be +Inf, as in
+// torch: the norm is computed and nothing is clipped.
 func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error) {
-	if maxNorm <= 0 || math.IsNaN(float64(maxNorm)) {
+	if !(maxNorm > 0) { // NaN too
 		return nil, argErrorf("clip_grad_norm: max_norm must be > 0, got %g", maxNorm)
 	}
 	var total *Tensor
@@ -78,9 +78,10 @@ func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error
 	return total, err
 }
 
-// ClipGradValue clamps every gradient element of params to [-v, v].
+// ClipGradValue clamps every gradient element of params to [-v, v]; v may
+// be +Inf (nothing is clamped), as in torch.
 func (e *Engine) ClipGradValue(params []*Tensor, v float32) error {
-	if v <= 0 {
+	if !(v > 0) { // NaN too
 		return argErrorf("clip_grad_value: clip_value must be > 0, got %g", v)
 	}
 	return e.NoGrad(func() error {

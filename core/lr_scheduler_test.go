@@ -1,49 +1,217 @@
 package core
 
 import (
+	"encoding/json"
+	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestSchedulersFollowTorchFormulas(t *testing.T) {
-	lrs := func(s *Scheduler, lr *float32, n int) []float64 {
-		out := []float64{float64(*lr)}
-		for i := 1; i < n; i++ {
-			s.Step()
-			out = append(out, float64(*lr))
+// rateOf is a Rate holding lr exactly (float64), as an optimizer made from
+// Lua holds it.
+func rateOf(t *testing.T, lr float64) *Rate {
+	f := float32(lr)
+	r := NewRate(&f)
+	require.NoError(t, r.SetLR(lr))
+	return r
+}
+
+// torchSchedulers are the cases of testdata/lr_schedulers.json, written by
+// scripts/reference/lr_schedulers.py from PyTorch 1.13.
+type torchSchedulers struct {
+	Cases []struct {
+		Name  string
+		Kind  string
+		LR    float64
+		Opts  map[string]float64
+		LRs   []float64
+		Error *struct {
+			Call    int
+			Message string
 		}
-		return out
 	}
-	check := func(name string, want []float64, got []float64) {
-		require.Len(t, got, len(want), name)
-		for i := range want {
-			assert.InDelta(t, want[i], got[i], 1e-6, "%s at step %d", name, i)
+}
+
+func makeScheduler(r *Rate, kind string, o map[string]float64) (*Scheduler, error) {
+	switch kind {
+	case "step":
+		return StepLR(r, int(o["step_size"]), o["gamma"])
+	case "cosine":
+		return CosineLR(r, int(o["t_max"]), o["eta_min"])
+	case "one_cycle":
+		return OneCycleLR(r, o["max_lr"], int(o["total"]), o["pct_start"], o["div_factor"], o["final_div_factor"])
+	case "warmup_cosine":
+		return WarmupCosineLR(r, int(o["warmup"]), int(o["total"]), o["eta_min"])
+	}
+	panic(kind)
+}
+
+// TestSchedulersMatchTorch: the rates torch 1.13 produces when step() is
+// called repeatedly (cosine past t_max rising again, one_cycle refusing to
+// step past total with torch's message), in float64.
+func TestSchedulersMatchTorch(t *testing.T) {
+	raw, err := os.ReadFile("testdata/lr_schedulers.json")
+	require.NoError(t, err)
+	var ref torchSchedulers
+	require.NoError(t, json.Unmarshal(raw, &ref))
+	require.NotEmpty(t, ref.Cases)
+	for _, c := range ref.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			r := rateOf(t, c.LR)
+			s, err := makeScheduler(r, c.Kind, c.Opts)
+			require.NoError(t, err)
+			for i, want := range c.LRs {
+				if i > 0 {
+					require.NoError(t, s.Step(), "step %d", i)
+				}
+				assert.InDelta(t, want, r.LR(), 1e-13*math.Max(1, math.Abs(want)), "rate after %d steps", i)
+				assert.Equal(t, float32(r.LR()), *r.lr, "the kernels' float32")
+			}
+			if c.Error != nil {
+				require.Equal(t, len(c.LRs), c.Error.Call, "torch refused the call after the last rate")
+				before := r.LR()
+				err := s.Step()
+				assert.ErrorIs(t, err, ErrArgument)
+				assert.ErrorContains(t, err, c.Error.Message)
+				assert.Equal(t, before, r.LR(), "a refused step changes nothing")
+				assert.Equal(t, len(c.LRs)-1, s.LastEpoch())
+			}
+		})
+	}
+}
+
+func TestWarmupCosine(t *testing.T) {
+	// Worked by hand: base 1, warmup 2 (1/3, 2/3), then cos from 1 to 0 over
+	// 4 steps: (1 + cos(k·π/4))/2, and 0 from then on.
+	r := rateOf(t, 1)
+	s, err := WarmupCosineLR(r, 2, 6, 0)
+	require.NoError(t, err)
+	want := []float64{1. / 3, 2. / 3, 1, 0.8535533905932737, 0.5, 0.14644660940672627, 0, 0, 0}
+	for i, w := range want {
+		if i > 0 {
+			require.NoError(t, s.Step())
 		}
+		assert.InDelta(t, w, r.LR(), 1e-15, "step %d", i)
 	}
-	lr := float32(0.1)
-	s, err := StepLR(&lr, 2, 0.5)
-	require.NoError(t, err)
-	check("step", []float64{0.1, 0.1, 0.05, 0.05, 0.025}, lrs(s, &lr, 5))
+}
 
-	lr = 1
-	s, err = CosineLR(&lr, 4, 0)
-	require.NoError(t, err)
-	check("cosine", []float64{1, 0.8535534, 0.5, 0.1464466, 0, 0}, lrs(s, &lr, 6))
+// TestSchedulerResumes: an optimizer's state dict keeps initial_lr, so a
+// scheduler made after load_state_dict has the original base; with the
+// scheduler's own state loaded too, the rates carry on exactly as if
+// training had never stopped.
+func TestSchedulerResumes(t *testing.T) {
+	for _, kind := range []string{"step", "cosine", "one_cycle", "warmup_cosine"} {
+		t.Run(kind, func(t *testing.T) {
+			opts := map[string]float64{"step_size": 3, "gamma": 0.5, "t_max": 5, "eta_min": 0.01, "max_lr": 0.5, "total": 12,
+				"pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4, "warmup": 2}
+			if kind == "warmup_cosine" {
+				opts["total"] = 10
+			}
+			e := newEngine(t)
+			newOpt := func() *SGD {
+				o, err := NewSGD(e, []*Tensor{host(t, []int{2}, 1, 2)}, SGDOptions{LR: 0.1, Momentum: 0.9})
+				require.NoError(t, err)
+				require.NoError(t, o.Rate().SetLR(0.1))
+				return o
+			}
+			// Uninterrupted: 11 steps.
+			opt := newOpt()
+			s, err := makeScheduler(opt.Rate(), kind, opts)
+			require.NoError(t, err)
+			var want []float64
+			for i := 0; i < 11; i++ {
+				require.NoError(t, s.Step())
+				want = append(want, opt.Rate().LR())
+			}
 
-	lr = 1
-	s, err = WarmupCosineLR(&lr, 2, 6, 0)
-	require.NoError(t, err)
-	check("warmup-cosine", []float64{1. / 3, 2. / 3, 1, 0.8535534, 0.5, 0.1464466, 0}, lrs(s, &lr, 7))
+			// Stopped after 4 steps, resumed in a fresh optimizer.
+			opt = newOpt()
+			s, err = makeScheduler(opt.Rate(), kind, opts)
+			require.NoError(t, err)
+			for i := 0; i < 4; i++ {
+				require.NoError(t, s.Step())
+			}
+			tensors, nums, err := opt.StateDict()
+			require.NoError(t, err)
+			initial, ok := opt.Rate().InitialLR()
+			require.True(t, ok)
+			assert.Equal(t, initial, nums["initial_lr"])
+			kindName, snums := s.StateDict()
+			assert.Equal(t, kind, kindName)
+			assert.Equal(t, 4.0, snums["last_epoch"])
 
-	lr = 0
-	s, err = OneCycleLR(&lr, 1, 10, 0.3, 25, 1e4)
+			opt2 := newOpt()
+			require.NoError(t, opt2.LoadStateDict(tensors, nums))
+			s2, err := makeScheduler(opt2.Rate(), kind, opts)
+			require.NoError(t, err)
+			assert.Equal(t, initial, s2.BaseLR(), "the base is initial_lr, not the loaded rate")
+			require.NoError(t, s2.LoadStateDict(kindName, snums))
+			got := want[:4:4]
+			for i := 4; i < 11; i++ {
+				require.NoError(t, s2.Step())
+				got = append(got, opt2.Rate().LR())
+			}
+			assert.Equal(t, want, got, "resumed rates")
+		})
+	}
+}
+
+func TestSchedulerStateMustMatch(t *testing.T) {
+	r := rateOf(t, 0.1)
+	s, err := CosineLR(r, 10, 0)
 	require.NoError(t, err)
-	got := lrs(s, &lr, 10)
-	check("one-cycle", []float64{0.04, 0.52, 1}, got[:3])
-	assert.InDelta(t, 4e-6, got[9], 1e-9)
-	assert.Greater(t, got[5], got[6], "annealing down after the peak")
-	_, err = StepLR(&lr, 0, 0.5)
-	assert.Error(t, err)
+	for _, c := range []struct {
+		kind string
+		nums map[string]float64
+		want string
+	}{
+		{"step", map[string]float64{"last_epoch": 1, "base_lr": 0.1, "last_lr": 0.1, "step_size": 2, "gamma": 0.1}, `"step" scheduler`},
+		{"cosine", map[string]float64{"last_epoch": 1, "base_lr": 0.1, "last_lr": 0.1, "t_max": 20, "eta_min": 0}, "t_max = 20"},
+		{"cosine", map[string]float64{"last_epoch": 1.5, "base_lr": 0.1, "last_lr": 0.1, "t_max": 10, "eta_min": 0}, "last_epoch"},
+		{"cosine", map[string]float64{"last_epoch": 1, "base_lr": math.NaN(), "last_lr": 0.1, "t_max": 10, "eta_min": 0}, "base_lr"},
+		{"cosine", map[string]float64{"last_epoch": 1, "base_lr": 0.1, "last_lr": 0.1, "t_max": 10, "eta_min": 0, "x": 1}, `unexpected entry "x"`},
+	} {
+		err := s.LoadStateDict(c.kind, c.nums)
+		assert.ErrorIs(t, err, ErrArgument)
+		assert.ErrorContains(t, err, c.want)
+	}
+	assert.Equal(t, 0, s.LastEpoch(), "refused loads changed nothing")
+}
+
+// TestSchedulerSettingsMustBeFinite: NaN, ±Inf and out-of-range settings
+// are argument errors, and a refused scheduler leaves the rate alone.
+func TestSchedulerSettingsMustBeFinite(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, c := range []struct {
+		kind string
+		opts map[string]float64
+		want string
+	}{
+		{"step", map[string]float64{"step_size": 2, "gamma": nan}, "gamma"},
+		{"step", map[string]float64{"step_size": 2, "gamma": inf}, "gamma"},
+		{"step", map[string]float64{"step_size": 0, "gamma": 0.5}, "step_size"},
+		{"cosine", map[string]float64{"t_max": 10, "eta_min": nan}, "eta_min"},
+		{"cosine", map[string]float64{"t_max": 10, "eta_min": inf}, "eta_min"},
+		{"cosine", map[string]float64{"t_max": 10, "eta_min": -1}, "eta_min"},
+		{"cosine", map[string]float64{"t_max": 0}, "t_max"},
+		{"warmup_cosine", map[string]float64{"warmup": 2, "total": 10, "eta_min": nan}, "eta_min"},
+		{"one_cycle", map[string]float64{"max_lr": nan, "total": 10, "pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4}, "max_lr"},
+		{"one_cycle", map[string]float64{"max_lr": inf, "total": 10, "pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4}, "max_lr"},
+		{"one_cycle", map[string]float64{"max_lr": 1, "total": 10, "pct_start": nan, "div_factor": 25, "final_div_factor": 1e4}, "pct_start"},
+		{"one_cycle", map[string]float64{"max_lr": 1, "total": 10, "pct_start": 0.3, "div_factor": inf, "final_div_factor": 1e4}, "div_factor"},
+		{"one_cycle", map[string]float64{"max_lr": 1, "total": 10, "pct_start": 0.3, "div_factor": 25, "final_div_factor": nan}, "final_div_factor"},
+		{"one_cycle", map[string]float64{"max_lr": 1, "total": 10, "pct_start": 0.1, "div_factor": 25, "final_div_factor": 1e4}, "step 0"},
+		{"one_cycle", map[string]float64{"max_lr": 1e300, "total": 10, "pct_start": 0.3, "div_factor": 1, "final_div_factor": 1e4}, "initial_lr"},
+	} {
+		r := rateOf(t, 0.1)
+		_, err := makeScheduler(r, c.kind, c.opts)
+		assert.ErrorIs(t, err, ErrArgument, "%s %v", c.kind, c.opts)
+		assert.ErrorContains(t, err, c.want, "%s %v", c.kind, c.opts)
+		assert.Equal(t, 0.1, r.LR(), "%s: a refused scheduler leaves the rate", c.kind)
+		_, has := r.InitialLR()
+		assert.False(t, has, "%s: and initial_lr", c.kind)
+	}
 }

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -163,7 +165,8 @@ func TestAdamStateDictResumesTraining(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		quadStep(t, e, w, target, a.ZeroGrad, a.Step)
 	}
-	tensors, nums := a.StateDict()
+	tensors, nums, err := a.StateDict()
+	require.NoError(t, err)
 	require.Contains(t, tensors, "state.1.exp_avg")
 	assert.Equal(t, 2.0, nums["step"])
 	saved := map[string]*Tensor{}
@@ -366,7 +369,7 @@ func TestMLPLearnsSpiralAndKeepsTheLoopFlat(t *testing.T) {
 			// nothing else.
 			assert.Equal(t, first.PBufferBytes, after.PBufferBytes, "persistent pool at step %d", i)
 			assert.Equal(t, first.PNBuffers, after.PNBuffers)
-			assert.Equal(t, int64(300*2*4+300*3*4), after.H2DBytes-before.H2DBytes, "h2d bytes of step %d", i)
+			assert.Equal(t, int64(300*2*4+300*4), after.H2DBytes-before.H2DBytes, "h2d bytes of step %d (batch, i32 labels)", i)
 		}
 	}
 	assert.GreaterOrEqual(t, m.accuracy(t, x, labels), 0.98)
@@ -394,3 +397,255 @@ func TestHalfPrecisionWeightsTrainWithF32State(t *testing.T) {
 		assertClose(t, refAdam(w0, tgt, o, 3), values(t, w), tol, dtype.String())
 	}
 }
+
+// refAdamState is refAdam keeping the moments: weights, exp_avg and
+// exp_avg_sq after steps, in float64.
+func refAdamState(w, target []float64, o AdamOptions, steps int) (wOut, m, v []float64) {
+	w = append([]float64(nil), w...)
+	m, v = make([]float64, len(w)), make([]float64, len(w))
+	b1, b2, lr := float64(o.Beta1), float64(o.Beta2), float64(o.LR)
+	for s := 1; s <= steps; s++ {
+		for i := range w {
+			g := 2 * (w[i] - target[i])
+			m[i] = b1*m[i] + (1-b1)*g
+			v[i] = b2*v[i] + (1-b2)*g*g
+			mh, vh := m[i]/(1-math.Pow(b1, float64(s))), v[i]/(1-math.Pow(b2, float64(s)))
+			w[i] -= lr * mh / (math.Sqrt(vh) + float64(o.Eps))
+		}
+	}
+	return w, m, v
+}
+
+// refMomentum is SGD's momentum buffer after steps (torch's rule).
+func refMomentum(w, target []float64, o SGDOptions, steps int) []float64 {
+	buf := make([]float64, len(w))
+	w = append([]float64(nil), w...)
+	for s := 0; s < steps; s++ {
+		for i := range w {
+			g := 2 * (w[i] - target[i])
+			if s == 0 {
+				buf[i] = g
+			} else {
+				buf[i] = float64(o.Momentum)*buf[i] + (1-float64(o.Dampening))*g
+			}
+			w[i] -= float64(o.LR) * buf[i]
+		}
+	}
+	return buf
+}
+
+// queueStep is the standard step without reading anything: forward,
+// backward and the optimizer's step stay queued.
+func queueStep(t *testing.T, e *Engine, w, target *Tensor, zero func(), step func() error) {
+	t.Helper()
+	zero()
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		d, err := e.Sub(w, target)
+		if err == nil {
+			loss, err = sumOf(e)(e.Mul(d, d))
+		}
+		return err
+	}))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	require.NoError(t, step())
+}
+
+// TestStateDictRightAfterStepIsExact: state_dict read right after step()
+// (the update still queued) holds that step's moments and count, equal to
+// a float64 reference after N steps; and it is a snapshot, which later
+// steps do not change.
+func TestStateDictRightAfterStepIsExact(t *testing.T) {
+	o := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}
+	for n := 1; n <= 3; n++ {
+		e := newEngine(t)
+		w := host(t, []int{3}, f32s(w0)...)
+		a, err := NewAdam(e, []*Tensor{w}, o)
+		require.NoError(t, err)
+		target := host(t, []int{3}, f32s(tgt)...)
+		for i := 0; i < n; i++ {
+			queueStep(t, e, w, target, a.ZeroGrad, a.Step)
+		}
+		tensors, nums, err := a.StateDict()
+		require.NoError(t, err)
+		rw, rm, rv := refAdamState(w0, tgt, o, n)
+		assert.Equal(t, float64(n), nums["step"], "step count after %d steps", n)
+		assertClose(t, rm, values(t, tensors["state.1.exp_avg"]), 1e-6, "exp_avg")
+		assertClose(t, rv, values(t, tensors["state.1.exp_avg_sq"]), 1e-6, "exp_avg_sq")
+		assertClose(t, rw, values(t, w), 1e-5, "weights")
+
+		held := values(t, tensors["state.1.exp_avg"])
+		queueStep(t, e, w, target, a.ZeroGrad, a.Step)
+		require.NoError(t, e.Realize())
+		assert.Equal(t, held, values(t, tensors["state.1.exp_avg"]), "a state dict is a snapshot")
+	}
+
+	so := SGDOptions{LR: 0.05, Momentum: 0.9, Dampening: 0.3}
+	for n := 1; n <= 3; n++ {
+		e := newEngine(t)
+		w := host(t, []int{3}, f32s(w0)...)
+		s, err := NewSGD(e, []*Tensor{w}, so)
+		require.NoError(t, err)
+		target := host(t, []int{3}, f32s(tgt)...)
+		for i := 0; i < n; i++ {
+			queueStep(t, e, w, target, s.ZeroGrad, s.Step)
+		}
+		tensors, _, err := s.StateDict()
+		require.NoError(t, err)
+		assertClose(t, refMomentum(w0, tgt, so, n), values(t, tensors["state.1.momentum_buffer"]), 1e-5, "momentum buffer")
+	}
+}
+
+// TestAStepThatNeverRanIsNotCounted: a step whose queued work is dropped
+// (DropPending, a cancelled compute) is not counted and its fresh state is
+// fresh again: the steps after it match a run in which it never happened.
+func TestAStepThatNeverRanIsNotCounted(t *testing.T) {
+	ao := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}
+	so := SGDOptions{LR: 0.05, Momentum: 0.9, Dampening: 0.5}
+	lose := map[string]func(t *testing.T, e *Engine){
+		"drop pending": func(t *testing.T, e *Engine) { e.DropPending() },
+		"cancelled compute": func(t *testing.T, e *Engine) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			e.SetContext(ctx)
+			assert.ErrorIs(t, e.Realize(), context.Canceled)
+			e.SetContext(nil)
+		},
+	}
+	for how, drop := range lose {
+		for _, lostAt := range []int{0, 2} { // the first step (fresh state) or a later one
+			t.Run(fmt.Sprintf("%s at step %d", how, lostAt+1), func(t *testing.T) {
+				e := newEngine(t)
+				wa := host(t, []int{3}, f32s(w0)...)
+				ws := host(t, []int{3}, f32s(w0)...)
+				a, err := NewAdam(e, []*Tensor{wa}, ao)
+				require.NoError(t, err)
+				s, err := NewSGD(e, []*Tensor{ws}, so)
+				require.NoError(t, err)
+				target := host(t, []int{3}, f32s(tgt)...)
+				step := func() { // both steps queued together, nothing read
+					a.ZeroGrad()
+					s.ZeroGrad()
+					var la, ls *Tensor
+					require.NoError(t, e.WithGradTape(func() error {
+						da, err := e.Sub(wa, target)
+						if err == nil {
+							la, err = sumOf(e)(e.Mul(da, da))
+						}
+						if err != nil {
+							return err
+						}
+						ds, err := e.Sub(ws, target)
+						if err == nil {
+							ls, err = sumOf(e)(e.Mul(ds, ds))
+						}
+						return err
+					}))
+					_, err := e.Backward(la)
+					require.NoError(t, err)
+					_, err = e.Backward(ls)
+					require.NoError(t, err)
+					require.NoError(t, a.Step())
+					require.NoError(t, s.Step())
+				}
+				for i := 0; i < lostAt; i++ {
+					step()
+				}
+				step()
+				drop(t, e)
+				_, nums, err := a.StateDict()
+				require.NoError(t, err)
+				assert.Equal(t, float64(lostAt), nums["step"], "the lost step is not counted")
+				assertClose(t, refAdam(w0, tgt, ao, lostAt), values(t, wa), 1e-5, "adam weights untouched")
+				for i := lostAt; i < 3; i++ {
+					step()
+				}
+				require.NoError(t, e.Realize())
+				_, nums, err = a.StateDict()
+				require.NoError(t, err)
+				assert.Equal(t, 3.0, nums["step"])
+				assertClose(t, refAdam(w0, tgt, ao, 3), values(t, wa), 1e-5, "adam as if the lost step never was")
+				assertClose(t, refSGD(w0, tgt, so, 3), values(t, ws), 1e-5, "sgd momentum as if the lost step never was")
+			})
+		}
+	}
+}
+
+// TestAStepWithNoGradientIsNotCounted: as torch, a step with nothing to
+// update changes no state.
+func TestAStepWithNoGradientIsNotCounted(t *testing.T) {
+	e := newEngine(t)
+	w := host(t, []int{3}, f32s(w0)...)
+	a, err := NewAdam(e, []*Tensor{w}, AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8})
+	require.NoError(t, err)
+	require.NoError(t, a.Step())
+	_, nums, err := a.StateDict()
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, nums["step"])
+}
+
+// TestOptimizerSettingsMustBeFinite: NaN and ±Inf (and out-of-range
+// values) in any optimizer setting are argument errors naming it.
+func TestOptimizerSettingsMustBeFinite(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	okSGD := SGDOptions{LR: 0.1, Momentum: 0.9}
+	okAdam := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	sgd := func(f func(*SGDOptions)) SGDOptions { o := okSGD; f(&o); return o }
+	adam := func(f func(*AdamOptions)) AdamOptions { o := okAdam; f(&o); return o }
+	for _, c := range []struct {
+		name string
+		sgd  *SGDOptions
+		adam *AdamOptions
+		want string
+	}{
+		{"sgd lr nan", ptr(sgd(func(o *SGDOptions) { o.LR = nan })), nil, "lr"},
+		{"sgd lr inf", ptr(sgd(func(o *SGDOptions) { o.LR = inf })), nil, "lr"},
+		{"sgd lr negative", ptr(sgd(func(o *SGDOptions) { o.LR = -1 })), nil, "lr"},
+		{"sgd momentum nan", ptr(sgd(func(o *SGDOptions) { o.Momentum = nan })), nil, "momentum"},
+		{"sgd momentum inf", ptr(sgd(func(o *SGDOptions) { o.Momentum = inf })), nil, "momentum"},
+		{"sgd dampening nan", ptr(sgd(func(o *SGDOptions) { o.Dampening = nan })), nil, "dampening"},
+		{"sgd dampening -inf", ptr(sgd(func(o *SGDOptions) { o.Dampening = -inf })), nil, "dampening"},
+		{"sgd weight decay nan", ptr(sgd(func(o *SGDOptions) { o.WeightDecay = nan })), nil, "weight_decay"},
+		{"sgd weight decay inf", ptr(sgd(func(o *SGDOptions) { o.WeightDecay = inf })), nil, "weight_decay"},
+		{"adam lr nan", nil, ptr(adam(func(o *AdamOptions) { o.LR = nan })), "lr"},
+		{"adam lr inf", nil, ptr(adam(func(o *AdamOptions) { o.LR = inf })), "lr"},
+		{"adam beta1 nan", nil, ptr(adam(func(o *AdamOptions) { o.Beta1 = nan })), "beta 1"},
+		{"adam beta2 nan", nil, ptr(adam(func(o *AdamOptions) { o.Beta2 = nan })), "beta 2"},
+		{"adam beta2 1", nil, ptr(adam(func(o *AdamOptions) { o.Beta2 = 1 })), "beta 2"},
+		{"adam eps nan", nil, ptr(adam(func(o *AdamOptions) { o.Eps = nan })), "eps"},
+		{"adam eps inf", nil, ptr(adam(func(o *AdamOptions) { o.Eps = inf })), "eps"},
+		{"adamw weight decay nan", nil, ptr(adam(func(o *AdamOptions) { o.WeightDecay, o.Decoupled = nan, true })), "adamw: weight_decay"},
+		{"adam weight decay inf", nil, ptr(adam(func(o *AdamOptions) { o.WeightDecay = inf })), "weight_decay"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEngine(t)
+			w := host(t, []int{3}, f32s(w0)...)
+			var err error
+			if c.sgd != nil {
+				_, err = NewSGD(e, []*Tensor{w}, *c.sgd)
+			} else {
+				_, err = NewAdam(e, []*Tensor{w}, *c.adam)
+			}
+			assert.ErrorIs(t, err, ErrArgument)
+			assert.ErrorContains(t, err, c.want)
+		})
+	}
+
+	e := newEngine(t)
+	a, err := NewAdam(e, []*Tensor{host(t, []int{3}, f32s(w0)...)}, okAdam)
+	require.NoError(t, err)
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -0.5, 1e300} {
+		err := a.Rate().SetLR(v)
+		assert.ErrorIs(t, err, ErrArgument, "set_lr(%g)", v)
+		assert.ErrorContains(t, err, "set_lr")
+		assert.ErrorIs(t, a.LoadStateDict(nil, map[string]float64{"lr": v}), ErrArgument, "load lr %g", v)
+		assert.ErrorIs(t, a.LoadStateDict(nil, map[string]float64{"initial_lr": v}), ErrArgument, "load initial_lr %g", v)
+	}
+	for _, v := range []float64{math.NaN(), math.Inf(1), -1, 1.5} {
+		assert.ErrorIs(t, a.LoadStateDict(nil, map[string]float64{"step": v}), ErrArgument, "load step %g", v)
+	}
+	assert.Equal(t, float64(float32(0.1)), a.Rate().LR(), "refused settings changed nothing")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,48 +1,72 @@
 package luabind
 
 import (
-	"fmt"
-	"sort"
-	"strconv"
-
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
 )
 
 // Checkpoints are GGUF files written through ggml's gguf API, so other ggml
-// tools can read them. A (possibly nested) table is flattened to dotted
-// names: {["1.weight"]=w} and {["1"]={weight=w}} both save "1.weight", and
-// load returns the flat form that state_dict uses. Numbers and strings are
-// stored as metadata beside the tensors.
+// tools can read them (core/checkpoint.go). tensor.save takes a table,
+// nested as deep as 16, of tensors, numbers, strings and booleans;
+// tensor.load gives back the same nesting: save(p, {model = m:state_dict(),
+// step = 3}) loads as {model = {["1.weight"] = ..., ...}, step = 3}, and a
+// state_dict saved alone loads flat, as model:load_state_dict wants it.
+// Keys are strings or numbers. Two entries of one dotted name ("1.weight"
+// and ["1"].weight) and NUL bytes in names or strings are errors. Numbers
+// come back exactly (every float64, inf and nan included).
 
-// flatten walks tbl into name -> value, refusing anything unsavable.
-func flatten(L *lua.LState, prefix string, tbl *lua.LTable, out map[string]lua.LValue, depth int) {
+// collect walks tbl into checkpoint entries, refusing anything unsavable.
+func collect(L *lua.LState, path []core.PathKey, tbl *lua.LTable, out *[]core.CheckpointEntry, depth int) {
 	if depth > 16 {
 		argError(L, "tensor.save", "tables nested more than 16 deep (a cycle?)")
 	}
+	empty := true
 	tbl.ForEach(func(k, v lua.LValue) {
-		name := k.String()
-		if prefix != "" {
-			name = prefix + "." + name
+		empty = false
+		var key core.PathKey
+		switch x := k.(type) {
+		case lua.LString:
+			key = core.StrKey(string(x))
+		case lua.LNumber:
+			key = core.NumKey(float64(x))
+		default:
+			argError(L, "tensor.save", "a key of type %s (in %s): only string and number keys can be saved", luaTypeName(k), where(path))
 		}
+		p := append(append([]core.PathKey(nil), path...), key)
+		name := core.CheckpointEntry{Path: p}.Name()
 		switch x := v.(type) {
 		case *lua.LTable:
 			if ud, ok := L.GetMetaField(x, "__index").(*lua.LTable); ok && ud != nil {
 				argError(L, "tensor.save", "%s is an object; save its state_dict() instead", name)
 			}
-			flatten(L, name, x, out, depth+1)
-		case *lua.LUserData, lua.LNumber, lua.LString, lua.LBool:
-			if _, isT := v.(*lua.LUserData); isT {
-				if _, ok := x.(*lua.LUserData).Value.(*core.Tensor); !ok {
-					argError(L, "tensor.save", "%s is not a tensor", name)
-				}
+			collect(L, p, x, out, depth+1)
+		case *lua.LUserData:
+			t, ok := x.Value.(*core.Tensor)
+			if !ok {
+				argError(L, "tensor.save", "%s is not a tensor", name)
 			}
-			out[name] = v
+			*out = append(*out, core.CheckpointEntry{Path: p, Tensor: t})
+		case lua.LNumber:
+			*out = append(*out, core.CheckpointEntry{Path: p, Value: float64(x)})
+		case lua.LString:
+			*out = append(*out, core.CheckpointEntry{Path: p, Value: string(x)})
+		case lua.LBool:
+			*out = append(*out, core.CheckpointEntry{Path: p, Value: bool(x)})
 		default:
 			argError(L, "tensor.save", "%s is a %s; only tensors, numbers, strings and booleans can be saved", name, luaTypeName(v))
 		}
 	})
+	if empty && len(path) > 0 {
+		*out = append(*out, core.CheckpointEntry{Path: path, Value: core.EmptyTable{}})
+	}
+}
+
+func where(path []core.PathKey) string {
+	if len(path) == 0 {
+		return "the table saved"
+	}
+	return core.CheckpointEntry{Path: path}.Name()
 }
 
 // save(path, tbl) writes tensors, numbers, strings and booleans to a GGUF file.
@@ -51,60 +75,65 @@ func (env *Env) save(L *lua.LState) int {
 		argError(L, "tensor.save", "writing files is not allowed in a sandboxed runtime")
 	}
 	path := L.CheckString(1)
-	flat := map[string]lua.LValue{}
-	flatten(L, "", L.CheckTable(2), flat, 0)
-	names := make([]string, 0, len(flat))
-	for n := range flat {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-
 	var entries []core.CheckpointEntry
-	meta := map[string]string{}
-	for _, n := range names {
-		switch v := flat[n].(type) {
-		case *lua.LUserData:
-			entries = append(entries, core.CheckpointEntry{Name: n, Tensor: v.Value.(*core.Tensor)})
-		case lua.LNumber:
-			meta[n] = "n:" + strconv.FormatFloat(float64(v), 'g', -1, 64)
-		case lua.LBool:
-			meta[n] = "b:" + strconv.FormatBool(bool(v))
-		default:
-			meta[n] = "s:" + v.String()
-		}
-	}
-	raise(L, core.SaveCheckpoint(path, entries, meta))
+	collect(L, nil, L.CheckTable(2), &entries, 0)
+	raise(L, core.SaveCheckpoint(path, entries))
 	return 0
 }
 
-// load(path) reads a checkpoint back as a flat table.
+// load(path) reads a checkpoint back, nested as it was saved.
 func (env *Env) load(L *lua.LState) int {
 	if env.Sandbox {
 		argError(L, "tensor.load", "reading files is not allowed in a sandboxed runtime")
 	}
-	entries, meta, err := core.LoadCheckpoint(L.CheckString(1))
+	file := L.CheckString(1)
+	entries, err := core.LoadCheckpoint(file)
 	raise(L, err)
-	out := L.NewTable()
+	root := L.NewTable()
 	for _, e := range entries {
-		out.RawSetString(e.Name, env.push(L, e.Tensor))
-	}
-	for k, v := range meta {
-		if len(v) < 2 {
-			continue
-		}
-		switch v[:2] {
-		case "n:":
-			f, err := strconv.ParseFloat(v[2:], 64)
-			if err != nil {
-				raise(L, fmt.Errorf("tensor.load: bad number for %s", k))
+		tbl := root
+		for i, k := range e.Path {
+			key := luaKey(k)
+			if i == len(e.Path)-1 {
+				if tbl.RawGet(key) != lua.LNil {
+					argError(L, "tensor.load", "%s: %s appears twice", file, e.Name())
+				}
+				tbl.RawSet(key, env.entryValue(L, e))
+				break
 			}
-			out.RawSetString(k, lua.LNumber(f))
-		case "b:":
-			out.RawSetString(k, lua.LBool(v[2:] == "true"))
-		default:
-			out.RawSetString(k, lua.LString(v[2:]))
+			next, ok := tbl.RawGet(key).(*lua.LTable)
+			if !ok {
+				if tbl.RawGet(key) != lua.LNil {
+					argError(L, "tensor.load", "%s: %s is both a value and a table", file, e.Name())
+				}
+				next = L.NewTable()
+				tbl.RawSet(key, next)
+			}
+			tbl = next
 		}
 	}
-	L.Push(out)
+	L.Push(root)
 	return 1
+}
+
+func luaKey(k core.PathKey) lua.LValue {
+	if k.IsNum {
+		return lua.LNumber(k.Num)
+	}
+	return lua.LString(k.Str)
+}
+
+func (env *Env) entryValue(L *lua.LState, e core.CheckpointEntry) lua.LValue {
+	if e.Tensor != nil {
+		return env.push(L, e.Tensor)
+	}
+	switch v := e.Value.(type) {
+	case float64:
+		return lua.LNumber(v)
+	case bool:
+		return lua.LBool(v)
+	case string:
+		return lua.LString(v)
+	}
+	return L.NewTable() // core.EmptyTable
 }

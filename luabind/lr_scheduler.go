@@ -1,13 +1,43 @@
 package luabind
 
 import (
+	"math"
+
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
 )
 
 // optim.lr_scheduler (core/lr_scheduler.go): each takes an optimizer and an
-// options table and returns a scheduler with step() and get_lr().
+// options table and returns a scheduler, as torch.optim.lr_scheduler does:
+//
+//	step(opt, {step_size=, gamma=0.1})                      StepLR
+//	cosine(opt, {t_max=, eta_min=0})                        CosineAnnealingLR (past t_max it
+//	                                                        rises again: period 2*t_max)
+//	one_cycle(opt, {max_lr=, total=, pct_start=0.3,         OneCycleLR (cosine, no momentum
+//	          div_factor=25, final_div_factor=1e4})         cycling); stepping past total is an error
+//	warmup_cosine(opt, {warmup=, total=, eta_min=0})        linear warm-up, then cosine to eta_min
+//
+// A scheduler has step(), get_lr() (the optimizer's rate), last_epoch()
+// (the number of step() calls), state_dict() and load_state_dict(sd).
+//
+// The schedule starts from the optimizer's initial_lr (torch's), which the
+// first scheduler made on an optimizer sets from its rate (one_cycle sets it
+// to max_lr/div_factor) and opt:state_dict() keeps. To resume training, save
+// the optimizer's and the scheduler's state and restore both:
+//
+//	tensor.save(path, {model = model:state_dict(), opt = opt:state_dict(),
+//	                   sched = sched:state_dict(), epoch = epoch})
+//	-- later, in a fresh run:
+//	local ck = tensor.load(path)
+//	model:load_state_dict(ck.model)
+//	local opt = optim.adam(model:parameters(), {lr = 1e-3})
+//	opt:load_state_dict(ck.opt)         -- moments, step count, lr, initial_lr
+//	local sched = optim.lr_scheduler.cosine(opt, {t_max = 1000})
+//	sched:load_state_dict(ck.sched)     -- last_epoch: carries on where it stopped
+//
+// The scheduler's state must come from one of the same kind and settings
+// (torch would take the saved settings silently; gglua refuses).
 
 func (env *Env) schedulerFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
@@ -18,23 +48,38 @@ func (env *Env) schedulerFunctions() map[string]lua.LGFunction {
 	}
 }
 
-type makeScheduler func(lr *float32, r *optReader) (*core.Scheduler, error)
+// makeScheduler reads the options and returns the constructor to call once
+// every option was checked (a refused scheduler leaves the rate alone).
+type makeScheduler func(o *optReader) func(r *core.Rate) (*core.Scheduler, error)
 
-func stepLR(lr *float32, r *optReader) (*core.Scheduler, error) {
-	return core.StepLR(lr, int(r.required("step_size")), r.number("gamma", 0.1))
+// countOpt reads a required whole-number option (a size or a number of steps).
+func countOpt(o *optReader, key string) int {
+	v := o.required(key)
+	if v != math.Trunc(v) || math.Abs(v) > 1<<40 { // NaN and ±Inf fail too
+		argError(o.L, o.fn, "option %s must be an integer, got %g", key, v)
+	}
+	return int(v)
 }
 
-func cosineLR(lr *float32, r *optReader) (*core.Scheduler, error) {
-	return core.CosineLR(lr, int(r.required("t_max")), r.number("eta_min", 0))
+func stepLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+	size, gamma := countOpt(o, "step_size"), o.number("gamma", 0.1)
+	return func(r *core.Rate) (*core.Scheduler, error) { return core.StepLR(r, size, gamma) }
 }
 
-func warmupCosineLR(lr *float32, r *optReader) (*core.Scheduler, error) {
-	return core.WarmupCosineLR(lr, int(r.required("warmup")), int(r.required("total")), r.number("eta_min", 0))
+func cosineLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+	tMax, etaMin := countOpt(o, "t_max"), o.number("eta_min", 0)
+	return func(r *core.Rate) (*core.Scheduler, error) { return core.CosineLR(r, tMax, etaMin) }
 }
 
-func oneCycleLR(lr *float32, r *optReader) (*core.Scheduler, error) {
-	return core.OneCycleLR(lr, r.required("max_lr"), int(r.required("total")), r.number("pct_start", 0.3),
-		r.number("div_factor", 25), r.number("final_div_factor", 1e4))
+func warmupCosineLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+	warmup, total, etaMin := countOpt(o, "warmup"), countOpt(o, "total"), o.number("eta_min", 0)
+	return func(r *core.Rate) (*core.Scheduler, error) { return core.WarmupCosineLR(r, warmup, total, etaMin) }
+}
+
+func oneCycleLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+	maxLR, total := o.required("max_lr"), countOpt(o, "total")
+	pct, div, final := o.number("pct_start", 0.3), o.number("div_factor", 25), o.number("final_div_factor", 1e4)
+	return func(r *core.Rate) (*core.Scheduler, error) { return core.OneCycleLR(r, maxLR, total, pct, div, final) }
 }
 
 func (env *Env) scheduler(name string, make makeScheduler) lua.LGFunction {
@@ -42,21 +87,58 @@ func (env *Env) scheduler(name string, make makeScheduler) lua.LGFunction {
 		fn := "optim.lr_scheduler." + name
 		o := env.checkOptimizer(L, fn, 1)
 		r := readOpts(L, fn, 2)
-		old := *o.lr // a scheduler sets the rate when made: a refused one must not
-		s, err := make(o.lr, r)
-		if err == nil {
-			err = r.unknown()
-		}
-		if err != nil {
-			*o.lr = old
-		}
+		build := make(r)
+		r.done()
+		s, err := build(o.o.Rate())
 		raise(L, err)
 		tbl := L.NewTable()
-		L.SetFuncs(tbl, map[string]lua.LGFunction{
-			"get_lr": func(L *lua.LState) int { L.Push(lua.LNumber(s.LR())); return 1 },
-			"step":   func(L *lua.LState) int { s.Step(); return 0 },
-		})
+		L.SetFuncs(tbl, functions("scheduler:", map[string]lua.LGFunction{
+			"get_lr":          func(L *lua.LState) int { L.Push(lua.LNumber(s.LR())); return 1 },
+			"last_epoch":      func(L *lua.LState) int { L.Push(lua.LNumber(s.LastEpoch())); return 1 },
+			"load_state_dict": func(L *lua.LState) int { return schedulerLoad(L, s) },
+			"state_dict":      func(L *lua.LState) int { return schedulerState(L, s) },
+			"step":            func(L *lua.LState) int { raise(L, s.Step()); return 0 },
+		}))
 		L.Push(tbl)
 		return 1
 	}
+}
+
+func schedulerState(L *lua.LState, s *core.Scheduler) int {
+	kind, nums := s.StateDict()
+	out := L.NewTable()
+	out.RawSetString("kind", lua.LString(kind))
+	for k, v := range nums {
+		out.RawSetString(k, lua.LNumber(v))
+	}
+	L.Push(out)
+	return 1
+}
+
+func schedulerLoad(L *lua.LState, s *core.Scheduler) int {
+	const fn = "scheduler:load_state_dict"
+	tbl, ok := L.Get(2).(*lua.LTable)
+	if !ok {
+		argError(L, fn, "expected a table (a scheduler's state_dict()), got %s", luaTypeName(L.Get(2)))
+	}
+	kind := ""
+	nums := map[string]float64{}
+	tbl.ForEach(func(k, v lua.LValue) {
+		key, isStr := k.(lua.LString)
+		switch x := v.(type) {
+		case lua.LString:
+			if isStr && key == "kind" {
+				kind = string(x)
+				return
+			}
+		case lua.LNumber:
+			if isStr {
+				nums[string(key)] = float64(x)
+				return
+			}
+		}
+		argError(L, fn, "unexpected entry %s = %s", k.String(), luaTypeName(v))
+	})
+	raise(L, s.LoadStateDict(kind, nums))
+	return 0
 }

@@ -20,8 +20,8 @@ func (env *Env) optimFunctions() map[string]lua.LGFunction {
 }
 
 func openOptim(L *lua.LState, env *Env) {
-	lib := L.SetFuncs(L.NewTable(), env.optimFunctions())
-	L.SetField(lib, "lr_scheduler", L.SetFuncs(L.NewTable(), env.schedulerFunctions()))
+	lib := L.SetFuncs(L.NewTable(), functions("optim.", env.optimFunctions()))
+	L.SetField(lib, "lr_scheduler", L.SetFuncs(L.NewTable(), functions("optim.lr_scheduler.", env.schedulerFunctions())))
 	L.SetGlobal("optim", lib)
 }
 
@@ -29,8 +29,9 @@ func openOptim(L *lua.LState, env *Env) {
 func (env *Env) sgd(L *lua.LState) int {
 	ps := paramsArg(L, "optim.sgd")
 	r := readOpts(L, "optim.sgd", 2)
+	lr := r.number("lr", 0.01)
 	o := core.SGDOptions{
-		LR:          float32(r.number("lr", 0.01)),
+		LR:          float32(lr),
 		Momentum:    float32(r.number("momentum", 0)),
 		Dampening:   float32(r.number("dampening", 0)),
 		WeightDecay: float32(r.number("weight_decay", 0)),
@@ -39,7 +40,8 @@ func (env *Env) sgd(L *lua.LState) int {
 	r.done()
 	opt, err := core.NewSGD(env.Engine, ps, o)
 	raise(L, err)
-	return env.pushOptimizer(L, opt, &opt.Opts.LR)
+	raise(L, opt.Rate().SetLR(lr)) // the rate as given, in float64, for the schedulers
+	return env.pushOptimizer(L, opt)
 }
 
 // adam and adamw(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=}).
@@ -48,8 +50,9 @@ func (env *Env) adam(name string, decoupled bool, wd float64) lua.LGFunction {
 		ps := paramsArg(L, name)
 		r := readOpts(L, name, 2)
 		b1, b2 := r.pair("betas", 0.9, 0.999)
+		lr := r.number("lr", 1e-3)
 		o := core.AdamOptions{
-			LR:          float32(r.number("lr", 1e-3)),
+			LR:          float32(lr),
 			Beta1:       float32(b1),
 			Beta2:       float32(b2),
 			Eps:         float32(r.number("eps", 1e-8)),
@@ -59,7 +62,8 @@ func (env *Env) adam(name string, decoupled bool, wd float64) lua.LGFunction {
 		r.done()
 		opt, err := core.NewAdam(env.Engine, ps, o)
 		raise(L, err)
-		return env.pushOptimizer(L, opt, &opt.Opts.LR)
+		raise(L, opt.Rate().SetLR(lr))
+		return env.pushOptimizer(L, opt)
 	}
 }
 
@@ -78,25 +82,25 @@ type stepper interface {
 	Step() error
 	ZeroGrad()
 	Params() []*core.Tensor
-	StateDict() (map[string]*core.Tensor, map[string]float64)
+	StateDict() (map[string]*core.Tensor, map[string]float64, error)
 	LoadStateDict(map[string]*core.Tensor, map[string]float64) error
+	Rate() *core.Rate
 }
 
 // optimizer is what a Lua optimizer table stands for.
 type optimizer struct {
-	o  stepper
-	lr *float32
+	o stepper
 }
 
 // pushOptimizer pushes the Lua face of o: a table of methods.
-func (env *Env) pushOptimizer(L *lua.LState, o stepper, lr *float32) int {
+func (env *Env) pushOptimizer(L *lua.LState, o stepper) int {
 	tbl := L.NewTable()
 	if env.optims == nil {
 		env.optims = map[*lua.LTable]optimizer{}
 	}
-	opt := optimizer{o: o, lr: lr}
+	opt := optimizer{o: o}
 	env.optims[tbl] = opt
-	L.SetFuncs(tbl, map[string]lua.LGFunction{
+	L.SetFuncs(tbl, functions("optimizer:", map[string]lua.LGFunction{
 		"get_lr":          opt.getLR,
 		"load_state_dict": opt.loadStateDict,
 		"parameters":      env.optimParameters(o),
@@ -104,21 +108,17 @@ func (env *Env) pushOptimizer(L *lua.LState, o stepper, lr *float32) int {
 		"state_dict":      env.optimStateDict(o),
 		"step":            opt.step,
 		"zero_grad":       opt.zeroGrad,
-	})
+	}))
 	L.Push(tbl)
 	return 1
 }
 
 func (o optimizer) step(L *lua.LState) int     { raise(L, o.o.Step()); return 0 }
 func (o optimizer) zeroGrad(L *lua.LState) int { o.o.ZeroGrad(); return 0 }
-func (o optimizer) getLR(L *lua.LState) int    { L.Push(lua.LNumber(*o.lr)); return 1 }
+func (o optimizer) getLR(L *lua.LState) int    { L.Push(lua.LNumber(o.o.Rate().LR())); return 1 }
 
 func (o optimizer) setLR(L *lua.LState) int {
-	v := L.CheckNumber(2)
-	if v < 0 {
-		argError(L, "set_lr", "learning rate must be >= 0, got %g", float64(v))
-	}
-	*o.lr = float32(v)
+	raise(L, o.o.Rate().SetLR(float64(L.CheckNumber(2))))
 	return 0
 }
 
@@ -139,9 +139,13 @@ func (o optimizer) loadStateDict(L *lua.LState) int {
 	return 0
 }
 
+// optimStateDict is opt:state_dict(): torch's names ("state.1.exp_avg",
+// step, lr, initial_lr), taken after any queued step has run, as host
+// copies that later steps leave alone (torch hands out the live state).
 func (env *Env) optimStateDict(o stepper) lua.LGFunction {
 	return func(L *lua.LState) int {
-		tensors, nums := o.StateDict()
+		tensors, nums, err := o.StateDict()
+		raise(L, err)
 		out := L.NewTable()
 		for k, t := range tensors {
 			out.RawSetString(k, env.push(L, t))

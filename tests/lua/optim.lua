@@ -45,3 +45,99 @@ assert(math.abs(norm:item() - 5) < 1e-5)
 assert(math.abs(w.grad:totable()[2] - 0.8) < 1e-5)
 o:step()
 assert(math.abs(w:totable()[1] + 0.6) < 1e-5)
+
+-- state_dict right after step() (nothing read since) holds that step's
+-- moments and count, and is a snapshot.
+do
+  local p = tensor.param(tensor{3, -1})
+  local opt = optim.adam({p}, {lr = 0.1})
+  quad_step(p, opt)
+  opt:zero_grad()
+  backward(with_grad_tape(function() return ((p - 1) ^ 2):sum() end))
+  opt:step()
+  local sd = opt:state_dict()
+  local m = sd["state.1.exp_avg"]:totable()
+  p:totable() -- computes anything still queued
+  local again = opt:state_dict()
+  assert(sd.step == 2 and again.step == 2, "two steps counted")
+  local m2 = again["state.1.exp_avg"]:totable()
+  assert(m[1] == m2[1] and m[2] == m2[2], "the moments of step 2, read right after it")
+  quad_step(p, opt)
+  local m3 = sd["state.1.exp_avg"]:totable()
+  assert(m3[1] == m[1], "a state dict does not change with later steps")
+  assert(opt:get_lr() == 0.1, "the rate as given")
+end
+
+-- NaN and inf settings are errors, not silent.
+do
+  local nan, inf = 0 / 0, 1 / 0
+  local q = tensor.param(tensor{1, 2})
+  for _, case in ipairs{
+    {optim.sgd, {lr = nan}, "lr"}, {optim.sgd, {lr = inf}, "lr"}, {optim.sgd, {momentum = nan}, "momentum"},
+    {optim.sgd, {dampening = inf}, "dampening"}, {optim.sgd, {weight_decay = nan}, "weight_decay"},
+    {optim.adam, {lr = nan}, "lr"}, {optim.adam, {betas = {nan, 0.999}}, "beta 1"},
+    {optim.adam, {betas = {0.9, inf}}, "beta 2"}, {optim.adamw, {eps = nan}, "eps"},
+    {optim.adamw, {weight_decay = inf}, "weight_decay"},
+  } do
+    local ok, err = pcall(case[1], {q}, case[2])
+    assert(not ok and err:find(case[3], 1, true), tostring(err))
+  end
+  local o = optim.sgd({q}, {lr = 0.1})
+  for _, v in ipairs{nan, inf, -1} do
+    local ok, err = pcall(o.set_lr, o, v)
+    assert(not ok and err:find("set_lr"), tostring(err))
+  end
+  assert(o:get_lr() == 0.1)
+  local ok, err = pcall(optim.clip_grad_norm, {q}, nan)
+  assert(not ok and err:find("max_norm"), tostring(err))
+  ok, err = pcall(optim.clip_grad_value, {q}, nan)
+  assert(not ok and err:find("clip_value"), tostring(err))
+  for _, case in ipairs{
+    {"step", {step_size = 2, gamma = nan}, "gamma"}, {"step", {step_size = 2.5}, "step_size must be an integer"},
+    {"cosine", {t_max = nan}, "t_max must be an integer"}, {"cosine", {t_max = 10, eta_min = inf}, "eta_min"},
+    {"one_cycle", {max_lr = nan, total = 10}, "max_lr"}, {"one_cycle", {max_lr = 1, total = 10, pct_start = nan}, "pct_start"},
+    {"warmup_cosine", {warmup = 1, total = inf}, "total must be an integer"},
+  } do
+    ok, err = pcall(optim.lr_scheduler[case[1]], o, case[2])
+    assert(not ok and err:find(case[3], 1, true), tostring(err))
+  end
+  assert(o:get_lr() == 0.1, "refused schedulers leave the rate")
+end
+
+-- Schedulers as torch's: cosine past t_max rises again; one_cycle refuses
+-- to step past its total; state_dict/load_state_dict resume a schedule.
+do
+  local q = tensor.param(tensor{1})
+  local o = optim.sgd({q}, {lr = 1})
+  local c = optim.lr_scheduler.cosine(o, {t_max = 2})
+  c:step(); c:step()
+  assert(math.abs(o:get_lr()) < 1e-12)
+  c:step()
+  assert(math.abs(o:get_lr() - 0.5) < 1e-12, "past t_max the cosine goes on: " .. o:get_lr())
+  c:step()
+  assert(math.abs(o:get_lr() - 1) < 1e-12)
+
+  local o2 = optim.sgd({q}, {lr = 1})
+  local oc = optim.lr_scheduler.one_cycle(o2, {max_lr = 1, total = 4})
+  for _ = 1, 4 do oc:step() end
+  local ok, err = pcall(oc.step, oc)
+  assert(not ok and err:find("Tried to step 6 times. The specified number of total steps is 4", 1, true), tostring(err))
+
+  local o3 = optim.sgd({q}, {lr = 0.2})
+  local s3 = optim.lr_scheduler.step(o3, {step_size = 2, gamma = 0.5})
+  for _ = 1, 3 do s3:step() end
+  local osd, ssd = o3:state_dict(), s3:state_dict()
+  assert(osd.initial_lr == 0.2 and ssd.kind == "step" and ssd.last_epoch == 3)
+  s3:step()
+  local want = o3:get_lr()
+
+  local o4 = optim.sgd({q}, {lr = 0.2})
+  o4:load_state_dict(osd)
+  local s4 = optim.lr_scheduler.step(o4, {step_size = 2, gamma = 0.5})
+  s4:load_state_dict(ssd)
+  assert(s4:last_epoch() == 3)
+  s4:step()
+  assert(o4:get_lr() == want, "resumed: " .. o4:get_lr() .. " vs " .. want)
+  ok, err = pcall(s4.load_state_dict, s4, c:state_dict())
+  assert(not ok and err:find("cosine"), tostring(err))
+end

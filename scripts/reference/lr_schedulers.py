@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Reference learning rates from PyTorch's schedulers, for core/lr_scheduler_test.go.
+
+Run by hand where PyTorch is installed (Debian: apt-get install python3-torch,
+then /usr/bin/python3 scripts/reference/lr_schedulers.py); it rewrites
+core/testdata/lr_schedulers.json. CI never runs PyTorch: the Go tests read
+the file.
+
+Each case records the optimizer's rate after the scheduler is made (index 0)
+and after each scheduler.step(), in float64, exactly as torch produces them
+by calling step() repeatedly (the chainable, recursive forms of StepLR and
+CosineAnnealingLR; OneCycleLR's closed form). A case that steps past what
+torch allows records the error message and the call that raised it.
+"""
+import json
+import os
+import sys
+
+import torch
+
+CASES = [
+    # name, scheduler kind, optimizer lr, gglua options, torch constructor, steps
+    ("step_2_0.5", "step", 0.1, {"step_size": 2, "gamma": 0.5},
+     lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5), 12),
+    ("step_3_0.1", "step", 0.3, {"step_size": 3, "gamma": 0.1},
+     lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.1), 14),
+    ("cosine_4", "cosine", 1.0, {"t_max": 4, "eta_min": 0},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=4, eta_min=0), 20),
+    ("cosine_10_min", "cosine", 0.1, {"t_max": 10, "eta_min": 0.001},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=10, eta_min=0.001), 45),
+    ("cosine_1", "cosine", 0.5, {"t_max": 1, "eta_min": 0.1},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=1, eta_min=0.1), 6),
+    ("one_cycle_10", "one_cycle", 0.123, {"max_lr": 1, "total": 10, "pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4},
+     lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1, total_steps=10, pct_start=0.3, div_factor=25,
+                                                   final_div_factor=1e4, cycle_momentum=False), 13),
+    ("one_cycle_100", "one_cycle", 0.5, {"max_lr": 0.01, "total": 100, "pct_start": 0.25, "div_factor": 10, "final_div_factor": 100},
+     lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.01, total_steps=100, pct_start=0.25, div_factor=10,
+                                                   final_div_factor=100, cycle_momentum=False), 102),
+    ("one_cycle_early_peak", "one_cycle", 0.5, {"max_lr": 2, "total": 10, "pct_start": 0.05, "div_factor": 25, "final_div_factor": 1e4},
+     lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=2, total_steps=10, pct_start=0.05, div_factor=25,
+                                                   final_div_factor=1e4, cycle_momentum=False), 11),
+]
+
+
+def run(lr, make, steps):
+    p = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+    opt = torch.optim.SGD([p], lr=lr)
+    sched = make(opt)
+    lrs = [opt.param_groups[0]["lr"]]
+    for i in range(steps):
+        opt.step()  # keeps torch from warning that step() came first
+        try:
+            sched.step()
+        except ValueError as e:
+            return lrs, {"call": i + 1, "message": str(e)}
+        lrs.append(opt.param_groups[0]["lr"])
+    return lrs, None
+
+
+def main():
+    out = {"torch": torch.__version__, "cases": []}
+    for name, kind, lr, opts, make, steps in CASES:
+        lrs, err = run(lr, make, steps)
+        case = {"name": name, "kind": kind, "lr": lr, "opts": opts, "lrs": lrs}
+        if err:
+            case["error"] = err
+        out["cases"].append(case)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "core", "testdata", "lr_schedulers.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print("wrote", path, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
