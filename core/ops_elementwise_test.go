@@ -1,8 +1,14 @@
 package core
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
+	"os"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func elementwiseGradCases(t *testing.T) []gradCase {
@@ -70,10 +76,48 @@ func elementwiseGradCases(t *testing.T) []gradCase {
 		{"silu", []*Tensor{x(0.5, -1.5, 2)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Silu(in[0])) },
 			0.5*sig(0.5) - 1.5*sig(-1.5) + 2*sig(2), [][]float64{mapf(xs, func(a float64) float64 { return sig(a) * (1 + a*(1-sig(a))) })}},
+		{"gelu exact", []*Tensor{x(0.5, -1.5, 2)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Gelu(in[0], "none")) },
+			geluErfRef(0.5) + geluErfRef(-1.5) + geluErfRef(2), [][]float64{mapf(xs, func(a float64) float64 {
+				return 0.5*(1+math.Erf(a/math.Sqrt2)) + a*math.Exp(-a*a/2)/math.Sqrt(2*math.Pi)
+			})}},
+		{"pow 17 of negatives", []*Tensor{x(-1.1, 0.9, -1.05)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Pow(in[0], 17)) },
+			math.Pow(-1.1, 17) + math.Pow(0.9, 17) + math.Pow(-1.05, 17),
+			[][]float64{mapf([]float64{-1.1, 0.9, -1.05}, func(a float64) float64 { return 17 * math.Pow(a, 16) })}},
+		{"pow 0.3", []*Tensor{x(0.25, 1, 4)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Pow(in[0], 0.3)) },
+			math.Pow(0.25, 0.3) + 1 + math.Pow(4, 0.3),
+			[][]float64{mapf([]float64{0.25, 1, 4}, func(a float64) float64 { return 0.3 * math.Pow(a, -0.7) })}},
+		{"pow tensor^tensor", []*Tensor{x(0.5, 1.5, 2), x(2, -1, 0.5)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.PowTensor(in[0], in[1])) },
+			0.25 + 1/1.5 + math.Sqrt(2), [][]float64{{2 * 0.5, -1 / (1.5 * 1.5), 0.5 / math.Sqrt(2)},
+				{0.25 * math.Log(0.5), math.Log(1.5) / 1.5, math.Sqrt(2) * math.Log(2)}}},
+		{"pow tensor^tensor broadcast", []*Tensor{m23(0.5, 1, 2, 3, 0.75, 1.25), x(2, -0.5, 1.5)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.PowTensor(in[0], in[1])) },
+			powSum([]float64{0.5, 1, 2, 3, 0.75, 1.25}, []float64{2, -0.5, 1.5}),
+			[][]float64{refGrad(func(v []float64) float64 { return powSum(v, []float64{2, -0.5, 1.5}) }, []float64{0.5, 1, 2, 3, 0.75, 1.25}),
+				refGrad(func(v []float64) float64 { return powSum([]float64{0.5, 1, 2, 3, 0.75, 1.25}, v) }, []float64{2, -0.5, 1.5})}},
+		{"pow number^tensor", []*Tensor{x(0.5, -1, 2)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Arith(OpPow, Operand{N: 2.5}, Operand{T: in[0]}))
+			},
+			math.Pow(2.5, 0.5) + 1/2.5 + 6.25, [][]float64{mapf([]float64{0.5, -1, 2}, func(a float64) float64 { return math.Pow(2.5, a) * math.Log(2.5) })}},
 		{"gelu", []*Tensor{x(0.5, -1.5, 2)},
-			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Gelu(in[0])) },
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Gelu(in[0], "tanh")) },
 			geluRef(0.5) + geluRef(-1.5) + geluRef(2), [][]float64{geluGrad}},
 	}
+}
+
+func geluErfRef(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }
+
+// powSum is the sum of x[i]^y[i mod len(y)] (y broadcast along rows of x).
+func powSum(x, y []float64) float64 {
+	s := 0.0
+	for i, a := range x {
+		s += math.Pow(a, y[i%len(y)])
+	}
+	return s
 }
 
 func geluRef(x float64) float64 {
@@ -82,7 +126,220 @@ func geluRef(x float64) float64 {
 
 func TestElementwiseGradients(t *testing.T) {
 	runGradCases(t, elementwiseGradCases(t), gradChecks{
-		loose: []string{"gelu"},
+		loose: []string{"gelu", "gelu exact"},
 		kinks: []string{"abs", "clamp", "relu"},
 	})
+}
+
+// ---- PyTorch's numbers: testdata/torch_numerics.json ----
+//
+// Written by scripts/reference/numerics.py (run by hand where PyTorch is
+// installed): each case is an op with its arguments and float32 inputs,
+// PyTorch's output, a fixed cotangent and the gradients of
+// sum(output * cotangent). The op families' tests (TestElementwiseMatchesTorch,
+// TestNNMatchesTorch, TestLossesMatchTorch) run the cases of their ops.
+
+// torchNum is a number of the reference file, where NaN and the
+// infinities are the strings "nan", "inf" and "-inf".
+type torchNum float64
+
+func (f *torchNum) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"nan"`:
+		*f = torchNum(math.NaN())
+	case `"inf"`:
+		*f = torchNum(math.Inf(1))
+	case `"-inf"`:
+		*f = torchNum(math.Inf(-1))
+	default:
+		var v float64
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*f = torchNum(v)
+	}
+	return nil
+}
+
+type torchTensor struct {
+	Shape  []int      `json:"shape"`
+	Values []torchNum `json:"values"`
+}
+
+func (tt torchTensor) host(t *testing.T) *Tensor {
+	shape := tt.Shape
+	if len(shape) == 0 {
+		shape = []int{1}
+	}
+	v := make([]float32, len(tt.Values))
+	for i, x := range tt.Values {
+		v[i] = float32(x)
+	}
+	return host(t, shape, v...)
+}
+
+type torchCase struct {
+	Name      string                     `json:"name"`
+	Op        string                     `json:"op"`
+	Args      map[string]json.RawMessage `json:"args"`
+	Inputs    []torchTensor              `json:"inputs"`
+	Output    torchTensor                `json:"output"`
+	Cotangent torchTensor                `json:"cotangent"`
+	Grads     []*torchTensor             `json:"grads"`
+}
+
+// num is the number argument key (nan and inf as strings).
+func (c torchCase) num(t *testing.T, key string) float64 {
+	var v torchNum
+	require.NoError(t, json.Unmarshal(c.Args[key], &v), "%s: argument %s", c.Name, key)
+	return float64(v)
+}
+
+// arg decodes argument key into v; it reports whether the argument is
+// present and not null.
+func (c torchCase) arg(t *testing.T, key string, v any) bool {
+	raw, ok := c.Args[key]
+	if !ok || string(raw) == "null" {
+		return false
+	}
+	require.NoError(t, json.Unmarshal(raw, v), "%s: argument %s", c.Name, key)
+	return true
+}
+
+func loadTorchCases(t *testing.T) []torchCase {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/torch_numerics.json")
+	require.NoError(t, err)
+	var ref struct {
+		Cases []torchCase `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &ref))
+	require.NotEmpty(t, ref.Cases)
+	return ref.Cases
+}
+
+// torchOp computes a case's output from its inputs (the tensors of
+// c.Inputs, those with a gradient in c.Grads requiring grad).
+type torchOp func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error)
+
+// assertTorchClose compares with PyTorch element by element: NaN and the
+// infinities exactly (by position), the rest to 1e-5 relative (1e-6
+// absolute near 0).
+func assertTorchClose(t *testing.T, want []torchNum, got []float32, msg string) {
+	t.Helper()
+	require.Len(t, got, len(want), msg)
+	for i, w := range want {
+		wf, g := float64(w), float64(got[i])
+		switch {
+		case math.IsNaN(wf):
+			assert.True(t, math.IsNaN(g), "%s: element %d is %g, PyTorch NaN", msg, i+1, g)
+		case math.IsInf(wf, 0):
+			assert.Equal(t, wf, g, "%s: element %d", msg, i+1)
+		default:
+			assert.InDelta(t, wf, g, 1e-6+1e-5*math.Abs(wf), "%s: element %d", msg, i+1)
+		}
+	}
+}
+
+// runTorchCases runs the reference cases of the given ops: forward, then
+// backward of sum(output * cotangent), compared with PyTorch's values.
+func runTorchCases(t *testing.T, ops map[string]torchOp) {
+	e := newEngine(t)
+	n := 0
+	for _, c := range loadTorchCases(t) {
+		f, ok := ops[c.Op]
+		if !ok {
+			continue
+		}
+		n++
+		t.Run(c.Name, func(t *testing.T) {
+			require.Len(t, c.Grads, len(c.Inputs))
+			in := make([]*Tensor, len(c.Inputs))
+			for i, x := range c.Inputs {
+				in[i] = x.host(t)
+				require.NoError(t, in[i].SetRequiresGrad(c.Grads[i] != nil))
+			}
+			var out *Tensor
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				if out, err = f(t, e, c, in); err != nil {
+					return err
+				}
+				prod, err := e.Mul(out, c.Cotangent.host(t))
+				if err != nil {
+					return err
+				}
+				loss, err = e.Sum(prod)
+				return err
+			}))
+			assertTorchClose(t, c.Output.Values, values(t, out), "output")
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			for i, g := range c.Grads {
+				if g == nil {
+					continue
+				}
+				require.NotNil(t, in[i].Grad(), "input %d has no gradient", i+1)
+				assertTorchClose(t, g.Values, values(t, in[i].Grad()), fmt.Sprintf("gradient of input %d", i+1))
+			}
+		})
+	}
+	require.Positive(t, n, "no reference case for these ops")
+}
+
+// TestTorchCasesAreAllRun: every op of the reference file belongs to one
+// family's test.
+func TestTorchCasesAreAllRun(t *testing.T) {
+	known := map[string]bool{}
+	for _, ops := range []map[string]torchOp{elementwiseTorchOps, nnTorchOps, lossTorchOps} {
+		for op := range ops {
+			known[op] = true
+		}
+	}
+	for _, c := range loadTorchCases(t) {
+		assert.True(t, known[c.Op], "case %q: op %q is run by no test", c.Name, c.Op)
+	}
+}
+
+var elementwiseTorchOps = map[string]torchOp{
+	"pow_scalar": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.Pow(in[0], c.num(t, "exponent"))
+	},
+	"rpow": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.Arith(OpPow, Operand{N: c.num(t, "base")}, Operand{T: in[0]})
+	},
+	"pow": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.Arith(OpPow, Operand{T: in[0]}, Operand{T: in[1]})
+	},
+	"gelu": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var approximate string
+		c.arg(t, "approximate", &approximate)
+		return e.Gelu(in[0], approximate)
+	},
+	"clamp": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.Clamp(in[0], float32(c.num(t, "min")), float32(c.num(t, "max")))
+	},
+	"relu": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) { return e.Relu(in[0]) },
+	"abs":  func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) { return e.Abs(in[0]) },
+}
+
+// TestElementwiseMatchesTorch: pow in all three forms (integer exponents of
+// negative bases, 0^0, x^0 on the tape, the gradient at 0, tensor^tensor),
+// exact and tanh GELU, clamp/relu/abs at NaN, 0 and the bounds.
+func TestElementwiseMatchesTorch(t *testing.T) { runTorchCases(t, elementwiseTorchOps) }
+
+func TestElementwiseMistakesAreErrors(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{2}, 1, 2)
+	_, err := e.Gelu(x, "fast")
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.ErrorContains(t, err, `gelu: approximate must be "none" or "tanh", got "fast"`)
+	_, err = e.Clamp(x, float32(math.NaN()), 1)
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.ErrorContains(t, err, "clamp: a bound is NaN")
+	_, err = e.Arith(OpPow, Operand{N: 2}, Operand{N: 3})
+	assert.ErrorContains(t, err, "expected at least one tensor")
+	_, err = e.PowTensor(x, host(t, []int{3}, 1, 2, 3))
+	assert.ErrorIs(t, err, ErrShape)
 }

@@ -36,16 +36,21 @@ func (e *Engine) Softmax(x *Tensor, dim int) (*Tensor, error) {
 	})
 }
 
-// LogSoftmax along dim: log(softmax(x)), whose gradient is
-// g - softmax(x) * sum(g) along the dim.
+// LogSoftmax along dim, computed stably as PyTorch does: x - max -
+// log(sum(exp(x - max))), so a logit far below the row's maximum keeps its
+// value instead of becoming -inf. Its gradient is g - softmax(x) * sum(g)
+// along the dim.
 func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 	return e.alongLastDim("log_softmax", x, dim, func(x *Tensor) (*Tensor, error) {
+		cols := int64(x.shape[len(x.shape)-1])
+		rows := x.Numel() / cols
 		return e.unaryOp("log_softmax", x, func(c ctx, a node) (node, error) {
-			s, err := c.SoftMax(a)
-			if err != nil {
-				return node{}, err
-			}
-			return c.Unary("log", s)
+			b := &nodes{c: c}
+			x2 := b.reshape(a, [4]int64{cols, rows, 1, 1})
+			d := b.sub(x2, b.rowMax(x2, cols, rows)) // the max broadcast along each row
+			lse := b.unary("log", b.sumRows(b.unary("exp", d)))
+			y := b.reshape(b.sub(d, lse), a.Ne())
+			return y, b.err
 		}, func(g, x, y *Tensor) (*Tensor, error) {
 			return e.newOp("log_softmax_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
 				p, err := c.Unary("exp", in[1])

@@ -25,6 +25,12 @@ func nnGradCases(t *testing.T) []gradCase {
 				return sumOf(e)(e.Mul(e.must(e.LogSoftmax(in[0], 0)), host(t, []int{3, 1}, 1, 0, 2)))
 			},
 			logSoftmaxDot([]float64{1, 2, 3}, []float64{1, 0, 2}), [][]float64{logSoftmaxDotGrad([]float64{1, 2, 3}, []float64{1, 0, 2})}},
+		{"log_softmax far below the max", []*Tensor{host(t, []int{1, 4}, 0, -120, 30, 1)},
+			// log(softmax) was -inf for -120, 150 below the max
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Mul(e.must(e.LogSoftmax(in[0], -1)), host(t, []int{1, 4}, 1, 0.5, -1, 2)))
+			},
+			logSoftmaxDot([]float64{0, -120, 30, 1}, []float64{1, 0.5, -1, 2}), [][]float64{logSoftmaxDotGrad([]float64{0, -120, 30, 1}, []float64{1, 0.5, -1, 2})}},
 		{"layer_norm", []*Tensor{m23(1, 2, 4, -1, 0.5, 3), x(1, 2, 3), x(0, 0, 1)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) {
 				y, err := e.LayerNorm(in[0], in[1], in[2], 1e-5)
@@ -56,10 +62,27 @@ func softmaxDotGrad(x, w []float64) []float64 {
 
 func logSoftmaxDot(x, w []float64) float64 {
 	d := 0.0
-	for i, p := range softmax(x) {
-		d += math.Log(p) * w[i]
+	for i, l := range logSoftmaxRef(x) {
+		d += l * w[i]
 	}
 	return d
+}
+
+// logSoftmaxRef is x - max - log(sum(exp(x - max))) in float64.
+func logSoftmaxRef(x []float64) []float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		m = math.Max(m, v)
+	}
+	s := 0.0
+	for _, v := range x {
+		s += math.Exp(v - m)
+	}
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v - m - math.Log(s)
+	}
+	return out
 }
 
 func logSoftmaxDotGrad(x, w []float64) []float64 {
@@ -120,3 +143,16 @@ func TestDropout(t *testing.T) {
 	_, err = e.Dropout(x, 1, true)
 	assert.ErrorContains(t, err, "dropout")
 }
+
+var nnTorchOps = map[string]torchOp{
+	"log_softmax": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var dim int
+		require.True(t, c.arg(t, "dim", &dim))
+		return e.LogSoftmax(in[0], dim)
+	},
+}
+
+// TestNNMatchesTorch: log_softmax keeps logits far below the row's maximum
+// finite (it was log(softmax), -inf past ~90 below), along every dim, with
+// PyTorch's NaN for rows of -inf or NaN.
+func TestNNMatchesTorch(t *testing.T) { runTorchCases(t, nnTorchOps) }

@@ -25,7 +25,8 @@ func TestUnaryOpsByName(t *testing.T) {
 		"exp": math.Exp, "expm1": math.Expm1, "log": math.Log, "sqrt": math.Sqrt,
 		"sqr": func(x float64) float64 { return x * x }, "abs": math.Abs, "sgn": sgn, "step": step,
 		"relu": func(x float64) float64 { return math.Max(x, 0) }, "sigmoid": sig, "tanh": math.Tanh,
-		"silu": func(x float64) float64 { return x * sig(x) },
+		"silu":     func(x float64) float64 { return x * sig(x) },
+		"gelu_erf": func(x float64) float64 { return 0.5 * x * (1 + math.Erf(x/math.Sqrt2)) }, "floor": math.Floor,
 	}
 	require.GreaterOrEqual(t, len(unaryOps), len(want))
 	b := cpu(t, 1)

@@ -160,7 +160,25 @@ end
 activation("ReLU", "relu")
 activation("Sigmoid", "sigmoid")
 activation("Tanh", "tanh")
-activation("GELU", "gelu")
+-- GELU() is exact (erf), PyTorch's default; GELU("tanh") (or
+-- GELU{approximate="tanh"}) the tanh approximation.
+nn.GELU = class("GELU")
+function nn.GELU.new(approximate)
+  if type(approximate) == "table" then
+    for k in pairs(approximate) do
+      check(k == "approximate", "nn.GELU", "unknown option %s (expected approximate)", tostring(k))
+    end
+    approximate = approximate.approximate
+  end
+  approximate = approximate or "none"
+  check(approximate == "none" or approximate == "tanh", "nn.GELU",
+    "approximate must be \"none\" or \"tanh\", got %s", tostring(approximate))
+  return new(nn.GELU, {approximate = approximate})
+end
+function nn.GELU:forward(x) return x:gelu(self.approximate) end
+function nn.GELU:describe()
+  return self.approximate == "tanh" and "GELU(approximate='tanh')" or "GELU()"
+end
 activation("SiLU", "silu")
 activation("Softmax", "softmax")
 activation("LogSoftmax", "log_softmax")

@@ -43,7 +43,7 @@ func TestDemoScript(t *testing.T) {
 	out := runScript(t, "train.lua", "600", filepath.Join(t.TempDir(), "m.gguf"))
 	first, last := number(t, out, `loss ([0-9.]+) ->`), number(t, out, `-> ([0-9.]+);`)
 	assert.Less(t, last, first/5, out)
-	assert.Equal(t, 6400.0, number(t, out, `([0-9]+) B uploaded per step`), "400 points x 2 coords + 400 one-hot labels x 2, as f32")
+	assert.Equal(t, 4800.0, number(t, out, `([0-9]+) B uploaded per step`), "400 points x 2 coords as f32 + 400 labels as i32")
 	assert.GreaterOrEqual(t, number(t, out, `accuracy ([0-9.]+)%`), 95.0, out)
 }
 

@@ -71,3 +71,103 @@ end
 assert(math.abs(model[1].weight:item() - 2) < 0.05 and math.abs(model[1].bias:item() - 1) < 0.1)
 ok, err = pcall(nn.Linear, 0, 2)
 assert(not ok and err:find("nn.Linear"), err)
+
+-- Numerics (issue 13): PyTorch's values, worked out here in double precision.
+local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-5) * math.max(1, math.abs(b)) end
+local function lsm(row) -- log_softmax of a Lua row
+  local m = -math.huge
+  for _, v in ipairs(row) do m = math.max(m, v) end
+  local s = 0
+  for _, v in ipairs(row) do s = s + math.exp(v - m) end
+  local out = {}
+  for i, v in ipairs(row) do out[i] = v - m - math.log(s) end
+  return out
+end
+
+-- log_softmax stays finite far below the row's maximum.
+local lsv = tensor{{0, -200, 1e4}}:log_softmax(2):totable()[1]
+assert(lsv[1] == -1e4 and lsv[2] == -10200 and lsv[3] == 0, table.concat(lsv, " "))
+
+-- gelu is exact (erf) by default, as in PyTorch; "tanh" on request.
+local phi1 = 0.5 * (1 + 0.6826894921370859) -- gelu(1) = Φ(1) = (1 + erf(1/√2)) / 2
+local tanh1 = 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1 + 0.044715)))
+assert(close(tensor{1}:gelu():item(), phi1), tostring(tensor{1}:gelu():item()))
+assert(close(tensor{1}:gelu("tanh"):item(), tanh1))
+assert(close(tensor{1}:gelu{approximate = "tanh"}:item(), tanh1))
+assert(close(nn.GELU()(tensor{1}):item(), phi1) and close(nn.GELU("tanh")(tensor{1}):item(), tanh1))
+assert(close(nn.GELU{approximate = "tanh"}(tensor{1}):item(), tanh1))
+assert(tostring(nn.GELU("tanh")) == "GELU(approximate='tanh')" and tostring(nn.GELU()) == "GELU()")
+ok, err = pcall(nn.GELU, "fast")
+assert(not ok and err:find("approximate"), err)
+ok, err = pcall(function() return tensor{1}:gelu("fast") end)
+assert(not ok and err:find("approximate"), err)
+
+-- pow: integer exponents of negative bases, number bases, 0^0, x^0 on the tape.
+local pw = ((-2) ^ tensor{2, 3}):totable()
+assert(pw[1] == 4 and pw[2] == -8, table.concat(pw, " "))
+assert(close((tensor{-1.5} ^ 17):item(), (-1.5) ^ 17))
+assert((tensor{0} ^ 0):item() == 1 and (0 ^ tensor{0}):item() == 1)
+local p = tensor.param(tensor{1, 2})
+local l0 = with_grad_tape(function() return (p ^ 0):sum() end)
+backward(l0)
+assert(p.grad:totable()[1] == 0 and p.grad:totable()[2] == 0, "x^0 is on the tape with a zero gradient")
+local a, b = tensor.param(tensor{2, 3}), tensor.param(tensor{3, 0.5})
+backward(with_grad_tape(function() return (a ^ b):sum() end))
+local ga, gb = a.grad:totable(), b.grad:totable()
+assert(close(ga[1], 3 * 2 ^ 2) and close(ga[2], 0.5 * 3 ^ -0.5), table.concat(ga, " "))
+assert(close(gb[1], 8 * math.log(2)) and close(gb[2], math.sqrt(3) * math.log(3)), table.concat(gb, " "))
+
+-- clamp and relu keep NaN.
+local nan = 0 / 0
+local cl = tensor{nan, 5}:clamp(-1, 1):totable()
+assert(cl[1] ~= cl[1] and cl[2] == 1)
+local rl = tensor{nan}:relu():item()
+assert(rl ~= rl)
+
+-- cross_entropy's options, against the formula of torch 1.13.
+local rows = {{1, 2, 3}, {1, 1, 1}, {0, 5, -1}}
+local logits, labels, w = tensor(rows), {3, 1, 2}, {1, 2, 0.5}
+local nll = {}
+for i, r in ipairs(rows) do nll[i] = -lsm(r)[labels[i]] end
+local none = nn.cross_entropy(logits, labels, {reduction = "none"}):totable()
+for i = 1, 3 do assert(close(none[i], nll[i]), "none row " .. i) end
+assert(close(nn.cross_entropy(logits, labels, {reduction = "sum"}):item(), nll[1] + nll[2] + nll[3]))
+assert(close(nn.cross_entropy(logits, labels):item(), (nll[1] + nll[2] + nll[3]) / 3))
+-- ignore_index is a 1-based label: rows labelled 1 count for nothing.
+local ig = nn.cross_entropy(logits, labels, {ignore_index = 1, reduction = "none"}):totable()
+assert(ig[2] == 0 and close(ig[1], nll[1]) and close(ig[3], nll[3]))
+assert(close(nn.cross_entropy(logits, tensor{3, 1, 2}, {ignore_index = 1}):item(), (nll[1] + nll[3]) / 2))
+-- class weights: the mean divides by the weights of the rows' labels.
+local wl = {w[3] * nll[1], w[1] * nll[2], w[2] * nll[3]}
+assert(close(nn.cross_entropy(logits, labels, {weight = tensor(w)}):item(), (wl[1] + wl[2] + wl[3]) / (w[3] + w[1] + w[2])))
+-- label smoothing: (1 - e) nll + e/C * -sum(log_softmax).
+local eps, sm = 0.2, 0
+for i, r in ipairs(rows) do
+  local s = 0
+  for _, v in ipairs(lsm(r)) do s = s - v end
+  sm = sm + (1 - eps) * nll[i] + eps / 3 * s
+end
+assert(close(nn.cross_entropy(logits, labels, {label_smoothing = eps}):item(), sm / 3))
+-- probabilities need not sum to 1: the gradient is (softmax * sum(t) - t) / N.
+local lp = tensor.param(tensor{{1, 2, 3}})
+backward(with_grad_tape(function() return nn.cross_entropy(lp, tensor{{0.5, 0.7, 0.1}}) end))
+local sm1 = {}
+for i, v in ipairs(lsm{1, 2, 3}) do sm1[i] = math.exp(v) end
+local gl = lp.grad:totable()[1]
+for i, t in ipairs{0.5, 0.7, 0.1} do assert(close(gl[i], sm1[i] * 1.3 - t), "probability gradient " .. i) end
+-- Mistakes are errors naming the 1-based row and label.
+for _, bad in ipairs{
+  {{3, 2.5, 1}, nil, "label 2.5 at row 2 is not an integer"},
+  {tensor{3, 1.5, 1}, nil, "label 1.5 at row 2 is not an integer"},
+  {{4, 1, 1}, nil, "label 4 at row 1 is out of range 1..3"},
+  {{3, 0, 1}, nil, "label 0 at row 2 is out of range 1..3"},
+  {labels, {reduction = "avg"}, "reduction"},
+  {labels, {label_smoothing = 1.5}, "label_smoothing"},
+  {labels, {ignore_index = 1.5}, "ignore_index"},
+  {labels, {wieght = tensor(w)}, "unknown option wieght"},
+  {labels, {weight = tensor{1, 2}}, "weight"},
+  {tensor{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}, {ignore_index = 1}, "ignore_index is not supported"},
+} do
+  ok, err = pcall(nn.cross_entropy, logits, bad[1], bad[2])
+  assert(not ok and err:find(bad[3], 1, true), tostring(err))
+end
