@@ -15,6 +15,9 @@ func (e *Engine) Assign(dst, src *Tensor) error {
 	if dst.gradFn != nil {
 		return fmt.Errorf("copy_: in-place change of a tensor the tape needs (it was computed by %s); use an out-of-place op", dst.gradFn.name)
 	}
+	if dst.base != nil {
+		return e.assignView(dst, src) // through a view into its base
+	}
 	if dst.requiresGrad && e.recording() {
 		return errors.New("copy_: in-place change of a parameter inside with_grad_tape; do it outside the tape or inside no_grad")
 	}
@@ -25,7 +28,7 @@ func (e *Engine) Assign(dst, src *Tensor) error {
 			return err
 		}
 		copy(dst.host, v)
-		dst.upload = nil // the next op uploads the new values
+		dst.version++
 		return nil
 	case dst.handle != nil:
 		return e.writeInPlace(dst, src)
@@ -46,6 +49,7 @@ func (e *Engine) Assign(dst, src *Tensor) error {
 			return err
 		}
 		dst.node = n
+		dst.version++
 		return nil
 	}
 	return errDropped

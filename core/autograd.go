@@ -12,7 +12,32 @@ import (
 type gradFn struct {
 	name     string
 	inputs   []*Tensor
+	versions []int64 // each input's storage version when the op read it
 	backward func(g *Tensor) ([]*Tensor, error)
+}
+
+// savesNothing names the ops whose gradients do not read their inputs'
+// values, so an in-place change of an input after the forward cannot make
+// their gradients wrong (PyTorch does not save those inputs either).
+var savesNothing = map[string]bool{
+	"add": true, "sub": true, "scale": true, "sum": true, "sum_to": true, "expand": true,
+	"reshape": true, "transpose": true, "permute": true, "narrow": true, "cat": true,
+	"contiguous": true, "clone": true,
+}
+
+// checkVersions refuses a gradient whose inputs were changed in place after
+// the op read them: the values it would use are gone.
+func (f *gradFn) checkVersions() error {
+	if savesNothing[f.name] {
+		return nil
+	}
+	for i, in := range f.inputs {
+		if v := in.storage().version; v != f.versions[i] {
+			return fmt.Errorf("backward: input %d of %s (shape %s) was changed in place after the forward used it (version %d, the tape saved version %d); change it after backward, or use an out-of-place op",
+				i+1, f.name, ShapeString(in.shape), v, f.versions[i])
+		}
+	}
+	return nil
 }
 
 type tape struct {
@@ -30,8 +55,12 @@ func (e *Engine) record(out *Tensor, name string, inputs []*Tensor, backward fun
 	}
 	for _, in := range inputs {
 		if in.requiresGrad {
+			versions := make([]int64, len(inputs))
+			for i, t := range inputs {
+				versions[i] = t.storage().version
+			}
 			out.requiresGrad = true
-			out.gradFn = &gradFn{name: name, inputs: inputs, backward: backward}
+			out.gradFn = &gradFn{name: name, inputs: inputs, versions: versions, backward: backward}
 			return
 		}
 	}
@@ -88,6 +117,9 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 		if t.gradFn == nil {
 			leaves[t] = g
 			continue
+		}
+		if err := t.gradFn.checkVersions(); err != nil {
+			return nil, err
 		}
 		ins, err := t.gradFn.backward(g)
 		if err != nil {
@@ -147,6 +179,10 @@ func topoOrder(loss *Tensor) []*Tensor {
 // accumulateGrad adds g to leaf.grad. A persistent parameter's gradient has
 // a persistent buffer, allocated once and written in place every step.
 func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
+	g, err := e.Contiguous(g) // a gradient owns its storage
+	if err != nil {
+		return err
+	}
 	add := leaf.grad != nil && !leaf.gradZero
 	if !leaf.persistent() {
 		if add {

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"strings"
+	"weak"
 
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
@@ -42,6 +43,11 @@ type Engine struct {
 
 	releases []func() // C memory the pending nodes use, freed once they ran
 	useBLAS  bool     // large matmuls go to OpenBLAS (CPU, openblas builds)
+
+	passLive     []weak.Pointer[Tensor] // tensors placed in the pass pool (pass_memory.go)
+	pendingBytes int64                  // bytes of the pending results
+	uploads      map[*Tensor]upload     // host tensors' copies in the current pass (lazy.go)
+	compactAt    int64                  // the pass pool's bound outside a tape, past the default
 
 	anomaly AnomalyMode // see anomaly.go
 	warn    func(string)

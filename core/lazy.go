@@ -64,6 +64,9 @@ func (e *Engine) upload(data []float32, shape []int, dtype ggmlcgo.Type, scope r
 // input is the ggml tensor through which an op reads t. A host tensor is
 // uploaded into the pass pool, once per pass.
 func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
+	if t.base != nil {
+		return e.viewInput(t)
+	}
 	if t.host != nil {
 		return e.passCopy(t, ggmlcgo.F32, func() ([]byte, error) { return encode(ggmlcgo.F32, t.host) })
 	}
@@ -102,9 +105,11 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 }
 
 // passCopy is t's upload into the current pass, made from raw (bytes of
-// type typ) the first time the pass needs it.
+// type typ) the first time the pass needs it, and again after t changed.
+// The cache is the engine's: one host tensor may feed several runtimes.
 func (e *Engine) passCopy(t *Tensor, typ ggmlcgo.Type, raw func() ([]byte, error)) (ggmlcgo.Tensor, error) {
-	if t.upload == nil || !t.upload.Live() {
+	up, ok := e.uploads[t]
+	if !ok || !up.h.Live() || up.version != t.version {
 		b, err := raw()
 		if err != nil {
 			return ggmlcgo.Tensor{}, err
@@ -113,9 +118,19 @@ func (e *Engine) passCopy(t *Tensor, typ ggmlcgo.Type, raw func() ([]byte, error
 		if err != nil {
 			return ggmlcgo.Tensor{}, err
 		}
-		t.upload = h
+		if e.uploads == nil {
+			e.uploads = map[*Tensor]upload{}
+		}
+		up = upload{h, t.version}
+		e.uploads[t] = up
 	}
-	return t.upload.Tensor()
+	return up.h.Tensor()
+}
+
+// upload is a host tensor's copy in the current pass, as of a version.
+type upload struct {
+	h       *residency.Handle
+	version int64
 }
 
 // newOp adds an op: it reads inputs, lets build describe the output node(s)
@@ -140,10 +155,12 @@ func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c 
 	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
 		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active}
 	e.pending = append(e.pending, out)
+	e.pendingBytes += 4 * out.Numel()
 	// A script that builds without ever reading (x = x + 1 forever) would
-	// grow the graph without bound: past maxPending ops it is computed, and
-	// its results are held (and budgeted) in the pass pool.
-	if e.eager || len(e.pending) >= maxPending {
+	// grow the graph without bound: past maxPending ops (or, outside a tape,
+	// past the pass pool's bound) it is computed, and its results are held
+	// (and budgeted) in the pass pool.
+	if e.eager || len(e.pending) >= maxPending || (!e.tape.active && e.pendingBytes > compactPassBytes) {
 		if err := e.Realize(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -191,6 +208,7 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 		e.pending = append(e.pending, dst)
 	}
 	dst.node, dst.pending, dst.passGen = n, true, e.res.Gen(residency.Pass)
+	dst.version++
 	return nil
 }
 
@@ -321,6 +339,7 @@ func (e *Engine) Realize() error {
 			}
 			t.handle = h.Alias(t.node, t.shape)
 			t.node.MakeLeaf()
+			e.trackPass(t)
 			if t.held && !t.inTape {
 				raw := make([]byte, t.handle.Nbytes())
 				if err := t.handle.Read(raw); err == nil {
@@ -330,9 +349,9 @@ func (e *Engine) Realize() error {
 		}
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 	}
-	e.pending = nil
+	e.pending, e.pendingBytes = nil, 0
 	e.release()
-	return nil
+	return e.maybeCompactPass()
 }
 
 // DropPending abandons everything pending (a cancelled script's work).
@@ -356,7 +375,7 @@ func (e *Engine) dropPending() {
 			t.dropped = true
 		}
 	}
-	e.pending = nil
+	e.pending, e.pendingBytes = nil, 0
 }
 
 // Reset frees pools (none named: both) after computing pending work, so
@@ -371,6 +390,7 @@ func (e *Engine) Reset(scopes ...residency.Scope) error {
 	for _, s := range scopes {
 		if s == residency.Pass {
 			e.freeNodeContexts()
+			e.passLive, e.uploads = nil, nil
 		}
 	}
 	e.res.Reset(scopes...)

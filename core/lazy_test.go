@@ -85,3 +85,25 @@ func TestKeptValuesFromOutsideATapeSurviveSteps(t *testing.T) {
 	}
 	assert.Equal(t, []float32{2, 3, 4}, values(t, y))
 }
+
+// One host tensor feeding two engines (two runtimes): each uploads its own
+// copy, so a reset of one never leaves the other reading freed memory.
+func TestAHostTensorFeedsTwoEnginesIndependently(t *testing.T) {
+	a, b := newEngine(t), newEngine(t)
+	x := host(t, []int{3}, 1, 2, 3)
+	ya, err := a.Scale(x, 2)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{2, 4, 6}, values(t, ya))
+	yb, err := b.Scale(x, 3)
+	require.NoError(t, err)
+	require.NoError(t, a.Reset()) // frees a's upload of x
+	assert.Equal(t, []float32{3, 6, 9}, values(t, yb))
+	zb, err := b.AddScalar(x, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{2, 3, 4}, values(t, zb))
+	// A change of the host values is seen by the next op of either engine.
+	require.NoError(t, a.Assign(x, host(t, []int{3}, 5, 5, 5)))
+	wb, err := b.Scale(x, 1)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{5, 5, 5}, values(t, wb))
+}

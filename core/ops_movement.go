@@ -31,9 +31,8 @@ func (e *Engine) expandTo(x *Tensor, shape []int) (*Tensor, error) {
 	return y, nil
 }
 
-// Reshape gives x a new shape with the same number of elements; one size
-// may be -1 (inferred).
-func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
+// inferShape resolves one -1 size against numel and checks the result.
+func inferShape(op string, x *Tensor, shape []int) ([]int, error) {
 	shape = append([]int(nil), shape...)
 	infer, known := -1, int64(1)
 	for i, d := range shape {
@@ -41,7 +40,7 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 		case d == -1 && infer < 0:
 			infer = i
 		case d < 1:
-			return nil, argErrorf("reshape: bad size %d in %v", d, shape)
+			return nil, argErrorf("%s: bad size %d in %v", op, d, shape)
 		default:
 			known *= int64(d)
 		}
@@ -50,7 +49,21 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 		shape[infer] = int(x.Numel() / known)
 	}
 	if n, err := checkShape(shape); err != nil || n != x.Numel() {
-		return nil, shapeErrorf("reshape: cannot view shape %s (%d elements) as %v", ShapeString(x.shape), x.Numel(), shape)
+		return nil, shapeErrorf("%s: cannot view shape %s (%d elements) as %v", op, ShapeString(x.shape), x.Numel(), shape)
+	}
+	return shape, nil
+}
+
+// Reshape gives x a new shape with the same number of elements; one size
+// may be -1 (inferred). The result is a view of a contiguous x (sharing its
+// storage) and a copy of a strided one, as PyTorch's reshape.
+func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
+	shape, err := inferShape("reshape", x, shape)
+	if err != nil {
+		return nil, err
+	}
+	if x.contiguous() {
+		return e.View(x, shape...)
 	}
 	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Reshape(in[0], ne4(shape)) })
 	if err != nil {
@@ -63,7 +76,26 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 	return y, nil
 }
 
-// Transpose swaps two dims (0-based, negative from the end).
+// View is x with a new shape, sharing x's storage; x must be contiguous
+// (PyTorch's view: a strided tensor needs reshape, which copies).
+func (e *Engine) View(x *Tensor, shape ...int) (*Tensor, error) {
+	shape, err := inferShape("view", x, shape)
+	if err != nil {
+		return nil, err
+	}
+	if !x.contiguous() {
+		return nil, shapeErrorf("view: a tensor of shape %s whose elements are not contiguous (a transpose or a narrow) cannot be viewed as %s; use reshape, which copies", ShapeString(x.shape), ShapeString(shape))
+	}
+	off, _ := x.layout()
+	y := viewOf(x, shape, off, contiguousStrides(shape))
+	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.Reshape(g, x.shape...)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// Transpose swaps two dims (0-based, negative from the end): a view.
 func (e *Engine) Transpose(x *Tensor, d0, d1 int) (*Tensor, error) {
 	a, err := checkDim("transpose", x.shape, d0)
 	if err != nil {
@@ -73,52 +105,104 @@ func (e *Engine) Transpose(x *Tensor, d0, d1 int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	shape := x.Shape()
-	shape[a], shape[b] = shape[b], shape[a]
-	// In ne order the dims are k = n-1-d; swapping two axes is a permutation.
-	n := len(x.shape)
-	axes := [ggmlcgo.MaxDims]int{0, 1, 2, 3}
-	axes[n-1-a], axes[n-1-b] = n-1-b, n-1-a
-	y, err := e.newOp("transpose", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		if axes == [ggmlcgo.MaxDims]int{1, 0, 2, 3} { // the two innermost dims
-			return e.transposeNode(c, in[0])
-		}
-		return c.Permute(in[0], axes)
-	})
-	if err != nil {
-		return nil, err
+	axes := make([]int, len(x.shape))
+	for i := range axes {
+		axes[i] = i
 	}
-	e.record(y, "transpose", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.Transpose(g, d0, d1)
+	axes[a], axes[b] = b, a
+	return e.permute("transpose", x, axes)
+}
+
+// Permute reorders x's dims: dim i of the result is dim axes[i] of x (0-based,
+// negative from the end), as PyTorch's permute. A view.
+func (e *Engine) Permute(x *Tensor, axes ...int) (*Tensor, error) {
+	if len(axes) != len(x.shape) {
+		return nil, shapeErrorf("permute: %d dims given for a %d-d tensor of shape %s", len(axes), len(x.shape), ShapeString(x.shape))
+	}
+	seen := make([]bool, len(axes))
+	norm := make([]int, len(axes))
+	for i, ax := range axes {
+		d, err := checkDim("permute", x.shape, ax)
+		if err != nil {
+			return nil, err
+		}
+		if seen[d] {
+			return nil, argErrorf("permute: dim %d appears twice in %v", d+1, oneBased(axes))
+		}
+		seen[d], norm[i] = true, d
+	}
+	return e.permute("permute", x, norm)
+}
+
+func (e *Engine) permute(name string, x *Tensor, axes []int) (*Tensor, error) {
+	off, st := x.layout()
+	shape := make([]int, len(axes))
+	strides := make([]int64, len(axes))
+	inverse := make([]int, len(axes))
+	for i, ax := range axes {
+		shape[i], strides[i], inverse[ax] = x.shape[ax], st[ax], i
+	}
+	y := viewOf(x, shape, off, strides)
+	e.record(y, name, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.permute(name, g, inverse)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
 }
 
-// Narrow is x's elements start..start+length-1 (0-based) along dim.
+// oneBased prints 0-based dims or positions as a Lua user counts them.
+func oneBased(v []int) []int {
+	out := make([]int, len(v))
+	for i, x := range v {
+		out[i] = x
+		if x >= 0 {
+			out[i] = x + 1
+		}
+	}
+	return out
+}
+
+// Narrow is x's elements start..start+length-1 (0-based) along dim: a view.
 func (e *Engine) Narrow(x *Tensor, dim, start, length int) (*Tensor, error) {
 	d, err := checkDim("narrow", x.shape, dim)
 	if err != nil {
 		return nil, err
 	}
-	if start < 0 || length < 1 || start+length > x.shape[d] {
-		return nil, argErrorf("narrow: start %d and length %d are outside dim %d of shape %s", start, length, dim, ShapeString(x.shape))
+	if start < 0 || length < 1 || start >= x.shape[d] || length > x.shape[d]-start {
+		return nil, argErrorf("narrow: start %d and length %d are outside dim %d (size %d) of shape %s", start+1, length, d+1, x.shape[d], ShapeString(x.shape))
 	}
+	off, st := x.layout()
 	shape := x.Shape()
 	shape[d] = length
-	k := len(x.shape) - 1 - d // the dim in ne order
-	y, err := e.newOp("narrow", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		return c.Narrow(in[0], k, int64(start), int64(length))
-	})
-	if err != nil {
-		return nil, err
-	}
+	y := viewOf(x, shape, off+int64(start)*st[d], st)
 	e.record(y, "narrow", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
 		var pad [ggmlcgo.MaxDims][2]int
+		k := len(x.shape) - 1 - d // the dim in ne order
 		pad[k] = [2]int{start, x.shape[d] - start - length}
 		gx, err := e.newOp("narrow_back", x.shape, []*Tensor{g}, func(c ctx, in []node) (node, error) { return c.Pad(in[0], pad) })
 		return []*Tensor{gx}, err
 	})
+	return y, nil
+}
+
+// Contiguous is x itself, or a packed copy of a strided view.
+func (e *Engine) Contiguous(x *Tensor) (*Tensor, error) {
+	if x.base == nil {
+		return x, nil
+	}
+	return e.copyOf("contiguous", x)
+}
+
+// Clone is a copy of x with its own storage, differentiable (the gradient
+// passes through unchanged), as PyTorch's clone.
+func (e *Engine) Clone(x *Tensor) (*Tensor, error) { return e.copyOf("clone", x) }
+
+func (e *Engine) copyOf(name string, x *Tensor) (*Tensor, error) {
+	y, err := e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Cont(in[0]) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, name, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) { return []*Tensor{g}, nil })
 	return y, nil
 }
 
@@ -139,7 +223,7 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 		shape := out.Shape()
 		for j := range shape {
 			if j != d && shape[j] != t.shape[j] {
-				return nil, shapeErrorf("cat: shapes %s and %s differ outside dim %d", ShapeString(out.shape), ShapeString(t.shape), dim)
+				return nil, shapeErrorf("cat: shapes %s and %s differ outside dim %d", ShapeString(out.shape), ShapeString(t.shape), d+1)
 			}
 		}
 		shape[d] += t.shape[d]

@@ -1,6 +1,6 @@
 package core
 
-import "github.com/gglua/gglua/ggmlcgo"
+import "math"
 
 // Reductions: sums and means (all elements or along a dim), max/min and
 // argmax. The gradient of a reduction spreads g back over what was reduced.
@@ -89,9 +89,18 @@ func (e *Engine) MeanDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 }
 
 // ---- max, min, argmax ----
+//
+// PyTorch's rules: a NaN is the maximum (and the minimum) of any row it is
+// in, the index returned is the first NaN's, else the first of tied maxima;
+// max(dim)'s gradient goes to that one element, a full max()'s is shared
+// evenly by the elements equal to it (amax). ggml's argmax breaks ties
+// differently on each backend and skips NaN, so the selection is built from
+// elementwise ops whose results do not depend on the backend: a score per
+// element, unique in its row, highest at the element PyTorch selects.
 
-// rowsAlong lays x out as rows whose elements run along dim: dim moved last,
-// the rest folded into rows. It returns the rows and dim as an index.
+// rowsAlong lays x out as rows whose elements run along dim: dim moved last
+// (the other dims keep their order), the rest folded into rows. It returns
+// the rows and dim as an index.
 func (e *Engine) rowsAlong(op string, x *Tensor, dim int) (*Tensor, int, error) {
 	d, err := checkDim(op, x.shape, dim)
 	if err != nil {
@@ -99,7 +108,13 @@ func (e *Engine) rowsAlong(op string, x *Tensor, dim int) (*Tensor, int, error) 
 	}
 	xt := x
 	if last := len(x.shape) - 1; d != last {
-		if xt, err = e.Transpose(x, d, last); err != nil {
+		axes := make([]int, 0, len(x.shape))
+		for i := range x.shape {
+			if i != d {
+				axes = append(axes, i)
+			}
+		}
+		if xt, err = e.Permute(x, append(axes, d)...); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -116,126 +131,263 @@ func (e *Engine) asRows(x *Tensor) (*Tensor, error) {
 	return e.Reshape(x, int(x.Numel())/c, c)
 }
 
-// maxRows is the largest element of each row of x [r, c], shape [r]. Its
-// gradient goes to every element equal to the maximum (ties share it).
-func (e *Engine) maxRows(x *Tensor) (*Tensor, error) {
-	r, cols := x.shape[0], x.shape[1]
-	y, err := e.newOp("max", []int{r}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		idx, err := c.Argmax(in[0]) // ne (r)
-		if err != nil {
-			return node{}, err
-		}
-		idx, err = c.Reshape(idx, [4]int64{1, int64(r), 1, 1})
-		if err != nil {
-			return node{}, err
-		}
-		cells, err := c.Reshape(in[0], [4]int64{1, int64(cols), int64(r), 1}) // each element its own row
-		if err != nil {
-			return node{}, err
-		}
-		picked, err := c.GetRows(cells, idx) // ne (1, 1, r)
-		if err != nil {
-			return node{}, err
-		}
-		return c.Reshape(picked, [4]int64{int64(r), 1, 1, 1})
+// isNaNNode is 1 where a is NaN, else 0: tanh keeps NaN and maps the rest
+// into [-1, 1], and step(NaN) is 0 on every backend.
+func isNaNNode(c ctx, a node) (node, error) {
+	t, err := c.Unary("tanh", a)
+	if err == nil {
+		t, err = c.ScaleBias(t, 1, 2)
+	}
+	if err == nil {
+		t, err = c.Unary("step", t)
+	}
+	if err != nil {
+		return node{}, err
+	}
+	return c.ScaleBias(t, -1, 1)
+}
+
+// finiteNode is a with NaN made 0 (relu(NaN) is 0 on every backend) and
+// ±inf made ±max float, so that comparisons on it are exact.
+func finiteNode(c ctx, a node) (node, error) {
+	pos, err := c.Unary("relu", a)
+	if err != nil {
+		return node{}, err
+	}
+	na, err := c.Scale(a, -1)
+	if err == nil {
+		na, err = c.Unary("relu", na)
+	}
+	if err != nil {
+		return node{}, err
+	}
+	d, err := c.Sub(pos, na)
+	if err != nil {
+		return node{}, err
+	}
+	return c.Clamp(d, -math.MaxFloat32, math.MaxFloat32)
+}
+
+// eqNode is 1 where a == b (both finite; b broadcasts), else 0.
+func eqNode(c ctx, a, b node) (node, error) {
+	d, err := c.Sub(a, b)
+	if err == nil {
+		d, err = c.Unary("abs", d)
+	}
+	if err == nil {
+		d, err = c.Unary("step", d)
+	}
+	if err != nil {
+		return node{}, err
+	}
+	return c.ScaleBias(d, -1, 1)
+}
+
+// pickRows is a [r, n] node's element idx[i] of each row i (idx i32 [r]).
+func pickRows(c ctx, a, idx node, r, n int64) (node, error) {
+	cells, err := c.Reshape(a, [4]int64{1, n, r, 1}) // each element its own row
+	if err != nil {
+		return node{}, err
+	}
+	idx, err = c.Reshape(idx, [4]int64{1, r, 1, 1})
+	if err != nil {
+		return node{}, err
+	}
+	picked, err := c.GetRows(cells, idx) // ne (1, 1, r)
+	if err != nil {
+		return node{}, err
+	}
+	return c.Reshape(picked, [4]int64{r, 1, 1, 1})
+}
+
+// maxScore scores each element of x [r, n] (ne (n, r)): the first NaN of a
+// row scores 2n, later NaNs less; without NaN the first of the tied maxima
+// scores n, later ones less; everything else 0. The row's highest score is
+// unique, so any argmax finds it.
+func maxScore(c ctx, x node, r, n int64) (node, error) {
+	var ch nodeChain
+	nan := ch.do(func() (node, error) { return isNaNNode(c, x) })
+	xs := ch.do(func() (node, error) { return finiteNode(c, x) })
+	top := ch.do(func() (node, error) { return c.Argmax(xs) })
+	m := ch.do(func() (node, error) { return pickRows(c, xs, top, r, n) })
+	m = ch.do(func() (node, error) { return c.Reshape(m, [4]int64{1, r, 1, 1}) })
+	eq := ch.do(func() (node, error) { return eqNode(c, xs, m) })
+	notNaN := ch.do(func() (node, error) { return c.ScaleBias(nan, -1, 1) })
+	eq = ch.do(func() (node, error) { return c.Mul(eq, notNaN) })
+	iota := ch.do(func() (node, error) { return c.Arange(0, float32(n), 1) })
+	rev := ch.do(func() (node, error) { return c.ScaleBias(iota, -1, float32(n)) }) // n, n-1, ..., 1
+	revN := ch.do(func() (node, error) { return c.ScaleBias(rev, 1, float32(n)) })
+	a := ch.do(func() (node, error) { return c.Mul(nan, revN) })
+	b := ch.do(func() (node, error) { return c.Mul(eq, rev) })
+	return ch.do(func() (node, error) { return c.Add(a, b) }), ch.err
+}
+
+// nodeChain is chain for node builders.
+type nodeChain struct{ err error }
+
+func (ch *nodeChain) do(f func() (node, error)) node {
+	if ch.err != nil {
+		return node{}
+	}
+	n, err := f()
+	ch.err = err
+	return n
+}
+
+// selectMax picks, in each row of x [r, n], the element PyTorch's max
+// selects: its value [r] (differentiable, the gradient going to that
+// element alone) and its 0-based index [r] (f32, not differentiated).
+func (e *Engine) selectMax(op string, x *Tensor) (vals, idx *Tensor, err error) {
+	r, n := x.shape[0], x.shape[1]
+	score, err := e.newOp(op+"_score", x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		return maxScore(c, in[0], int64(r), int64(n))
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	e.record(y, "max", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.newOp("max_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
-			m, err := c.Reshape(in[2], [4]int64{1, int64(r), 1, 1})
-			if err != nil {
-				return node{}, err
-			}
-			d, err := c.Sub(in[1], m) // x - max, broadcast along the row
-			if err == nil {
-				d, err = c.Unary("abs", d)
-			}
-			if err == nil {
-				d, err = c.Unary("step", d)
-			}
-			if err == nil {
-				d, err = c.ScaleBias(d, -1, 1) // 1 where x == max
-			}
-			if err != nil {
-				return node{}, err
-			}
-			gr, err := c.Reshape(in[0], [4]int64{1, int64(r), 1, 1})
-			if err != nil {
-				return node{}, err
-			}
-			return c.Mul(d, gr)
-		})
+	// sel is 1 at the selected element: the only one at its row's top score.
+	sel, err := e.newOp(op+"_select", x.shape, []*Tensor{score}, func(c ctx, in []node) (node, error) {
+		top, err := c.Argmax(in[0])
+		if err != nil {
+			return node{}, err
+		}
+		best, err := pickRows(c, in[0], top, int64(r), int64(n))
+		if err == nil {
+			best, err = c.Reshape(best, [4]int64{1, int64(r), 1, 1})
+		}
+		if err != nil {
+			return node{}, err
+		}
+		return eqNode(c, in[0], best)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	vals, err = e.newOp(op, []int{r}, []*Tensor{x, score}, func(c ctx, in []node) (node, error) {
+		top, err := c.Argmax(in[1])
+		if err != nil {
+			return node{}, err
+		}
+		return pickRows(c, in[0], top, int64(r), int64(n))
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	e.record(vals, op, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gr, err := e.Reshape(g, r, 1)
+		if err != nil {
+			return nil, err
+		}
+		gx, err := e.Mul(sel, gr)
 		return []*Tensor{gx}, err
 	})
-	return y, nil
+	idx, err = e.newOp(op+"_index", []int{r}, []*Tensor{sel}, func(c ctx, in []node) (node, error) {
+		iota, err := c.Arange(0, float32(n), 1)
+		if err != nil {
+			return node{}, err
+		}
+		at, err := c.Mul(in[0], iota) // one-hot times 0..n-1
+		if err != nil {
+			return node{}, err
+		}
+		return c.SumRows(at)
+	})
+	if err == nil {
+		idx, err = e.Reshape(idx, r)
+	}
+	return vals, idx, err
 }
 
-// MaxDim is the maximum along dim (0-based, negative from the end).
-func (e *Engine) MaxDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
+// MaxDim is the maximum along dim (0-based, negative from the end) and its
+// 0-based indices (an f32 tensor, not differentiated).
+func (e *Engine) MaxDim(x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, error) {
 	rows, d, err := e.rowsAlong("max", x, dim)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	m, err := e.maxRows(rows)
+	vals, idx, err := e.selectMax("max", rows)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_, out := reducedShapes(x.shape, d, keepdim)
-	return e.Reshape(m, out...)
+	if vals, err = e.Reshape(vals, out...); err != nil {
+		return nil, nil, err
+	}
+	idx, err = e.Reshape(idx, out...)
+	return vals, idx, err
 }
 
-// Max is the largest element (shape [1]).
+// MinDim is max(-x)'s: the minimum along dim and its indices.
+func (e *Engine) MinDim(x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, error) {
+	n, err := e.Neg(x)
+	if err != nil {
+		return nil, nil, err
+	}
+	vals, idx, err := e.MaxDim(n, dim, keepdim)
+	if err != nil {
+		return nil, nil, err
+	}
+	vals, err = e.Neg(vals)
+	return vals, idx, err
+}
+
+// ArgmaxDim is the 0-based index of the maximum along dim (the first of
+// ties; the first NaN), an f32 tensor.
+func (e *Engine) ArgmaxDim(x *Tensor, dim int) (*Tensor, error) {
+	_, idx, err := e.MaxDim(x, dim, false)
+	return idx, err
+}
+
+// Max is the largest element (shape [1]); its gradient is shared evenly by
+// the elements equal to it (by the NaNs, if it is NaN), as PyTorch's.
 func (e *Engine) Max(x *Tensor) (*Tensor, error) {
 	flat, err := e.Reshape(x, 1, int(x.Numel()))
 	if err != nil {
 		return nil, err
 	}
-	return e.maxRows(flat)
+	e.tape.noGrad++ // the value's own gradient is replaced below
+	vals, _, err := e.selectMax("max", flat)
+	e.tape.noGrad--
+	if err != nil {
+		return nil, err
+	}
+	e.record(vals, "max", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.newOp("max_back", []int{1, int(x.Numel())}, []*Tensor{flat, vals, g}, func(c ctx, in []node) (node, error) {
+			var ch nodeChain
+			xnan := ch.do(func() (node, error) { return isNaNNode(c, in[0]) })
+			vnan := ch.do(func() (node, error) { return isNaNNode(c, in[1]) })
+			xs := ch.do(func() (node, error) { return finiteNode(c, in[0]) })
+			vs := ch.do(func() (node, error) { return finiteNode(c, in[1]) })
+			eq := ch.do(func() (node, error) { return eqNode(c, xs, vs) })
+			// mask = vnan ? xnan : eq·(1 - xnan)
+			notX := ch.do(func() (node, error) { return c.ScaleBias(xnan, -1, 1) })
+			eq = ch.do(func() (node, error) { return c.Mul(eq, notX) })
+			notV := ch.do(func() (node, error) { return c.ScaleBias(vnan, -1, 1) })
+			a := ch.do(func() (node, error) { return c.Mul(xnan, vnan) })
+			b := ch.do(func() (node, error) { return c.Mul(eq, notV) })
+			mask := ch.do(func() (node, error) { return c.Add(a, b) })
+			count := ch.do(func() (node, error) { return c.SumRows(mask) })
+			share := ch.do(func() (node, error) { return c.Div(in[2], count) })
+			return ch.do(func() (node, error) { return c.Mul(mask, share) }), ch.err
+		})
+		if err != nil {
+			return nil, err
+		}
+		gx, err = e.Reshape(gx, x.shape...)
+		return []*Tensor{gx}, err
+	})
+	return vals, nil
 }
 
-// MinDim and Min are -max(-x).
-func (e *Engine) MinDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
-	return e.negated(x, func(n *Tensor) (*Tensor, error) { return e.MaxDim(n, dim, keepdim) })
-}
-
+// Min is the smallest element, -max(-x).
 func (e *Engine) Min(x *Tensor) (*Tensor, error) {
-	return e.negated(x, e.Max)
-}
-
-func (e *Engine) negated(x *Tensor, f func(*Tensor) (*Tensor, error)) (*Tensor, error) {
 	n, err := e.Neg(x)
 	if err != nil {
 		return nil, err
 	}
-	m, err := f(n)
+	m, err := e.Max(n)
 	if err != nil {
 		return nil, err
 	}
 	return e.Neg(m)
-}
-
-// ArgmaxDim is the 0-based index of the maximum along dim, computed now and
-// returned as a host tensor (indices are read, not differentiated).
-func (e *Engine) ArgmaxDim(x *Tensor, dim int) (*Tensor, error) {
-	rows, d, err := e.rowsAlong("argmax", x, dim)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := e.newOp("argmax", []int{rows.shape[0]}, []*Tensor{rows}, func(c ctx, in []node) (node, error) { return c.Argmax(in[0]) })
-	if err != nil {
-		return nil, err
-	}
-	idx.dtype = ggmlcgo.I32
-	v, err := idx.Float32s()
-	if err != nil {
-		return nil, err
-	}
-	out := x.Shape()
-	out = append(out[:d], out[d+1:]...)
-	if len(out) == 0 {
-		out = []int{1}
-	}
-	return FromFloat32(v, out...)
 }

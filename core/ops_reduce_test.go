@@ -1,6 +1,9 @@
 package core
 
 import (
+	"encoding/json"
+	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,11 +38,15 @@ func reduceGradCases(t *testing.T) []gradCase {
 			17, [][]float64{{1. / 3, 1. / 3, 1. / 3, 1, 1, 1}}},
 		{"max dim 1", []*Tensor{m23(1, 2, 3, 4, 5, 6)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) {
-				return sumOf(e)(e.Mul(e.must(e.MaxDim(in[0], 1, false)), host(t, []int{2}, 1, 2)))
+				m, _, err := e.MaxDim(in[0], 1, false)
+				return sumOf(e)(e.Mul(e.must(m, err), host(t, []int{2}, 1, 2)))
 			},
 			15, [][]float64{{0, 0, 1, 0, 0, 2}}},
 		{"max dim 0", []*Tensor{m23(1, 5, 3, 4, 2, 6)},
-			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.MaxDim(in[0], 0, false)) },
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				m, _, err := e.MaxDim(in[0], 0, false)
+				return sumOf(e)(m, err)
+			},
 			4 + 5 + 6, [][]float64{{0, 1, 0, 1, 0, 1}}},
 		{"min", []*Tensor{x(0.5, -1.5, 2)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.Min(in[0]) },
@@ -62,4 +69,122 @@ func TestArgmaxDim(t *testing.T) {
 	idx, err = e.ArgmaxDim(host(t, []int{2, 3}, 1, 9, 3, 7, 5, 6), 0)
 	require.NoError(t, err)
 	assert.Equal(t, []float32{1, 0, 1}, values(t, idx))
+}
+
+// refFloat is a number of the reference files: JSON has no NaN or inf, so
+// those are the strings "nan", "inf" and "-inf".
+type refFloat float64
+
+func (f *refFloat) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case `"nan"`:
+		*f = refFloat(math.NaN())
+	case `"inf"`:
+		*f = refFloat(math.Inf(1))
+	case `"-inf"`:
+		*f = refFloat(math.Inf(-1))
+	default:
+		var v float64
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*f = refFloat(v)
+	}
+	return nil
+}
+
+func refFloats(v []refFloat) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+// assertSameFloats compares element by element: NaN matches NaN, infinities
+// match exactly, the rest within tol.
+func assertSameFloats(t *testing.T, want []refFloat, got []float32, tol float64, msg string) {
+	t.Helper()
+	require.Len(t, got, len(want), msg)
+	for i, w := range want {
+		g := float64(got[i])
+		switch wf := float64(w); {
+		case math.IsNaN(wf):
+			assert.True(t, math.IsNaN(g), "%s: element %d is %g, want NaN", msg, i+1, g)
+		case math.IsInf(wf, 0):
+			assert.Equal(t, wf, g, "%s: element %d", msg, i+1)
+		default:
+			assert.InDelta(t, wf, g, tol*math.Max(1, math.Abs(wf)), "%s: element %d", msg, i+1)
+		}
+	}
+}
+
+// TestReductionsMatchPyTorch checks max, min and argmax (values, indices and
+// gradients; ties, NaN and infinities; every dim) against PyTorch's numbers
+// in testdata/torch_reductions.json (scripts/reference/reductions.py).
+func TestReductionsMatchPyTorch(t *testing.T) {
+	raw, err := os.ReadFile("testdata/torch_reductions.json")
+	require.NoError(t, err)
+	var ref struct {
+		Cases []struct {
+			Name     string
+			Op       string
+			Dim      *int
+			Keepdim  bool
+			Shape    []int
+			X        []refFloat
+			Cot      []refFloat
+			OutShape []int `json:"out_shape"`
+			Values   []refFloat
+			Indices  []refFloat
+			Grad     []refFloat
+		}
+	}
+	require.NoError(t, json.Unmarshal(raw, &ref))
+	require.NotEmpty(t, ref.Cases)
+	e := newEngine(t)
+	for _, c := range ref.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			x := host(t, c.Shape, refFloats(c.X)...)
+			require.NoError(t, x.SetRequiresGrad(true))
+			var vals, idx, loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				switch {
+				case c.Op == "argmax":
+					idx, err = e.ArgmaxDim(x, *c.Dim)
+					return err
+				case c.Dim == nil && c.Op == "max":
+					vals, err = e.Max(x)
+				case c.Dim == nil:
+					vals, err = e.Min(x)
+				case c.Op == "max":
+					vals, idx, err = e.MaxDim(x, *c.Dim, c.Keepdim)
+				default:
+					vals, idx, err = e.MinDim(x, *c.Dim, c.Keepdim)
+				}
+				if err != nil {
+					return err
+				}
+				weighted, err := e.Mul(vals, host(t, vals.Shape(), refFloats(c.Cot)...))
+				if err == nil {
+					loss, err = e.Sum(weighted)
+				}
+				return err
+			}))
+			if idx != nil {
+				assert.Equal(t, c.OutShape, idx.Shape())
+				assertSameFloats(t, c.Indices, values(t, idx), 0, "indices")
+			}
+			if vals == nil {
+				return
+			}
+			assert.Equal(t, c.OutShape, vals.Shape())
+			assertSameFloats(t, c.Values, values(t, vals), 0, "values")
+			ZeroGrad([]*Tensor{x})
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			assertSameFloats(t, c.Grad, values(t, x.Grad()), 1e-6, "gradient")
+		})
+	}
 }

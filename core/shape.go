@@ -89,7 +89,11 @@ func checkDim(op string, shape []int, dim int) (int, error) {
 		d += len(shape)
 	}
 	if d < 0 || d >= len(shape) {
-		return 0, shapeErrorf("%s: dim %d out of range for shape %s", op, dim, ShapeString(shape))
+		shown := dim // messages count dims from 1, as Lua does
+		if dim >= 0 {
+			shown = dim + 1
+		}
+		return 0, shapeErrorf("%s: dim %d out of range for a %d-d tensor of shape %s (dims are 1..%d, or -1..-%d from the end)", op, shown, len(shape), ShapeString(shape), len(shape), len(shape))
 	}
 	return d, nil
 }

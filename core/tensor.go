@@ -19,8 +19,7 @@ type Tensor struct {
 	dtype  ggmlcgo.Type
 	engine *Engine
 
-	host   []float32         // host storage
-	upload *residency.Handle // a host tensor's upload into the current pass
+	host []float32 // host storage
 
 	handle  *residency.Handle // device memory, once placed
 	node    ggmlcgo.Tensor    // while pending: the op node that computes the value
@@ -29,6 +28,13 @@ type Tensor struct {
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
 	held    bool  // a caller holds it beyond this step: see Hold
+
+	// A view (base != nil) has no storage of its own: element (i_1..i_n)
+	// is its base's element offset + Σ i_k·strides[k] (see views.go).
+	base    *Tensor
+	offset  int64
+	strides []int64
+	version int64 // in-place writes to this storage so far (a base's; see views.go)
 
 	requiresGrad bool
 	gradFn       *gradFn
@@ -85,13 +91,14 @@ func (t *Tensor) Numel() int64 {
 func (t *Tensor) Dtype() ggmlcgo.Type { return t.dtype }
 
 // OnDevice reports whether the data lives (or will live) on a device.
-func (t *Tensor) OnDevice() bool { return t.host == nil }
+func (t *Tensor) OnDevice() bool { return t.storage().host == nil }
 
 // Pending reports whether the value is still to be computed.
 func (t *Tensor) Pending() bool { return t.pending }
 
 // Device is "host" for host tensors, else the engine's device ("cpu", "cuda0").
 func (t *Tensor) Device() string {
+	t = t.storage()
 	if t.host != nil {
 		return "host"
 	}
@@ -101,6 +108,7 @@ func (t *Tensor) Device() string {
 // Scope is the pool of a device tensor ("pass" or "persistent"), "host" for
 // host tensors. Op results live in the pass pool.
 func (t *Tensor) Scope() string {
+	t = t.storage()
 	switch {
 	case t.host != nil:
 		return "host"
@@ -111,6 +119,7 @@ func (t *Tensor) Scope() string {
 }
 
 func (t *Tensor) persistent() bool {
+	t = t.storage()
 	return t.handle != nil && t.handle.Scope() == residency.Persistent
 }
 
@@ -147,7 +156,11 @@ func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) 
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{shape: t.Shape(), dtype: dtype, handle: h, engine: e}, nil
+	out := &Tensor{shape: t.Shape(), dtype: dtype, handle: h, engine: e}
+	if scope == residency.Pass {
+		e.trackPass(out)
+	}
+	return out, nil
 }
 
 // MoveToDevice moves a leaf tensor itself to a pool of e's device: the same
@@ -163,6 +176,9 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 	if t.gradFn != nil {
 		return errors.New("to_gpu: only leaf tensors move in place")
 	}
+	if t.base != nil {
+		return errors.New("to_gpu: a view shares its base's storage and cannot move in place; move the base, or copy it with clone()")
+	}
 	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending && t.dtype == dtype {
 		return nil
 	}
@@ -170,8 +186,20 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 	if err != nil {
 		return err
 	}
-	t.host, t.upload, t.handle, t.engine, t.dtype = nil, nil, moved.handle, e, dtype
-	t.grad, t.gradZero = nil, false
+	// The gradient moves too (as f32, beside its weight): an optimizer step
+	// after the move must see what backward computed.
+	var grad *Tensor
+	if g := t.Grad(); g != nil {
+		if grad, err = g.ToHost(); err == nil && scope == residency.Persistent {
+			grad, err = grad.ToDevice(e, residency.Persistent, ggmlcgo.F32)
+		}
+		if err != nil {
+			return fmt.Errorf("to_gpu: moving the gradient: %w", err)
+		}
+	}
+	t.host, t.handle, t.engine, t.dtype = nil, moved.handle, e, dtype
+	t.grad, t.gradZero = grad, false
+	t.version++
 	return nil
 }
 
@@ -186,8 +214,11 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 
 // Float32s returns the values, outermost dimension slowest, computing
 // pending work first. The slice of a host tensor is its storage; a device
-// tensor's is a fresh copy.
+// tensor's, and a view's, is a fresh copy.
 func (t *Tensor) Float32s() ([]float32, error) {
+	if t.base != nil {
+		return t.gather()
+	}
 	if t.host != nil {
 		return t.host, nil
 	}
@@ -286,7 +317,10 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 // it outlives the pass reset of the next step: it is then read from, and
 // uploaded again from, that copy, like a host tensor. Values computed inside
 // a tape are a step's activations and are not copied.
-func (t *Tensor) Hold() { t.held = true }
+func (t *Tensor) Hold() {
+	t.held = true
+	t.storage().held = true // a view's values are its base's
+}
 
 // SetHostDtype gives a host tensor a storage dtype (f16/bf16): its values
 // are rounded to it, and to_gpu stores it so.
@@ -303,6 +337,7 @@ func (t *Tensor) SetHostDtype(dtype ggmlcgo.Type) error {
 		return err
 	}
 	copy(t.host, v)
-	t.dtype, t.upload = dtype, nil
+	t.dtype = dtype
+	t.version++ // its uploads are out of date
 	return nil
 }

@@ -187,7 +187,7 @@ void ggml_set_param(struct ggml_tensor * tensor);
 // Elementwise unary ops need nothing more than their name in this list:
 // ops.go reaches them all through one Context.Unary(name, a).
 #define GGLUA_UNARY_OPS(X) \
-    X(exp) X(expm1) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) X(sigmoid) X(tanh) X(silu)
+    X(exp) X(expm1) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) X(sigmoid) X(tanh) X(silu) X(gelu_erf) X(floor)
 // Other one-operand ops, each with its own wrapper.
 #define GGLUA_ONE_OPERAND_OPS(X) \
     X(cont) X(transpose) X(sum) X(sum_rows) X(soft_max) X(argmax)
@@ -206,6 +206,7 @@ struct ggml_tensor * ggml_scale(struct ggml_context * ctx, struct ggml_tensor * 
 struct ggml_tensor * ggml_scale_bias(struct ggml_context * ctx, struct ggml_tensor * a, float s, float b);
 struct ggml_tensor * ggml_clamp(struct ggml_context * ctx, struct ggml_tensor * a, float min, float max);
 struct ggml_tensor * ggml_fill(struct ggml_context * ctx, struct ggml_tensor * a, float c);
+struct ggml_tensor * ggml_arange(struct ggml_context * ctx, float start, float stop, float step);
 struct ggml_tensor * ggml_repeat_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 struct ggml_tensor * ggml_cont_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
 struct ggml_tensor * ggml_permute(struct ggml_context * ctx, struct ggml_tensor * a, int axis0, int axis1, int axis2, int axis3);

@@ -3,7 +3,10 @@ package ggmlcgo
 // #include "gglua_ggml.h"
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // The op builders check what ggml would assert on, then add one node to c.
 // Compute ops take f32 operands (plus i32 row indices); the storage types
@@ -74,6 +77,55 @@ func (c *Context) Argmax(a Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("argmax: ne %v is not a matrix", ne)
 	}
 	return c.unary("argmax", a, cArgmax)
+}
+
+// Arange is the f32 vector start, start+step, ... (stop excluded); ggml
+// counts upwards only.
+func (c *Context) Arange(start, stop, step float32) (Tensor, error) {
+	if err := c.checkOp("arange"); err != nil {
+		return Tensor{}, err
+	}
+	n := math.Ceil(float64(stop-start) / float64(step))
+	if !(step > 0) || !(stop > start) || !(n >= 1) || n > 1<<30 {
+		return Tensor{}, fmt.Errorf("arange: empty or bad range %g to %g by %g", start, stop, step)
+	}
+	return result(C.ggml_arange(c.p, C.float(start), C.float(stop), C.float(step)))
+}
+
+// Cont makes a contiguous copy (of a strided view).
+func (c *Context) Cont(a Tensor) (Tensor, error) {
+	if err := c.checkOp("cont", a); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_cont(c.p, a.p))
+}
+
+// View is a strided view of a's memory: ne elements (innermost first), nb
+// the byte strides of dims 1..3 (dim 0 is a's element size apart), starting
+// offset bytes in. Every element it reaches must lie inside a's data.
+func (c *Context) View(a Tensor, ne [MaxDims]int64, nb [MaxDims - 1]int64, offset int64) (Tensor, error) {
+	if err := c.checkOp("view", a); err != nil {
+		return Tensor{}, err
+	}
+	last := offset // the byte offset of the last element reached
+	for i, n := range ne {
+		if n < 1 || n > 1<<40 {
+			return Tensor{}, fmt.Errorf("view: bad ne %v", ne)
+		}
+		if i > 0 {
+			if nb[i-1] < 0 || nb[i-1] > 1<<50 {
+				return Tensor{}, fmt.Errorf("view: bad strides %v", nb)
+			}
+			last += (n - 1) * nb[i-1]
+		} else {
+			last += (n - 1) * a.Type().Size()
+		}
+	}
+	if offset < 0 || last < offset || last+a.Type().Size() > a.Nbytes() {
+		return Tensor{}, fmt.Errorf("view: ne %v with strides %v from byte %d reaches past the %d bytes of ne %v", ne, nb, offset, a.Nbytes(), a.Ne())
+	}
+	return result(C.ggml_view_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]),
+		C.size_t(nb[0]), C.size_t(nb[1]), C.size_t(nb[2]), C.size_t(offset)))
 }
 
 // Transpose swaps ne0 and ne1 of a, as a contiguous copy.

@@ -1,0 +1,362 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Views share storage with their base, as PyTorch's do: narrow, transpose,
+// permute and the reshape of a contiguous tensor return a view, so an
+// in-place op through the view changes the base, and a view read after the
+// base changed sees the change.
+//
+// A view holds no memory. Its base is always a tensor with storage (a view
+// of a view points at the first base) and its layout is an element offset
+// and one stride per dim into the base's elements. Whenever an op reads a
+// view, its node is a ggml view of the base's current node made contiguous
+// (input); reading its values gathers them from the base's (gather); writing
+// through it scatters into the base (assignView).
+//
+// The version counter lives on the storage: every in-place write bumps it,
+// and backward refuses a gradient whose saved inputs changed since the
+// forward used them (autograd.go).
+
+// storage is the tensor that holds t's elements: t itself, or its base.
+func (t *Tensor) storage() *Tensor {
+	if t.base != nil {
+		return t.base
+	}
+	return t
+}
+
+// IsView reports whether t shares another tensor's storage.
+func (t *Tensor) IsView() bool { return t.base != nil }
+
+// contiguousStrides are the strides of a packed tensor of shape.
+func contiguousStrides(shape []int) []int64 {
+	st := make([]int64, len(shape))
+	acc := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = acc
+		acc *= int64(shape[i])
+	}
+	return st
+}
+
+// layout is t's place in its storage: an element offset and strides.
+func (t *Tensor) layout() (int64, []int64) {
+	if t.base != nil {
+		return t.offset, t.strides
+	}
+	return 0, contiguousStrides(t.shape)
+}
+
+// contiguous reports whether t's elements are packed in order in its
+// storage (a view may still start at an offset).
+func (t *Tensor) contiguous() bool {
+	_, st := t.layout()
+	want := contiguousStrides(t.shape)
+	for i := range st {
+		if t.shape[i] != 1 && st[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// viewOf makes a view of x's storage with the given shape and layout.
+func viewOf(x *Tensor, shape []int, offset int64, strides []int64) *Tensor {
+	base := x.storage()
+	// A dim of size 1 never steps, so its stride is free: give it the packed
+	// one, which ggml's contiguity checks expect.
+	strides = append([]int64(nil), strides...)
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] == 1 {
+			strides[i] = 1
+			if i < len(shape)-1 {
+				strides[i] = strides[i+1] * int64(shape[i+1])
+			}
+		}
+	}
+	return &Tensor{shape: append([]int(nil), shape...), dtype: base.dtype, engine: base.engine,
+		base: base, offset: offset, strides: strides}
+}
+
+// viewGeometry is t's layout in ggml's terms for a base of elem-byte
+// elements: ne innermost first and the byte strides nb1..nb3. ggml's views
+// step one element along ne0, so a view whose innermost stride is not 1
+// gets a leading ne0 of 1 (lead). ok is false when that needs a fifth dim.
+func viewGeometry(t *Tensor, elem int64) (ne [ggmlcgo.MaxDims]int64, nb [ggmlcgo.MaxDims - 1]int64, lead, ok bool) {
+	shape, strides := t.shape, t.strides
+	if n := len(shape); shape[n-1] > 1 && strides[n-1] != 1 {
+		if n == ggmlcgo.MaxDims {
+			return ne, nb, false, false
+		}
+		shape, strides, lead = append(append([]int(nil), shape...), 1), append(append([]int64(nil), strides...), 1), true
+	}
+	n := len(shape)
+	for k := range ne {
+		ne[k] = 1
+		if k < n {
+			ne[k] = int64(shape[n-1-k])
+		}
+	}
+	for k := 1; k < ggmlcgo.MaxDims; k++ {
+		switch {
+		case k < n:
+			nb[k-1] = strides[n-1-k] * elem
+		case k == 1:
+			nb[k-1] = elem * ne[0]
+		default:
+			nb[k-1] = nb[k-2] * ne[k-1]
+		}
+	}
+	return ne, nb, lead, true
+}
+
+// viewNode is the strided ggml view of b (the node of t's base) that t is.
+func (e *Engine) viewNode(c ctx, b node, t *Tensor) (node, bool, error) {
+	elem := b.Type().Size()
+	ne, nb, lead, ok := viewGeometry(t, elem)
+	if !ok {
+		return node{}, false, fmt.Errorf("view: ggml cannot express a 4-d view whose innermost stride is %d", t.strides[len(t.strides)-1])
+	}
+	v, err := c.View(b, ne, nb, t.offset*elem)
+	return v, lead, err
+}
+
+// viewInput is the node through which an op reads view t: a strided ggml
+// view of its base's node, made contiguous.
+func (e *Engine) viewInput(t *Tensor) (node, error) {
+	b, err := e.input(t.base) // f32 (half storage is cast first)
+	if err != nil {
+		return node{}, err
+	}
+	c, err := e.nodeContext()
+	if err != nil {
+		return node{}, err
+	}
+	if pre, ok := transposedFrom(t); ok {
+		// The transpose of the two innermost dims of a packed base (as
+		// Matmul makes): the fast blocked kernel on the CPU.
+		if !sameShape(pre, t.base.shape) {
+			if b, err = c.Reshape(b, ne4(pre)); err != nil {
+				return node{}, err
+			}
+		}
+		return e.transposeNode(c, b)
+	}
+	if _, _, _, ok := viewGeometry(t, 4); !ok {
+		if src, order, ok := permutedFrom(t); ok {
+			// A permutation of a packed 4-d base (attention's K transposed):
+			// ggml's permute of the base, made contiguous.
+			if b, err = c.Reshape(b, ne4(src)); err != nil {
+				return node{}, err
+			}
+			var axes [ggmlcgo.MaxDims]int
+			n := len(t.shape)
+			for j, d := range order { // source dim j (ne n-1-j) becomes dim d (ne n-1-d)
+				axes[n-1-j] = n - 1 - d
+			}
+			return c.Permute(b, axes)
+		}
+		return e.gatherInput(t)
+	}
+	v, lead, err := e.viewNode(c, b, t)
+	if err != nil || (!lead && t.contiguous()) {
+		return v, err // a packed view is read as it is
+	}
+	out, err := c.Cont(v)
+	if err != nil || !lead {
+		return out, err
+	}
+	return c.Reshape(out, ne4(t.shape))
+}
+
+// transposedFrom reports whether t is exactly the transpose of the two
+// innermost dims of its packed base, and the shape it was transposed from.
+func transposedFrom(t *Tensor) ([]int, bool) {
+	n := len(t.shape)
+	if n < 2 || t.offset != 0 || t.Numel() != t.base.Numel() || t.shape[n-1] == 1 || t.shape[n-2] == 1 {
+		return nil, false
+	}
+	pre := append([]int(nil), t.shape...)
+	pre[n-1], pre[n-2] = pre[n-2], pre[n-1]
+	want := contiguousStrides(pre)
+	want[n-1], want[n-2] = want[n-2], want[n-1]
+	for i := range want {
+		if want[i] != t.strides[i] && t.shape[i] != 1 {
+			return nil, false
+		}
+	}
+	return pre, true
+}
+
+// permutedFrom reports whether t is a permutation of the dims of its packed
+// base: it returns the shape it was permuted from and, for each of that
+// shape's dims, the dim of t it became.
+func permutedFrom(t *Tensor) ([]int, []int, bool) {
+	n := len(t.shape)
+	if t.offset != 0 || t.Numel() != t.base.Numel() {
+		return nil, nil, false
+	}
+	order := make([]int, n) // t's dims, largest stride first
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return t.strides[order[a]] > t.strides[order[b]] })
+	src := make([]int, n)
+	for j, d := range order {
+		src[j] = t.shape[d]
+	}
+	want := contiguousStrides(src)
+	for j, d := range order {
+		if t.shape[d] != 1 && t.strides[d] != want[j] {
+			return nil, nil, false
+		}
+	}
+	return src, order, true
+}
+
+// gatherInput uploads a view's gathered values: the rare 4-d view whose
+// innermost stride is not 1, which ggml's views cannot express.
+func (e *Engine) gatherInput(t *Tensor) (node, error) {
+	v, err := t.gather()
+	if err != nil {
+		return node{}, err
+	}
+	h, err := FromFloat32(v, t.shape...)
+	if err != nil {
+		return node{}, err
+	}
+	return e.input(h)
+}
+
+// gather reads a view's elements from its base.
+func (t *Tensor) gather() ([]float32, error) {
+	src, err := t.base.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Numel())
+	idx := make([]int, len(t.shape))
+	for i := range out {
+		pos := t.offset
+		for k, j := range idx {
+			pos += int64(j) * t.strides[k]
+		}
+		out[i] = src[pos]
+		for k := len(idx) - 1; k >= 0; k-- {
+			if idx[k]++; idx[k] < t.shape[k] {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return out, nil
+}
+
+// assignView writes src's values through view dst into its base.
+func (e *Engine) assignView(dst, src *Tensor) error {
+	base := dst.base
+	if base.gradFn != nil {
+		return fmt.Errorf("copy_: in-place change of a tensor the tape needs (it was computed by %s); use an out-of-place op", base.gradFn.name)
+	}
+	if base.requiresGrad && e.recording() {
+		return errors.New("copy_: in-place change of a parameter inside with_grad_tape; do it outside the tape or inside no_grad")
+	}
+	if base.host != nil {
+		v, err := src.Float32s()
+		if err != nil {
+			return err
+		}
+		idx := make([]int, len(dst.shape))
+		for i := range v {
+			pos := dst.offset
+			for k, j := range idx {
+				pos += int64(j) * dst.strides[k]
+			}
+			base.host[pos] = v[i]
+			for k := len(idx) - 1; k >= 0; k-- {
+				if idx[k]++; idx[k] < dst.shape[k] {
+					break
+				}
+				idx[k] = 0
+			}
+		}
+		base.version++
+		return nil
+	}
+	if base.engine != e {
+		return errors.New("copy_: tensor belongs to another runtime")
+	}
+	// The base must be placed to be written in place: compute what is
+	// pending (its own value included), write, and compute the write now, so
+	// that no later in-place update chains after a partial one.
+	if err := e.Realize(); err != nil {
+		return err
+	}
+	if base.handle == nil {
+		return errDropped
+	}
+	if _, _, _, ok := viewGeometry(dst, 4); base.dtype != ggmlcgo.F32 || !ok {
+		// Half storage, or a view ggml cannot express: write the whole base
+		// (its values with the view's replaced), converted by the copy.
+		v, err := base.Float32s()
+		if err != nil {
+			return err
+		}
+		sv, err := src.Float32s()
+		if err != nil {
+			return err
+		}
+		h, err := FromFloat32(append([]float32(nil), v...), base.shape...)
+		if err != nil {
+			return err
+		}
+		if err := e.assignView(viewOf(h, dst.shape, dst.offset, dst.strides), mustHost(sv, dst.shape)); err != nil {
+			return err
+		}
+		if err := e.writeInPlace(base, h); err != nil {
+			return err
+		}
+		base.version++
+		return e.Realize()
+	}
+	into := viewOf(base, dst.shape, dst.offset, dst.strides)
+	if err := e.inPlace(base, []*Tensor{src}, func(c ctx, b node, in []node) (node, error) {
+		v, lead, err := e.viewNode(c, b, into)
+		if err != nil {
+			return node{}, err
+		}
+		src := in[0]
+		if lead { // the source in the view's shape, with the leading 1
+			ne, _, _, _ := viewGeometry(into, 4)
+			if src, err = c.Reshape(src, ne); err != nil {
+				return node{}, err
+			}
+		}
+		return c.Cpy(src, v)
+	}); err != nil {
+		return err
+	}
+	base.version++
+	return e.Realize()
+}
+
+// mustHost wraps values known to fit shape as a host tensor.
+func mustHost(v []float32, shape []int) *Tensor {
+	t, _ := FromFloat32(v, shape...)
+	return t
+}
+
+// Detach is t without its history: a view of the same elements (changes
+// through either are seen by both) that no gradient flows through, as
+// PyTorch's detach.
+func (t *Tensor) Detach() *Tensor {
+	off, st := t.layout()
+	return viewOf(t, t.shape, off, st)
+}
