@@ -1,5 +1,7 @@
 package core
 
+import "math"
+
 // Neural-network ops: softmax and log_softmax along a dim, layer norm,
 // dropout. Losses are in losses.go.
 
@@ -74,6 +76,9 @@ func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 // LayerNorm normalises over the last dim to zero mean and unit variance
 // (biased, as PyTorch), then scales by w and shifts by b when given.
 func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
+	if !(eps >= 0) || math.IsInf(float64(eps), 0) {
+		return nil, argErrorf("layer_norm: eps must be a finite number >= 0, got %g", eps)
+	}
 	last := x.shape[len(x.shape)-1]
 	for _, p := range []*Tensor{w, b} {
 		if p != nil && (p.Dim() != 1 || p.shape[0] != last) {
@@ -102,7 +107,7 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 // 1/(1-p) when training. The mask is drawn on the host from the engine's
 // generator and uploaded with the step.
 func (e *Engine) Dropout(x *Tensor, p float64, training bool) (*Tensor, error) {
-	if p < 0 || p >= 1 {
+	if !(p >= 0 && p < 1) { // NaN too
 		return nil, argErrorf("dropout: probability %g outside [0, 1)", p)
 	}
 	if !training || p == 0 {

@@ -46,18 +46,42 @@ func checkOperand(L *lua.LState, fn string, n int) core.Operand {
 // optDim reads an optional 1-based dim at n and returns it 0-based (def if
 // absent); negative dims count from the end.
 func optDim(L *lua.LState, fn string, n int, def int) int {
-	v := L.Get(n)
-	if v == lua.LNil {
+	if L.Get(n) == lua.LNil {
 		return def
 	}
+	return checkDim(L, fn, n)
+}
+
+// checkDim reads a 1-based dim at n (negative: from the end) as 0-based;
+// dim 0 is an error, never silently dim 1.
+func checkDim(L *lua.LState, fn string, n int) int {
+	v := L.Get(n)
 	d, ok := v.(lua.LNumber)
-	if !ok || float64(d) != math.Trunc(float64(d)) {
+	if !ok || float64(d) != math.Trunc(float64(d)) || math.Abs(float64(d)) > 64 {
 		argError(L, fn, "argument %d: expected a dim (an integer, 1-based), got %s", n, luaTypeName(v))
 	}
-	if d > 0 {
+	switch {
+	case d == 0:
+		argError(L, fn, "argument %d: dim 0 does not exist: dims are 1-based (1 is the first, -1 the last)", n)
+	case d > 0:
 		return int(d) - 1
 	}
 	return int(d)
+}
+
+// checkInteger reads argument n as an integer: a number with a whole value
+// within ±2^53, so NaN, infinities and fractions are errors naming fn,
+// never truncated.
+func checkInteger(L *lua.LState, fn string, n int) int {
+	v := L.Get(n)
+	x, ok := v.(lua.LNumber)
+	if !ok {
+		argError(L, fn, "argument %d: expected an integer, got %s", n, luaTypeName(v))
+	}
+	if f := float64(x); f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		argError(L, fn, "argument %d: expected an integer, got %g", n, f)
+	}
+	return int(x)
 }
 
 // checkIndices reads 1-based indices (a table or a tensor) as 0-based ints.

@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"errors"
 	"fmt"
 
 	lua "github.com/yuin/gopher-lua"
@@ -22,20 +23,21 @@ func (env *Env) autogradGlobals() map[string]lua.LGFunction {
 }
 
 func openAutograd(L *lua.LState, env *Env) {
+	env.pcall, _ = L.GetGlobal("pcall").(*lua.LFunction)
 	for name, f := range env.autogradGlobals() {
-		L.SetGlobal(name, L.NewFunction(f))
+		L.SetGlobal(name, newFunction(L, name, f))
 	}
 }
 
 // with_grad_tape(fn) resets the pass pool, records fn's ops and returns
 // fn's results.
 func (env *Env) withGradTape(L *lua.LState) int {
-	return pushAll(L, callLua(L, L.CheckFunction(1), env.Engine.WithGradTape))
+	return pushAll(L, env.callLua(L, L.CheckFunction(1), env.Engine.WithGradTape))
 }
 
 // no_grad(fn) runs fn without recording.
 func (env *Env) noGrad(L *lua.LState) int {
-	return pushAll(L, callLua(L, L.CheckFunction(1), env.Engine.NoGrad))
+	return pushAll(L, env.callLua(L, L.CheckFunction(1), env.Engine.NoGrad))
 }
 
 // detect_anomaly("warn" | "stop" | "off"): what an optimizer step does when
@@ -63,26 +65,58 @@ func pushAll(L *lua.LState, vals []lua.LValue) int {
 }
 
 // callLua calls fn with no arguments inside run and returns its results; a
-// Lua error in fn comes back as the error of run.
-func callLua(L *lua.LState, fn *lua.LFunction, run func(func() error) error) []lua.LValue {
+// Lua error in fn comes back as the error of run and is raised again as it
+// was. fn runs through the state's own pcall when it has one (the runtime
+// installs gglua's, which keeps the caller's upvalues intact across errors
+// and refuses coroutine.yield inside, as Lua 5.1 does across a C call).
+func (env *Env) callLua(L *lua.LState, fn *lua.LFunction, run func(func() error) error) []lua.LValue {
 	var results []lua.LValue
+	var luaErr lua.LValue
 	err := run(func() error {
 		base := L.GetTop()
+		if env.pcall == nil {
+			L.Push(fn)
+			if err := L.PCall(0, lua.MultRet, nil); err != nil {
+				if apiErr, ok := err.(*lua.ApiError); ok {
+					luaErr = apiErr.Object
+				}
+				return err
+			}
+			results = append(results, stackFrom(L, base+1)...)
+			L.SetTop(base)
+			return nil
+		}
+		L.Push(env.pcall)
 		L.Push(fn)
-		if err := L.PCall(0, lua.MultRet, nil); err != nil {
-			return err
-		}
-		for i := base + 1; i <= L.GetTop(); i++ {
-			results = append(results, L.Get(i))
-		}
+		L.Call(1, lua.MultRet)
+		out := stackFrom(L, base+1)
 		L.SetTop(base)
-		return nil
+		if lua.LVAsBool(out[0]) {
+			results = out[1:]
+			return nil
+		}
+		luaErr = lua.LNil
+		if len(out) > 1 {
+			luaErr = out[1]
+		}
+		return errLuaError
 	})
 	if err != nil {
-		if apiErr, ok := err.(*lua.ApiError); ok {
-			L.Error(apiErr.Object, 0) // re-raise the script's own error unchanged
+		if luaErr != nil {
+			L.Error(luaErr, 0) // re-raise the script's own error unchanged
 		}
 		raise(L, err)
 	}
 	return results
+}
+
+var errLuaError = errors.New("lua error")
+
+// stackFrom is L's values from index i to the top.
+func stackFrom(L *lua.LState, i int) []lua.LValue {
+	var out []lua.LValue
+	for ; i <= L.GetTop(); i++ {
+		out = append(out, L.Get(i))
+	}
+	return out
 }

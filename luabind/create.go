@@ -100,6 +100,11 @@ func (env *Env) arange(L *lua.LState) int {
 	if last >= 3 {
 		step = float64(L.CheckNumber(3))
 	}
+	for _, v := range []float64{start, stop, step} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			argError(L, "tensor.arange", "start, stop and step must be finite, got %g to %g by %g", start, stop, step)
+		}
+	}
 	n := math.Ceil((stop - start) / step)
 	if step == 0 || n < 1 || n > 1<<30 || math.IsNaN(n) {
 		argError(L, "tensor.arange", "empty or bad range %g to %g by %g", start, stop, step)
@@ -117,10 +122,10 @@ func (env *Env) arange(L *lua.LState) int {
 // eye(n [, m]).
 func (env *Env) eye(L *lua.LState) int {
 	o, last := trailingOpts(L, "tensor.eye")
-	n := L.CheckInt(1)
+	n := checkInteger(L, "tensor.eye", 1)
 	m := n
 	if last >= 2 {
-		m = L.CheckInt(2)
+		m = checkInteger(L, "tensor.eye", 2)
 	}
 	env.checkHost(L, "tensor.eye", elements([]int{n, m}))
 	t, err := core.Zeros(n, m)
@@ -146,9 +151,10 @@ func (env *Env) param(L *lua.LState) int {
 		argError(L, "tensor.param", "expected a leaf tensor; this one was computed by an op (detach it first)")
 	}
 	ud := L.Get(1).(*lua.LUserData)
-	if x.OnDevice() && x.Scope() == "pass" {
-		// A value computed on the device lives in the pass pool, which
-		// the next step frees: a parameter made of it starts on the host.
+	if x.IsView() || (x.OnDevice() && x.Scope() == "pass") {
+		// A view shares storage a parameter cannot own, and a value
+		// computed on the device lives in the pass pool, which the next
+		// step frees: a parameter made of either starts as a host copy.
 		h, err := x.ToHost()
 		raise(L, err)
 		x, ud = h, L.NewUserData()

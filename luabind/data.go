@@ -140,8 +140,17 @@ func (env *Env) csv(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// loader(x, y, {batch=, shuffle=, drop_last=}) returns an iterator of
-// (x batch, y batch); shuffling uses the generator tensor.manual_seed sets.
+// loader(x, y, {batch=, shuffle=, drop_last=}) returns a loader, an
+// iterator over epochs: `for xb, yb in loader do` runs through one epoch of
+// (x batch, y batch) and ends; the next loop is the next epoch, reshuffled
+// (shuffle=true) from the generator tensor.manual_seed sets. #loader is its
+// batches per epoch. A loop that stops early (break) leaves the rest of the
+// epoch to the next loop; loader:reset() drops it. Called directly,
+// loader() returns the next batch, nothing at the end of an epoch.
+//
+// (An epoch cannot start with each loop: gopher-lua does not pass a new
+// loop's iterator nil state and control when the loop names only the
+// iterator, so a loop's first call cannot be told from a later one.)
 func (env *Env) loader(L *lua.LState) int {
 	x, ok := sourceArg(L, 1)
 	if !ok {
@@ -157,28 +166,125 @@ func (env *Env) loader(L *lua.LState) int {
 	if !(batchN >= 1) || batchN > math.MaxInt32 || batchN != math.Trunc(batchN) {
 		argError(L, "data.loader", "batch must be a positive integer, got %g", batchN)
 	}
-	batch := int(batchN)
-	order := make([]int, x.rows())
-	for i := range order {
-		order[i] = i
+	d := &dataLoader{env: env, x: x, y: y, hasY: hasY, batch: int(batchN), shuffle: shuffle, dropLast: dropLast}
+	ud := L.NewUserData()
+	ud.Value = d
+	L.SetMetatable(ud, loaderMetatable(L))
+	L.Push(ud)
+	return 1
+}
+
+// dataLoader is what data.loader returns: batches of its sources' rows,
+// one epoch per pass.
+type dataLoader struct {
+	env      *Env
+	x, y     batchSource
+	hasY     bool
+	batch    int
+	shuffle  bool
+	dropLast bool
+	order    []int // this epoch's rows
+	pos      int   // the next batch starts at order[pos]
+	running  bool  // an epoch is under way
+}
+
+const loaderTypeName = "gglua.data.loader"
+
+func loaderMetatable(L *lua.LState) lua.LValue {
+	mt := L.GetTypeMetatable(loaderTypeName)
+	if mt != lua.LNil {
+		return mt
 	}
-	if shuffle {
-		env.Engine.Rand().Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	}
-	pos := 0
-	L.Push(L.NewFunction(func(L *lua.LState) int {
-		end := min(pos+batch, len(order))
-		if pos >= len(order) || (dropLast && end-pos < batch) {
+	t := L.NewTypeMetatable(loaderTypeName)
+	L.SetFuncs(t, map[string]lua.LGFunction{
+		"__call": func(L *lua.LState) int {
+			return checkLoader(L, 1).next(L)
+		},
+		"__len": func(L *lua.LState) int {
+			L.Push(lua.LNumber(checkLoader(L, 1).batches()))
+			return 1
+		},
+		"__index": func(L *lua.LState) int {
+			checkLoader(L, 1)
+			if L.Get(2) == lua.LString("reset") {
+				L.Push(L.NewFunction(func(L *lua.LState) int {
+					checkLoader(L, 1).running = false
+					return 0
+				}))
+				return 1
+			}
 			return 0
+		},
+		"__tostring": func(L *lua.LState) int {
+			d := checkLoader(L, 1)
+			L.Push(lua.LString(fmt.Sprintf("data.loader(%d rows, batch %d, %d batches per epoch)", d.x.rows(), d.batch, d.batches())))
+			return 1
+		},
+	})
+	return t
+}
+
+// toLoader is v's loader, or nil.
+func toLoader(v lua.LValue) *dataLoader {
+	if ud, ok := v.(*lua.LUserData); ok {
+		if d, ok := ud.Value.(*dataLoader); ok {
+			return d
 		}
-		idx := order[pos:end]
-		pos = end
-		L.Push(x.take(L, env, idx))
-		if hasY {
-			L.Push(y.take(L, env, idx))
-			return 2
-		}
-		return 1
-	}))
+	}
+	return nil
+}
+
+func checkLoader(L *lua.LState, n int) *dataLoader {
+	d := toLoader(L.Get(n))
+	if d == nil {
+		argError(L, "data.loader", "argument %d: expected a loader, got %s", n, luaTypeName(L.Get(n)))
+	}
+	return d
+}
+
+// batches is the number of batches in an epoch.
+func (d *dataLoader) batches() int {
+	n := d.x.rows()
+	if d.dropLast {
+		return n / d.batch
+	}
+	return (n + d.batch - 1) / d.batch
+}
+
+// start begins an epoch: the rows in order, or shuffled from the engine's
+// generator (read now: device.use may have replaced the engine).
+func (d *dataLoader) start() {
+	n := d.x.rows()
+	if cap(d.order) < n {
+		d.order = make([]int, n)
+	}
+	d.order = d.order[:n]
+	for i := range d.order {
+		d.order[i] = i
+	}
+	if d.shuffle {
+		d.env.Engine.Rand().Shuffle(n, func(i, j int) { d.order[i], d.order[j] = d.order[j], d.order[i] })
+	}
+	d.pos, d.running = 0, true
+}
+
+// next pushes the epoch's next batch (x, then y if given) and returns how
+// many values it pushed: none at the end of the epoch, which ends it.
+func (d *dataLoader) next(L *lua.LState) int {
+	if !d.running {
+		d.start()
+	}
+	end := min(d.pos+d.batch, len(d.order))
+	if d.pos >= len(d.order) || (d.dropLast && end-d.pos < d.batch) {
+		d.running = false
+		return 0
+	}
+	idx := d.order[d.pos:end]
+	d.pos = end
+	L.Push(d.x.take(L, d.env, idx))
+	if d.hasY {
+		L.Push(d.y.take(L, d.env, idx))
+		return 2
+	}
 	return 1
 }

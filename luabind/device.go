@@ -21,7 +21,7 @@ func (env *Env) deviceFunctions() map[string]lua.LGFunction {
 }
 
 func openDevice(L *lua.LState, env *Env) {
-	L.SetGlobal("device", L.SetFuncs(L.NewTable(), env.deviceFunctions()))
+	L.SetGlobal("device", L.SetFuncs(L.NewTable(), functions("device.", env.deviceFunctions())))
 }
 
 // list() describes every ggml device: name, description, type, free, total.

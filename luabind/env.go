@@ -34,6 +34,7 @@ type Env struct {
 	charged   map[weak.Pointer[core.Tensor]]bool // host tensors counted in hostBytes
 
 	methods *lua.LTable                     // the tensor methods, for __index
+	pcall   *lua.LFunction                  // the state's pcall when the libraries opened (autograd.go)
 	params  map[*core.Tensor]*lua.LUserData // see push
 	optims  map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
 	raised  [8]raisedError                  // the latest Go errors raised to Lua (see Cause)
@@ -191,4 +192,46 @@ func (env *Env) chargeHost(L *lua.LState, t *core.Tensor) {
 		delete(env.charged, key)
 		env.chargedMu.Unlock()
 	}, n)
+}
+
+// guard turns a Go panic that escapes a binding (a bug) into a Lua error
+// naming the function, at the script's line, instead of Go's runtime text;
+// the panic value stays on the Go error (Cause) for the host to log.
+func guard(name string, f lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(*lua.ApiError); ok {
+					panic(r) // a Lua error on its way up
+				}
+				raise(L, &InternalError{Function: name, Value: r})
+			}
+		}()
+		return f(L)
+	}
+}
+
+// InternalError is a Go panic inside a gglua function: a bug in gglua, never
+// the script's fault. Its message does not repeat the panic's Go text.
+type InternalError struct {
+	Function string
+	Value    any // what was passed to panic
+}
+
+func (e *InternalError) Error() string {
+	return e.Function + ": internal error in gglua (a bug, please report it); the script's state may be inconsistent"
+}
+
+// functions wraps every function of a library with guard, named prefix+key.
+func functions(prefix string, m map[string]lua.LGFunction) map[string]lua.LGFunction {
+	out := make(map[string]lua.LGFunction, len(m))
+	for k, f := range m {
+		out[k] = guard(prefix+k, f)
+	}
+	return out
+}
+
+// newFunction is L.NewFunction(guard(name, f)).
+func newFunction(L *lua.LState, name string, f lua.LGFunction) *lua.LFunction {
+	return L.NewFunction(guard(name, f))
 }

@@ -13,7 +13,7 @@ var nnSource string
 // openNN makes the global nn: the losses (losses.go), then the modules,
 // written in Lua (nn.lua).
 func openNN(L *lua.LState, env *Env) {
-	L.SetGlobal("nn", L.SetFuncs(L.NewTable(), env.lossFunctions()))
+	L.SetGlobal("nn", L.SetFuncs(L.NewTable(), functions("nn.", env.lossFunctions())))
 	fn, err := L.Load(strings.NewReader(nnSource), "nn.lua")
 	if err != nil {
 		panic("luabind: nn.lua does not compile: " + err.Error()) // a build defect, caught by every test

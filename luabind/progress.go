@@ -11,10 +11,11 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// progress(n) or progress(iter [, n]) is an iterator that draws a progress
-// bar with rate and ETA: redrawn in place on a terminal, a plain line every
-// tenth (or every 100 steps when the total is unknown) otherwise.
-// bar:set{loss=...} adds values to the bar.
+// progress(n), progress(loader [, n]) or progress(iter [, n]) is an
+// iterator that draws a progress bar with rate and ETA: redrawn in place on
+// a terminal, a plain line every tenth (or every 100 steps when the total is
+// unknown) otherwise. Over a data.loader it is one epoch, and its total is
+// #loader. bar:set{loss=...} adds values to the bar.
 type progressBar struct {
 	out     io.Writer
 	tty     bool
@@ -88,14 +89,23 @@ func openProgress(L *lua.LState, env *Env) {
 	L.SetGlobal("progress", L.NewFunction(func(L *lua.LState) int {
 		p := &progressBar{out: out, tty: isTTY(out), start: time.Now(), extra: map[string]string{}}
 		var inner *lua.LFunction
+		var loader *dataLoader
 		switch v := L.Get(1).(type) {
 		case lua.LNumber:
-			p.total = int(v)
+			p.total = progressCount(L, 1, "count")
 		case *lua.LFunction:
 			inner = v
-			p.total = L.OptInt(2, 0)
+			if L.Get(2) != lua.LNil {
+				p.total = progressCount(L, 2, "total")
+			}
 		default:
-			argError(L, "progress", "expected a count or an iterator function, got %s", luaTypeName(v))
+			if loader = toLoader(v); loader == nil {
+				argError(L, "progress", "expected a count, a data.loader or an iterator function, got %s", luaTypeName(v))
+			}
+			p.total = loader.batches()
+			if L.Get(2) != lua.LNil {
+				p.total = progressCount(L, 2, "total")
+			}
 		}
 		bar := L.NewTable()
 		L.SetField(bar, "set", L.NewFunction(func(L *lua.LState) int {
@@ -108,9 +118,10 @@ func openProgress(L *lua.LState, env *Env) {
 			})
 			return 0
 		}))
+		started := false
 		mt := L.NewTable()
 		L.SetField(mt, "__call", L.NewFunction(func(L *lua.LState) int {
-			if inner == nil {
+			if inner == nil && loader == nil {
 				if p.done >= p.total {
 					return 0
 				}
@@ -118,10 +129,20 @@ func openProgress(L *lua.LState, env *Env) {
 				L.Push(lua.LNumber(p.done))
 				return 1
 			}
-			L.Push(inner)
-			L.Call(0, lua.MultRet)
-			n := L.GetTop() - 3 // the generic for passes (bar, state, control)
-			if n <= 0 || L.Get(4) == lua.LNil {
+			top := L.GetTop() // the generic for passes (bar, state, control)
+			var n int
+			if loader != nil {
+				if !started {
+					loader.start() // a bar over a loader is one epoch
+				}
+				n = loader.next(L)
+			} else {
+				L.Push(inner)
+				L.Call(0, lua.MultRet)
+				n = L.GetTop() - top
+			}
+			started = true
+			if n <= 0 || L.Get(top+1) == lua.LNil {
 				if p.tty && p.done > 0 {
 					fmt.Fprintln(p.out)
 				}
@@ -134,4 +155,14 @@ func openProgress(L *lua.LState, env *Env) {
 		L.Push(bar)
 		return 1
 	}))
+}
+
+// progressCount reads argument n of progress, a count of steps: a whole number,
+// at least 0.
+func progressCount(L *lua.LState, n int, what string) int {
+	c := checkInteger(L, "progress", n)
+	if c < 0 {
+		argError(L, "progress", "argument %d: the %s must be at least 0, got %d", n, what, c)
+	}
+	return c
 }

@@ -21,9 +21,9 @@ func (env *Env) residencyFunctions() map[string]lua.LGFunction {
 }
 
 func openResidency(L *lua.LState, env *Env) {
-	L.SetGlobal("to_gpu", L.NewFunction(env.toGPU))
-	L.SetGlobal("to_cpu", L.NewFunction(env.toCPU))
-	L.SetGlobal("residency", L.SetFuncs(L.NewTable(), env.residencyFunctions()))
+	L.SetGlobal("to_gpu", newFunction(L, "to_gpu", env.toGPU))
+	L.SetGlobal("to_cpu", newFunction(L, "to_cpu", env.toCPU))
+	L.SetGlobal("residency", L.SetFuncs(L.NewTable(), functions("residency.", env.residencyFunctions())))
 }
 
 // to_gpu(x [, scope | {scope=, dtype=}]) copies x into a pool of the

@@ -20,9 +20,10 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"backward":      env.backward,
 		"cat":           env.cat,
 		"clamp":         env.clamp,
-		"clone":         env.detach,
+		"clone":         env.unary("clone", (*core.Engine).Clone),
+		"contiguous":    env.unary("contiguous", (*core.Engine).Contiguous),
 		"copy_":         env.inPlace("copy_", func(L *lua.LState, x *core.Tensor) *core.Tensor { return checkTensor(L, "copy_", 2) }),
-		"detach":        env.detach,
+		"detach":        tensorDetach,
 		"device":        tensorDevice,
 		"dim":           tensorDim,
 		"div":           env.arith(core.OpDiv),
@@ -32,7 +33,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"exp":           env.unary("exp", (*core.Engine).Exp),
 		"expm1":         env.unary("expm1", (*core.Engine).Expm1),
 		"fill_":         env.inPlace("fill_", fillValue),
-		"gelu":          env.unary("gelu", (*core.Engine).Gelu),
+		"gelu":          env.gelu,
 		"index_select":  env.indexSelect,
 		"item":          tensorItem,
 		"layer_norm":    env.layerNorm,
@@ -40,14 +41,15 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"log":           env.unary("log", (*core.Engine).Log),
 		"log_softmax":   env.alongDim("log_softmax", (*core.Engine).LogSoftmax),
 		"matmul":        env.binaryTensors("matmul", (*core.Engine).Matmul),
-		"max":           env.reduction("max", (*core.Engine).Max, (*core.Engine).MaxDim, true),
-		"mean":          env.reduction("mean", (*core.Engine).Mean, (*core.Engine).MeanDim, false),
-		"min":           env.reduction("min", (*core.Engine).Min, (*core.Engine).MinDim, true),
+		"max":           env.extreme("max", (*core.Engine).Max, (*core.Engine).MaxDim),
+		"mean":          env.reduction("mean", (*core.Engine).Mean, (*core.Engine).MeanDim),
+		"min":           env.extreme("min", (*core.Engine).Min, (*core.Engine).MinDim),
 		"mul":           env.arith(core.OpMul),
 		"mul_":          env.inPlace("mul_", env.arithValue(core.OpMul)),
 		"narrow":        env.narrow,
 		"neg":           env.unary("neg", (*core.Engine).Neg),
 		"numel":         tensorNumel,
+		"permute":       env.permute,
 		"pow":           env.arith(core.OpPow),
 		"relu":          env.unary("relu", (*core.Engine).Relu),
 		"requires_grad": tensorRequiresGrad,
@@ -61,12 +63,12 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"sqrt":          env.unary("sqrt", (*core.Engine).Sqrt),
 		"sub":           env.arith(core.OpSub),
 		"sub_":          env.inPlace("sub_", env.arithValue(core.OpSub)),
-		"sum":           env.reduction("sum", (*core.Engine).Sum, (*core.Engine).SumDim, false),
+		"sum":           env.reduction("sum", (*core.Engine).Sum, (*core.Engine).SumDim),
 		"t":             env.t,
 		"tanh":          env.unary("tanh", (*core.Engine).Tanh),
 		"totable":       tensorTotable,
 		"transpose":     env.transpose,
-		"view":          env.reshape,
+		"view":          env.view,
 		"zero_":         env.inPlace("zero_", zeroValue),
 	}
 }
@@ -108,13 +110,13 @@ func (env *Env) operators() map[string]lua.LGFunction {
 const tensorTypeName = "gglua.tensor"
 
 func openTensor(L *lua.LState, env *Env) {
-	env.methods = L.SetFuncs(L.NewTable(), env.tensorMethods())
-	L.SetFuncs(L.NewTypeMetatable(tensorTypeName), env.operators())
+	env.methods = L.SetFuncs(L.NewTable(), functions("", env.tensorMethods()))
+	L.SetFuncs(L.NewTypeMetatable(tensorTypeName), functions("", env.operators()))
 
-	lib := L.SetFuncs(L.NewTable(), env.tensorMethods())
-	L.SetFuncs(lib, env.tensorFunctions())
+	lib := L.SetFuncs(L.NewTable(), functions("tensor.", env.tensorMethods()))
+	L.SetFuncs(lib, functions("tensor.", env.tensorFunctions()))
 	// tensor{...} builds a tensor from nested tables.
-	L.SetMetatable(lib, L.SetFuncs(L.NewTable(), map[string]lua.LGFunction{"__call": env.fromTable}))
+	L.SetMetatable(lib, L.SetFuncs(L.NewTable(), map[string]lua.LGFunction{"__call": guard("tensor", env.fromTable)}))
 	L.SetGlobal("tensor", lib)
 }
 

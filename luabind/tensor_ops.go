@@ -78,9 +78,23 @@ func zeroValue(L *lua.LState, x *core.Tensor) *core.Tensor {
 // ---- reductions ----
 
 // reduction binds x:name() (all elements) and x:name(dim [, keepdim]).
-// withIndices: along a dim it also returns the 1-based indices (max, min).
 func (env *Env) reduction(name string, all func(*core.Engine, *core.Tensor) (*core.Tensor, error),
-	along func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, error), withIndices bool) lua.LGFunction {
+	along func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x := checkTensor(L, name, 1)
+		if L.Get(2) == lua.LNil {
+			t, err := all(env.Engine, x)
+			return env.pushResult(L, t, err)
+		}
+		t, err := along(env.Engine, x, checkDim(L, name, 2), L.OptBool(3, false))
+		return env.pushResult(L, t, err)
+	}
+}
+
+// extreme binds x:max() and x:max(dim [, keepdim]), which also returns the
+// 1-based indices (the first of ties, the first NaN), as PyTorch's.
+func (env *Env) extreme(name string, all func(*core.Engine, *core.Tensor) (*core.Tensor, error),
+	along func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, *core.Tensor, error)) lua.LGFunction {
 	return func(L *lua.LState) int {
 		e := env.Engine
 		x := checkTensor(L, name, 1)
@@ -88,21 +102,10 @@ func (env *Env) reduction(name string, all func(*core.Engine, *core.Tensor) (*co
 			t, err := all(e, x)
 			return env.pushResult(L, t, err)
 		}
-		d := optDim(L, name, 2, 0)
-		vals, err := along(e, x, d, L.OptBool(3, false))
-		env.pushResult(L, vals, err)
-		if !withIndices {
-			return 1
-		}
-		src := x
-		if name == "min" {
-			src, err = e.Neg(x)
-			raise(L, err)
-		}
-		idx, err := e.ArgmaxDim(src, d)
+		vals, idx, err := along(e, x, checkDim(L, name, 2), L.OptBool(3, false))
 		raise(L, err)
-		L.Push(env.push(L, plusOne(L, idx)))
-		return 2
+		L.Push(env.push(L, vals))
+		return 1 + env.pushResult(L, plusOne(L, e, idx), nil)
 	}
 }
 
@@ -110,32 +113,58 @@ func (env *Env) reduction(name string, all func(*core.Engine, *core.Tensor) (*co
 func (env *Env) argmax(L *lua.LState) int {
 	e := env.Engine
 	x := checkTensor(L, "argmax", 1)
+	d := 0
 	if L.Get(2) == lua.LNil {
 		flat, err := e.Reshape(x, int(x.Numel()))
 		raise(L, err)
 		x = flat
+	} else {
+		d = checkDim(L, "argmax", 2)
 	}
-	idx, err := e.ArgmaxDim(x, optDim(L, "argmax", 2, 0))
+	idx, err := e.ArgmaxDim(x, d)
 	raise(L, err)
-	return env.pushResult(L, plusOne(L, idx), nil)
+	return env.pushResult(L, plusOne(L, e, idx), nil)
 }
 
-// plusOne turns 0-based indices (a host tensor) into Lua's 1-based ones.
-func plusOne(L *lua.LState, t *core.Tensor) *core.Tensor {
-	v, err := t.Float32s()
+// plusOne turns 0-based indices into Lua's 1-based ones.
+func plusOne(L *lua.LState, e *core.Engine, idx *core.Tensor) *core.Tensor {
+	t, err := e.AddScalar(idx, 1)
 	raise(L, err)
-	for i := range v {
-		v[i]++
-	}
 	return t
 }
 
 // ---- movement ----
 
-// reshape(x, sizes...) and view: one size may be -1.
+// reshape(x, sizes...): one size may be -1; a view of a contiguous x, else
+// a copy.
 func (env *Env) reshape(L *lua.LState) int {
 	x := checkTensor(L, "reshape", 1)
 	t, err := env.Engine.Reshape(x, checkShapeArgs(L, "reshape", 2)...)
+	return env.pushResult(L, t, err)
+}
+
+// view(x, sizes...): always a view (x must be contiguous).
+func (env *Env) view(L *lua.LState) int {
+	x := checkTensor(L, "view", 1)
+	t, err := env.Engine.View(x, checkShapeArgs(L, "view", 2)...)
+	return env.pushResult(L, t, err)
+}
+
+// permute(x, d1, ..., dn) (or one table of dims): dim i of the result is
+// dim d_i of x.
+func (env *Env) permute(L *lua.LState) int {
+	x := checkTensor(L, "permute", 1)
+	var dims []int
+	if tbl, ok := L.Get(2).(*lua.LTable); ok && L.GetTop() == 2 {
+		for i := 1; i <= tbl.Len(); i++ {
+			L.Push(tbl.RawGetInt(i))
+		}
+		L.Remove(2)
+	}
+	for n := 2; n <= L.GetTop(); n++ {
+		dims = append(dims, checkDim(L, "permute", n))
+	}
+	t, err := env.Engine.Permute(x, dims...)
 	return env.pushResult(L, t, err)
 }
 
@@ -159,7 +188,8 @@ func (env *Env) t(L *lua.LState) int {
 // narrow(x, dim, start, length), start 1-based.
 func (env *Env) narrow(L *lua.LState) int {
 	x := checkTensor(L, "narrow", 1)
-	t, err := env.Engine.Narrow(x, optDim(L, "narrow", 2, 0), L.CheckInt(3)-1, L.CheckInt(4))
+	dim, start, length := checkDim(L, "narrow", 2), checkInteger(L, "narrow", 3), checkInteger(L, "narrow", 4)
+	t, err := env.Engine.Narrow(x, dim, start-1, length)
 	return env.pushResult(L, t, err)
 }
 
@@ -242,8 +272,30 @@ func (env *Env) backward(L *lua.LState) int {
 	return 1
 }
 
-// detach(x) (and clone) is a host copy of x's values, outside any tape.
-func (env *Env) detach(L *lua.LState) int {
-	h, err := checkTensor(L, "detach", 1).ToHost()
-	return env.pushResult(L, h, err)
+// detach(x) shares x's storage without its history: a view that no
+// gradient flows through, as PyTorch's detach.
+func tensorDetach(L *lua.LState) int {
+	env := envOf(L)
+	L.Push(env.push(L, checkTensor(L, "detach", 1).Detach()))
+	return 1
+}
+
+// gelu(x [, approximate]): exact (erf) by default, as PyTorch; "tanh" (or
+// {approximate="tanh"}) the tanh approximation.
+func (env *Env) gelu(L *lua.LState) int {
+	x := checkTensor(L, "gelu", 1)
+	approximate := "none"
+	switch v := L.Get(2).(type) {
+	case *lua.LNilType:
+	case lua.LString:
+		approximate = string(v)
+	case *lua.LTable:
+		o := readOpts(L, "gelu", 2)
+		approximate = o.str("approximate", "none")
+		o.done()
+	default:
+		argError(L, "gelu", "argument 2: expected \"none\", \"tanh\" or an options table, got %s", luaTypeName(v))
+	}
+	t, err := env.Engine.Gelu(x, approximate)
+	return env.pushResult(L, t, err)
 }

@@ -24,7 +24,7 @@ func tensorSize(L *lua.LState) int {
 		L.Push(intList(L, t.Shape()))
 		return 1
 	}
-	d := L.CheckInt(2)
+	d := checkInteger(L, "size", 2)
 	if d < 1 || d > t.Dim() {
 		argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1-based)", d, t.Dim(), core.ShapeString(t.Shape()))
 	}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -17,6 +18,7 @@ var (
 	ErrStale    = core.ErrStale    // a tensor whose memory a pool reset freed
 	ErrShape    = core.ErrShape    // shapes that do not fit an op
 	ErrArgument = core.ErrArgument // a bad argument to a gglua function
+	ErrClosed   = errors.New("runtime: used after Close")
 )
 
 // Error is a script's failure: the Lua error as the script saw it (Error()
@@ -42,6 +44,15 @@ func (rt *Runtime) scriptError(ctx context.Context, err error) error {
 	var apiErr *lua.ApiError
 	if !errors.As(err, &apiErr) {
 		return err
+	}
+	if apiErr.Type == lua.ApiErrorPanic {
+		// A Go panic that no binding's guard caught (a registered function,
+		// the Lua VM): its Go text is kept for the host, not shown as the
+		// script's error.
+		return &Error{
+			Lua:   &lua.ApiError{Type: lua.ApiErrorRun, Object: lua.LString("internal error: a Go function panicked (a bug in gglua or in a function the host registered; please report it)")},
+			Cause: fmt.Errorf("go panic: %s", apiErr.Object),
+		}
 	}
 	out := &Error{Lua: apiErr}
 	switch {

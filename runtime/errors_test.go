@@ -87,3 +87,32 @@ func TestAScriptsOwnErrorHasNoGoCause(t *testing.T) {
 	assert.Nil(t, se.Cause)
 	assert.Contains(t, err.Error(), "my own")
 }
+
+func TestClosedRuntimeIsAnErrorAndCloseIsIdempotent(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true})
+	require.NoError(t, err)
+	rt.Close()
+	rt.Close()
+	_, err = rt.DoString(context.Background(), "return 1")
+	assert.ErrorIs(t, err, runtime.ErrClosed)
+	_, err = rt.DoFile(context.Background(), "x.lua")
+	assert.ErrorIs(t, err, runtime.ErrClosed)
+}
+
+func TestAPanickingRegisteredFunctionIsAnInternalError(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true})
+	require.NoError(t, err)
+	defer rt.Close()
+	rt.Register("boom", func(args []any) ([]any, error) {
+		var m map[string]int
+		m["x"] = 1
+		return nil, nil
+	})
+	_, err = rt.DoString(context.Background(), `return boom()`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "internal error")
+	assert.NotContains(t, err.Error(), "nil map")
+	var se *runtime.Error
+	require.ErrorAs(t, err, &se)
+	assert.ErrorContains(t, se.Cause, "nil map", "the host still gets the panic")
+}

@@ -31,9 +31,10 @@ type Options struct {
 
 // Runtime is one Lua state with its device state.
 type Runtime struct {
-	L   *lua.LState
-	env *luabind.Env
-	out io.Writer
+	closed bool
+	L      *lua.LState
+	env    *luabind.Env
+	out    io.Writer
 }
 
 // New starts a runtime.
@@ -96,6 +97,8 @@ func openStdlib(L *lua.LState, sandbox bool) {
 		}
 		boundStringRep(L)
 	}
+	installProtectedCalls(L) // pcall/xpcall without gopher-lua's upvalue bug (pcall.go)
+	installRandom(L)         // math.random on the runtime's own seeded generator (random.go)
 }
 
 // maxRepBytes bounds string.rep in a sandbox: string.rep("x", 1e12) would
@@ -138,6 +141,9 @@ func (rt *Runtime) print(L *lua.LState) int {
 
 // DoString runs a chunk and returns its results as Go values.
 func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
+	if rt.closed {
+		return nil, ErrClosed
+	}
 	fn, err := rt.L.LoadString(code)
 	if err != nil {
 		return nil, err
@@ -148,6 +154,9 @@ func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
 // DoFile runs a script with args in the global arg table, as the lua
 // interpreter does (arg[0] is the script).
 func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]any, error) {
+	if rt.closed {
+		return nil, ErrClosed
+	}
 	fn, err := rt.L.LoadFile(path)
 	if err != nil {
 		return nil, err
@@ -196,6 +205,10 @@ func (rt *Runtime) Engine() *core.Engine { return rt.env.Engine }
 
 // Close frees every device buffer of the runtime and its Lua state.
 func (rt *Runtime) Close() {
+	if rt.closed {
+		return // Close is idempotent
+	}
+	rt.closed = true
 	luabind.Detach(rt.L)
 	rt.L.Close()
 	rt.env.Engine.Close()

@@ -42,7 +42,8 @@ func toGo(v lua.LValue, depth int) any {
 }
 
 // toLua converts a Go value for a script: numbers, strings, booleans, nil,
-// *core.Tensor, []float32, []any and map[string]any.
+// *core.Tensor (a host tensor copied, as SetTensor does), []float32, []any
+// and map[string]any.
 func (rt *Runtime) toLua(v any, depth int) (lua.LValue, error) {
 	if depth > 32 {
 		return nil, errors.New("value nested more than 32 deep")
@@ -63,7 +64,11 @@ func (rt *Runtime) toLua(v any, depth int) (lua.LValue, error) {
 	case float64:
 		return lua.LNumber(x), nil
 	case *core.Tensor:
-		return rt.env.Push(rt.L, x), nil
+		c, err := scriptCopy(x)
+		if err != nil {
+			return nil, err
+		}
+		return rt.env.Push(rt.L, c), nil
 	case []float32:
 		t := rt.L.CreateTable(len(x), 0)
 		for _, f := range x {
@@ -99,10 +104,48 @@ func (rt *Runtime) toLua(v any, depth int) (lua.LValue, error) {
 	return nil, fmt.Errorf("cannot pass a %T to Lua", v)
 }
 
-// SetTensor makes t the value of the global name. The tensor is shared,
-// not copied: a host tensor made by core.FromFloat32 keeps the Go slice.
-func (rt *Runtime) SetTensor(name string, t *core.Tensor) {
-	rt.L.SetGlobal(name, rt.env.Push(rt.L, t))
+// SetTensor makes t the value of the global name. A host tensor is copied
+// (values, dtype, requires_grad): a Go slice given to core.FromFloat32 and
+// rewritten later is never seen by the script, half-way or at all, and the
+// script's in-place changes stay in its copy; read them back with Tensor.
+// A device tensor has no Go slice and is shared.
+func (rt *Runtime) SetTensor(name string, t *core.Tensor) error {
+	c, err := scriptCopy(t)
+	if err != nil {
+		return err
+	}
+	rt.L.SetGlobal(name, rt.env.Push(rt.L, c))
+	return nil
+}
+
+// scriptCopy is what a script gets for t: a copy of a host tensor, t
+// itself on a device. A host tensor's storage may be a Go slice that the
+// host rewrites, and a pass keeps its upload of a host tensor until the
+// pass ends, so sharing it would let a script see old values in one
+// expression and new ones in the next.
+func scriptCopy(t *core.Tensor) (*core.Tensor, error) {
+	if t == nil || t.OnDevice() {
+		return t, nil
+	}
+	vals, err := t.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	c, err := core.FromFloat32(append([]float32(nil), vals...), t.Shape()...)
+	if err != nil {
+		return nil, err
+	}
+	if t.Dtype() != c.Dtype() {
+		if err := c.SetHostDtype(t.Dtype()); err != nil {
+			return nil, err
+		}
+	}
+	if t.RequiresGrad() {
+		if err := c.SetRequiresGrad(true); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // Tensor returns the tensor held by the global name.

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	goruntime "runtime"
@@ -193,6 +194,7 @@ func parseBytes(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
+	in := s
 	units := []struct {
 		suffix string
 		mult   float64
@@ -208,10 +210,18 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v*mult > 1<<62 {
-		return 0, fmt.Errorf("bad size %q (expected e.g. 2GiB, 512MB or a number of bytes)", s)
+	bytes := v * mult
+	switch {
+	case err != nil || math.IsNaN(v):
+		return 0, fmt.Errorf("bad size %q (expected e.g. 2GiB, 512MB or a number of bytes)", in)
+	case v < 0:
+		return 0, fmt.Errorf("bad size %q: a size cannot be negative", in)
+	case math.IsInf(v, 0) || bytes > 1<<62:
+		return 0, fmt.Errorf("bad size %q: more than 2^62 bytes (for no limit, leave --mem-limit out)", in)
+	case bytes != math.Trunc(bytes):
+		return 0, fmt.Errorf("bad size %q: %g is not a whole number of bytes", in, bytes)
 	}
-	return int64(v * mult), nil
+	return int64(bytes), nil
 }
 
 func isTerminal(r io.Reader) bool {

@@ -90,3 +90,17 @@ local l = with_grad_tape(function() return (r * r):sum() end)
 r:add_(10)
 ok, err = pcall(backward, l)
 assert(not ok and err:find("changed in place"), err)
+
+-- Positions and sizes are integers: fractions, NaN and huge values are
+-- errors, never truncated or wrapped (issue [11] #2).
+local four = tensor.ones(4)
+for _, args in ipairs{{1, 1.5, 2}, {1, 0/0, 3}, {1, 2^63 - 1024, 1025}, {1, 1, 2^53 + 2}, {1, -2^63, 4}, {1, 1, 0/0}} do
+  local ok, err = pcall(four.narrow, four, args[1], args[2], args[3])
+  assert(not ok and err:find("narrow"), tostring(err))
+end
+local ok2, err2 = pcall(four.size, four, 1.5)
+assert(not ok2 and err2:find("integer"), err2)
+ok2, err2 = pcall(four.dropout, four, 0/0)
+assert(not ok2 and err2:find("dropout"), err2)
+ok2, err2 = pcall(four.layer_norm, four, nil, nil, 0/0)
+assert(not ok2 and err2:find("eps"), err2)
