@@ -76,6 +76,7 @@ func (e *Engine) WithGradTape(fn func() error) error {
 		return fmt.Errorf("with_grad_tape: %w", err)
 	}
 	e.tape.active = true
+	e.mem.tapeRan, e.mem.stepComputed = true, false
 	defer func() { e.tape.active = false }()
 	return fn()
 }

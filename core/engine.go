@@ -47,7 +47,7 @@ type Engine struct {
 	passLive     []weak.Pointer[Tensor] // tensors placed in the pass pool (pass_memory.go)
 	pendingBytes int64                  // bytes of the pending results
 	uploads      map[*Tensor]upload     // host tensors' copies in the current pass (lazy.go)
-	compactAt    int64                  // the pass pool's bound outside a tape, past the default
+	mem          passMemory             // steps seen, for the pass pool's bound (pass_memory.go)
 
 	anomaly AnomalyMode // see anomaly.go
 	warn    func(string)

@@ -160,7 +160,7 @@ func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c 
 	// grow the graph without bound: past maxPending ops (or, outside a tape,
 	// past the pass pool's bound) it is computed, and its results are held
 	// (and budgeted) in the pass pool.
-	if e.eager || len(e.pending) >= maxPending || (!e.tape.active && e.pendingBytes > compactPassBytes) {
+	if e.eager || len(e.pending) >= maxPending || (e.beyondStep() && e.pendingBytes > e.passBound()) {
 		if err := e.Realize(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -351,7 +351,7 @@ func (e *Engine) Realize() error {
 	}
 	e.pending, e.pendingBytes = nil, 0
 	e.release()
-	return e.maybeCompactPass()
+	return e.afterRealize()
 }
 
 // DropPending abandons everything pending (a cancelled script's work).

@@ -13,29 +13,62 @@ import (
 // outside a tape, once the pass pool has grown past a bound, it is compacted:
 // the results something still references (found through weak pointers after
 // a collection) are copied to the host, where they stay readable and are
-// uploaded again when used, and the pool is reset. Inside a tape nothing is
-// compacted: the activations are the step's, for backward.
+// uploaded again when used, and the pool is reset.
+//
+// A training step is left alone: inside the tape the activations are the
+// step's, and after it backward and the optimizer are still building the
+// step's one graph. So nothing is compacted until that graph has been
+// computed (the first Realize after a tape), and the bound is then at least
+// twice what the step itself used: what grows past it is work beyond steps.
 
 // compactPassBytes is the pass pool's size past which work outside a tape
 // compacts it (the bound grows with what is found alive, so that a large
 // live working set is not copied back and forth).
-const compactPassBytes = 64 << 20
+var compactPassBytes int64 = 64 << 20 // a var: tests lower it
 
 // trackPass remembers a tensor placed in the pass pool, for compaction.
 func (e *Engine) trackPass(t *Tensor) {
 	e.passLive = append(e.passLive, weak.Make(t))
 }
 
-// maybeCompactPass compacts the pass pool when it is over its bound and no
-// tape is recording. Nothing may be pending.
-func (e *Engine) maybeCompactPass() error {
+// passMemory is the engine's record of steps, for the bound.
+type passMemory struct {
+	tapeRan      bool  // a with_grad_tape ran on this engine
+	stepComputed bool  // the graph of the last tape's step has been computed
+	stepBytes    int64 // the pass pool's size when it was
+	compactAt    int64 // the bound found by the last compaction (4x what was alive)
+}
+
+// beyondStep reports whether work now is past the current step (or there
+// are no steps), where the pass pool is kept within its bound.
+func (e *Engine) beyondStep() bool {
+	return !e.tape.active && (!e.mem.tapeRan || e.mem.stepComputed)
+}
+
+// passBound is the pass pool's size past which work beyond steps compacts it.
+func (e *Engine) passBound() int64 {
+	return max(compactPassBytes, e.mem.compactAt, 2*e.mem.stepBytes)
+}
+
+// afterRealize notes a step's computed graph and compacts the pass pool
+// when work beyond steps has grown it past its bound.
+func (e *Engine) afterRealize() error {
 	if e.tape.active || len(e.pending) > 0 {
 		return nil
 	}
-	bound := max(e.compactAt, compactPassBytes)
-	if e.res.Ledger().BufferBytes < bound && len(e.nodeCtxs) < 64 {
+	if e.mem.tapeRan && !e.mem.stepComputed {
+		e.mem.stepComputed, e.mem.stepBytes = true, e.res.Ledger().BufferBytes
 		return nil
 	}
+	if e.res.Ledger().BufferBytes < e.passBound() && len(e.nodeCtxs) < 64 {
+		return nil
+	}
+	return e.compactPass()
+}
+
+// compactPass copies what is still referenced in the pass pool to the host
+// and resets the pool. Nothing may be pending.
+func (e *Engine) compactPass() error {
 	goruntime.GC() // what no one references is not copied
 	var live int64
 	for _, wp := range e.passLive {
@@ -53,6 +86,6 @@ func (e *Engine) maybeCompactPass() error {
 		live += int64(len(raw))
 	}
 	e.passLive = nil
-	e.compactAt = 4 * live
+	e.mem.compactAt = 4 * live
 	return e.Reset(residency.Pass)
 }

@@ -23,4 +23,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 	out, err := exec.Command(gglua, "gpu/compare.lua", "cuda").CombinedOutput()
 	require.NoError(t, err, string(out))
 	assert.Contains(t, string(out), "gpu matches cpu")
+	out, err = exec.Command(gglua, "gpu/semantics.lua", "cuda").CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "gpu semantics match cpu")
 }
