@@ -1,7 +1,5 @@
 package core
 
-import "math"
-
 // Reductions: sums and means (all elements or along a dim), max/min and
 // argmax. The gradient of a reduction spreads g back over what was reduced.
 
@@ -131,107 +129,18 @@ func (e *Engine) asRows(x *Tensor) (*Tensor, error) {
 	return e.Reshape(x, int(x.Numel())/c, c)
 }
 
-// isNaNNode is 1 where a is NaN, else 0: tanh keeps NaN and maps the rest
-// into [-1, 1], and step(NaN) is 0 on every backend.
-func isNaNNode(c ctx, a node) (node, error) {
-	t, err := c.Unary("tanh", a)
-	if err == nil {
-		t, err = c.ScaleBias(t, 1, 2)
-	}
-	if err == nil {
-		t, err = c.Unary("step", t)
-	}
-	if err != nil {
-		return node{}, err
-	}
-	return c.ScaleBias(t, -1, 1)
-}
-
-// finiteNode is a with NaN made 0 (relu(NaN) is 0 on every backend) and
-// ±inf made ±max float, so that comparisons on it are exact.
-func finiteNode(c ctx, a node) (node, error) {
-	pos, err := c.Unary("relu", a)
-	if err != nil {
-		return node{}, err
-	}
-	na, err := c.Scale(a, -1)
-	if err == nil {
-		na, err = c.Unary("relu", na)
-	}
-	if err != nil {
-		return node{}, err
-	}
-	d, err := c.Sub(pos, na)
-	if err != nil {
-		return node{}, err
-	}
-	return c.Clamp(d, -math.MaxFloat32, math.MaxFloat32)
-}
-
-// eqNode is 1 where a == b (both finite; b broadcasts), else 0.
-func eqNode(c ctx, a, b node) (node, error) {
-	d, err := c.Sub(a, b)
-	if err == nil {
-		d, err = c.Unary("abs", d)
-	}
-	if err == nil {
-		d, err = c.Unary("step", d)
-	}
-	if err != nil {
-		return node{}, err
-	}
-	return c.ScaleBias(d, -1, 1)
-}
-
-// pickRows is a [r, n] node's element idx[i] of each row i (idx i32 [r]).
-func pickRows(c ctx, a, idx node, r, n int64) (node, error) {
-	cells, err := c.Reshape(a, [4]int64{1, n, r, 1}) // each element its own row
-	if err != nil {
-		return node{}, err
-	}
-	idx, err = c.Reshape(idx, [4]int64{1, r, 1, 1})
-	if err != nil {
-		return node{}, err
-	}
-	picked, err := c.GetRows(cells, idx) // ne (1, 1, r)
-	if err != nil {
-		return node{}, err
-	}
-	return c.Reshape(picked, [4]int64{r, 1, 1, 1})
-}
-
 // maxScore scores each element of x [r, n] (ne (n, r)): the first NaN of a
 // row scores 2n, later NaNs less; without NaN the first of the tied maxima
 // scores n, later ones less; everything else 0. The row's highest score is
 // unique, so any argmax finds it.
-func maxScore(c ctx, x node, r, n int64) (node, error) {
-	var ch nodeChain
-	nan := ch.do(func() (node, error) { return isNaNNode(c, x) })
-	xs := ch.do(func() (node, error) { return finiteNode(c, x) })
-	top := ch.do(func() (node, error) { return c.Argmax(xs) })
-	m := ch.do(func() (node, error) { return pickRows(c, xs, top, r, n) })
-	m = ch.do(func() (node, error) { return c.Reshape(m, [4]int64{1, r, 1, 1}) })
-	eq := ch.do(func() (node, error) { return eqNode(c, xs, m) })
-	notNaN := ch.do(func() (node, error) { return c.ScaleBias(nan, -1, 1) })
-	eq = ch.do(func() (node, error) { return c.Mul(eq, notNaN) })
-	iota := ch.do(func() (node, error) { return c.Arange(0, float32(n), 1) })
-	rev := ch.do(func() (node, error) { return c.ScaleBias(iota, -1, float32(n)) }) // n, n-1, ..., 1
-	revN := ch.do(func() (node, error) { return c.ScaleBias(rev, 1, float32(n)) })
-	a := ch.do(func() (node, error) { return c.Mul(nan, revN) })
-	b := ch.do(func() (node, error) { return c.Mul(eq, rev) })
-	return ch.do(func() (node, error) { return c.Add(a, b) }), ch.err
-}
-
-// nodeChain is chain for node builders.
-type nodeChain struct{ err error }
-
-func (ch *nodeChain) do(f func() (node, error)) node {
-	if ch.err != nil {
-		return node{}
-	}
-	n, err := f()
-	ch.err = err
-	return n
+func maxScore(b *nodes, x node, r, n int64) node {
+	nan := b.scaleBias(b.notNaN(x), -1, 1)
+	xs := b.finite(x)
+	m := b.rowMax(xs, n, r) // ne (1, r)
+	eq := b.mul(b.eq(xs, m), b.notNaN(x))
+	iota := b.set(b.c.Arange(0, float32(n), 1))
+	rev := b.scaleBias(iota, -1, float32(n)) // n, n-1, ..., 1
+	return b.add(b.mul(nan, b.scaleBias(rev, 1, float32(n))), b.mul(eq, rev))
 }
 
 // selectMax picks, in each row of x [r, n], the element PyTorch's max
@@ -239,36 +148,21 @@ func (ch *nodeChain) do(f func() (node, error)) node {
 // element alone) and its 0-based index [r] (f32, not differentiated).
 func (e *Engine) selectMax(op string, x *Tensor) (vals, idx *Tensor, err error) {
 	r, n := x.shape[0], x.shape[1]
-	score, err := e.newOp(op+"_score", x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		return maxScore(c, in[0], int64(r), int64(n))
+	score, err := e.build(op+"_score", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
+		return maxScore(b, in[0], int64(r), int64(n))
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	// sel is 1 at the selected element: the only one at its row's top score.
-	sel, err := e.newOp(op+"_select", x.shape, []*Tensor{score}, func(c ctx, in []node) (node, error) {
-		top, err := c.Argmax(in[0])
-		if err != nil {
-			return node{}, err
-		}
-		best, err := pickRows(c, in[0], top, int64(r), int64(n))
-		if err == nil {
-			best, err = c.Reshape(best, [4]int64{1, int64(r), 1, 1})
-		}
-		if err != nil {
-			return node{}, err
-		}
-		return eqNode(c, in[0], best)
+	sel, err := e.build(op+"_select", x.shape, []*Tensor{score}, func(b *nodes, in []node) node {
+		return b.eq(in[0], b.rowMax(in[0], int64(n), int64(r)))
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	vals, err = e.newOp(op, []int{r}, []*Tensor{x, score}, func(c ctx, in []node) (node, error) {
-		top, err := c.Argmax(in[1])
-		if err != nil {
-			return node{}, err
-		}
-		return pickRows(c, in[0], top, int64(r), int64(n))
+	vals, err = e.build(op, []int{r}, []*Tensor{x, score}, func(b *nodes, in []node) node {
+		return b.reshape(b.rowPick(in[0], in[1], int64(n), int64(r)), [4]int64{int64(r), 1, 1, 1})
 	})
 	if err != nil {
 		return nil, nil, err
@@ -352,23 +246,13 @@ func (e *Engine) Max(x *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	e.record(vals, "max", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.newOp("max_back", []int{1, int(x.Numel())}, []*Tensor{flat, vals, g}, func(c ctx, in []node) (node, error) {
-			var ch nodeChain
-			xnan := ch.do(func() (node, error) { return isNaNNode(c, in[0]) })
-			vnan := ch.do(func() (node, error) { return isNaNNode(c, in[1]) })
-			xs := ch.do(func() (node, error) { return finiteNode(c, in[0]) })
-			vs := ch.do(func() (node, error) { return finiteNode(c, in[1]) })
-			eq := ch.do(func() (node, error) { return eqNode(c, xs, vs) })
-			// mask = vnan ? xnan : eq·(1 - xnan)
-			notX := ch.do(func() (node, error) { return c.ScaleBias(xnan, -1, 1) })
-			eq = ch.do(func() (node, error) { return c.Mul(eq, notX) })
-			notV := ch.do(func() (node, error) { return c.ScaleBias(vnan, -1, 1) })
-			a := ch.do(func() (node, error) { return c.Mul(xnan, vnan) })
-			b := ch.do(func() (node, error) { return c.Mul(eq, notV) })
-			mask := ch.do(func() (node, error) { return c.Add(a, b) })
-			count := ch.do(func() (node, error) { return c.SumRows(mask) })
-			share := ch.do(func() (node, error) { return c.Div(in[2], count) })
-			return ch.do(func() (node, error) { return c.Mul(mask, share) }), ch.err
+		gx, err := e.build("max_back", []int{1, int(x.Numel())}, []*Tensor{flat, vals, g}, func(b *nodes, in []node) node {
+			// mask = vals is NaN ? x's NaNs : x == vals (NaNs excluded)
+			notX, notV := b.notNaN(in[0]), b.notNaN(in[1])
+			eq := b.mul(b.eq(b.finite(in[0]), b.finite(in[1])), notX)
+			both := b.mul(b.scaleBias(notX, -1, 1), b.scaleBias(notV, -1, 1))
+			mask := b.add(both, b.mul(eq, notV))
+			return b.mul(mask, b.div(in[2], b.sumRows(mask)))
 		})
 		if err != nil {
 			return nil, err

@@ -302,9 +302,11 @@ func (e *Engine) assignView(dst, src *Tensor) error {
 	if base.handle == nil {
 		return errDropped
 	}
-	if _, _, _, ok := viewGeometry(dst, 4); base.dtype != ggmlcgo.F32 || !ok {
-		// Half storage, or a view ggml cannot express: write the whole base
-		// (its values with the view's replaced), converted by the copy.
+	// Half storage, a view ggml cannot express, or a strided view off the
+	// CPU (ggml-cuda's copy into a strided view was seen to leave the base
+	// unchanged on an H200): write the whole base, its values with the
+	// view's replaced, converted by the copy.
+	if _, _, _, ok := viewGeometry(dst, 4); base.dtype != ggmlcgo.F32 || !ok || (!e.backend.IsCPU() && !dst.contiguous()) {
 		v, err := base.Float32s()
 		if err != nil {
 			return err
