@@ -350,6 +350,7 @@ func (e *Engine) Realize() error {
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 	}
 	e.pending, e.pendingBytes = nil, 0
+	e.res.Computed() // persistent memory dropped meanwhile may be reused now
 	e.release()
 	return e.afterRealize()
 }
@@ -376,6 +377,7 @@ func (e *Engine) dropPending() {
 		}
 	}
 	e.pending, e.pendingBytes = nil, 0
+	e.res.Computed()
 }
 
 // Reset frees pools (none named: both) after computing pending work, so

@@ -62,6 +62,51 @@ func (b Buffer) Free() {
 	}
 }
 
+// Alignment is the alignment of tensor data in the buffer.
+func (b Buffer) Alignment() int64 { return int64(C.ggml_backend_buffer_get_alignment(b.p)) }
+
+// FirstOffset is the first byte offset at which a tensor can be placed: the
+// buffer's base address rounded up to its alignment.
+func (b Buffer) FirstOffset() int64 {
+	align := uintptr(b.Alignment())
+	base := uintptr(C.ggml_backend_buffer_get_base(b.p))
+	return int64((align - base%align) % align)
+}
+
+// TensorSize is the number of bytes t takes in b, padded to b's alignment:
+// what PlaceAt needs free at the offset.
+func (b Buffer) TensorSize(t Tensor) int64 {
+	align := b.Alignment()
+	size := int64(C.ggml_backend_buffer_get_alloc_size(b.p, t.p))
+	return (size + align - 1) / align * align
+}
+
+// PlaceAt gives t the memory of b at byte offset off: any offset that
+// FirstOffset plus multiples of the alignment reach, with TensorSize(t)
+// bytes inside the buffer. Which other tensors use that memory is the
+// caller's business.
+func (b Buffer) PlaceAt(t Tensor, off int64) error {
+	switch {
+	case b.p == nil:
+		return errors.New("place: no buffer")
+	case t.p == nil:
+		return errors.New("place: nil tensor")
+	case t.IsView():
+		return errors.New("place: the tensor is a view; it shares its source's memory")
+	case t.Allocated() || t.p.data != nil:
+		return fmt.Errorf("place: tensor %q is already placed", t.Name())
+	}
+	size, need := b.Size(), b.TensorSize(t)
+	if off < 0 || off > size || need > size-off {
+		return fmt.Errorf("place: %d bytes at offset %d do not fit in a buffer of %d bytes", need, off, size)
+	}
+	if (off-b.FirstOffset())%b.Alignment() != 0 {
+		return fmt.Errorf("place: offset %d is not aligned to %d bytes (first offset %d)", off, b.Alignment(), b.FirstOffset())
+	}
+	addr := unsafe.Add(C.ggml_backend_buffer_get_base(b.p), off)
+	return statusError("place", C.ggml_backend_tensor_alloc(b.p, t.p, addr))
+}
+
 // Tallocr places tensors one after another in a buffer (ggml's linear
 // allocator). Fits must be asked first: ggml aborts when the buffer is full.
 type Tallocr struct {

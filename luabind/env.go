@@ -33,12 +33,15 @@ type Env struct {
 	chargedMu sync.Mutex
 	charged   map[weak.Pointer[core.Tensor]]bool // host tensors counted in hostBytes
 
-	methods *lua.LTable                     // the tensor methods, for __index
-	pcall   *lua.LFunction                  // the state's pcall when the libraries opened (autograd.go)
-	params  map[*core.Tensor]*lua.LUserData // see push
-	optims  map[*lua.LTable]optimizer       // the optimizer behind each Lua optimizer table
-	raised  [8]raisedError                  // the latest Go errors raised to Lua (see Cause)
+	methods *lua.LTable    // the tensor methods, for __index
+	pcall   *lua.LFunction // the state's pcall when the libraries opened (autograd.go)
+	raised  [8]raisedError // the latest Go errors raised to Lua (see Cause)
 	next    int
+
+	// params gives a parameter its userdata (see push); weak both ways, so
+	// that neither outlives the script's references.
+	params      map[weak.Pointer[core.Tensor]]weak.Pointer[lua.LUserData]
+	paramsSweep int // len(params) at which dead entries are next swept
 }
 
 // libraries are gglua's globals, each opened by one function.

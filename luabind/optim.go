@@ -92,14 +92,21 @@ type optimizer struct {
 	o stepper
 }
 
+// optimizerField is the metatable field of an optimizer table that holds
+// the optimizer (in a userdata). Nothing but the table refers to the
+// optimizer, so it and its state go when the script drops the table.
+const optimizerField = "__optimizer"
+
 // pushOptimizer pushes the Lua face of o: a table of methods.
 func (env *Env) pushOptimizer(L *lua.LState, o stepper) int {
 	tbl := L.NewTable()
-	if env.optims == nil {
-		env.optims = map[*lua.LTable]optimizer{}
-	}
 	opt := optimizer{o: o}
-	env.optims[tbl] = opt
+	ud := L.NewUserData()
+	ud.Value = opt
+	mt := L.NewTable()
+	mt.RawSetString("__name", lua.LString("optimizer"))
+	mt.RawSetString(optimizerField, ud)
+	tbl.Metatable = mt
 	L.SetFuncs(tbl, functions("optimizer:", map[string]lua.LGFunction{
 		"get_lr":          opt.getLR,
 		"load_state_dict": opt.loadStateDict,
@@ -171,9 +178,16 @@ func (env *Env) optimParameters(o stepper) lua.LGFunction {
 
 // checkOptimizer finds the optimizer behind a Lua optimizer table.
 func (env *Env) checkOptimizer(L *lua.LState, fn string, n int) optimizer {
-	tbl, ok := L.Get(n).(*lua.LTable)
-	o, found := env.optims[tbl]
-	if !ok || !found {
+	var o optimizer
+	found := false
+	if tbl, ok := L.Get(n).(*lua.LTable); ok {
+		if mt, ok := tbl.Metatable.(*lua.LTable); ok {
+			if ud, ok := mt.RawGetString(optimizerField).(*lua.LUserData); ok {
+				o, found = ud.Value.(optimizer)
+			}
+		}
+	}
+	if !found {
 		argError(L, fn, "argument %d: expected an optimizer (optim.sgd, optim.adam, ...), got %s", n, luaTypeName(L.Get(n)))
 	}
 	return o

@@ -81,6 +81,9 @@ func (env *Env) toCPU(L *lua.LState) int {
 }
 
 // stats() is the ledger and the engine's counters (and the process's RSS).
+// p_free_bytes is the part of p_buffer_bytes no tensor uses: room left, and
+// the memory of persistent tensors the script dropped (taken back once the
+// garbage collector finds them unreachable; collectgarbage() runs it).
 func (env *Env) stats(L *lua.LState) int {
 	tbl := L.NewTable()
 	for k, v := range env.Engine.Residency().Ledger().Map() {

@@ -1,6 +1,9 @@
 package luabind
 
 import (
+	"maps"
+	"weak"
+
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
@@ -144,8 +147,10 @@ func (env *Env) Push(L *lua.LState, t *core.Tensor) lua.LValue { return env.push
 // key tables (backward's result, optimizer state) and compare equal.
 func (env *Env) push(L *lua.LState, t *core.Tensor) lua.LValue {
 	param := t.IsLeaf() && t.RequiresGrad()
-	if ud, ok := env.params[t]; ok && param {
-		return ud
+	if param {
+		if ud := env.params[weak.Make(t)].Value(); ud != nil {
+			return ud
+		}
 	}
 	t.Hold()
 	env.chargeHost(L, t)
@@ -160,16 +165,25 @@ func (env *Env) push(L *lua.LState, t *core.Tensor) lua.LValue {
 
 // adopt makes ud the userdata that push returns for its tensor from now on
 // (a tensor that just became a parameter keeps the identity the script has).
+// The entry holds neither: once the script no longer reaches ud, no one can
+// tell it from a new one, and the tensor may go when nothing else holds it.
 func (env *Env) adopt(ud *lua.LUserData) *lua.LUserData {
+	t, ok := ud.Value.(*core.Tensor)
+	if !ok {
+		return ud
+	}
+	key := weak.Make(t)
+	if prev := env.params[key].Value(); prev != nil {
+		return prev
+	}
+	if len(env.params) >= env.paramsSweep { // dead entries go, in amortized O(1)
+		maps.DeleteFunc(env.params, func(_ weak.Pointer[core.Tensor], v weak.Pointer[lua.LUserData]) bool { return v.Value() == nil })
+		env.paramsSweep = 2*len(env.params) + 64
+	}
 	if env.params == nil {
-		env.params = map[*core.Tensor]*lua.LUserData{}
+		env.params = map[weak.Pointer[core.Tensor]]weak.Pointer[lua.LUserData]{}
 	}
-	if t, ok := ud.Value.(*core.Tensor); ok {
-		if prev, ok := env.params[t]; ok {
-			return prev
-		}
-		env.params[t] = ud
-	}
+	env.params[key] = weak.Make(ud)
 	return ud
 }
 

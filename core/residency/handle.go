@@ -17,6 +17,10 @@ type Handle struct {
 	shape  []int
 	typ    ggmlcgo.Type
 	host   []byte // a host copy of the data, if the owner cached one
+	// parent is the handle whose memory an alias shares: an alias keeps it
+	// reachable, so that the memory is not taken back under the alias.
+	parent   *Handle
+	pinnedAt uint64 // the State's epoch when Tensor last pinned it
 }
 
 // The errors callers test with errors.Is; every message that reports one
@@ -59,11 +63,15 @@ func (h *Handle) staleError(op string) error {
 }
 
 // Tensor is the ggml tensor, for building graphs. It is an error once the
-// handle is stale, so a freed tensor never reaches ggml.
+// handle is stale, so a freed tensor never reaches ggml. A graph built from
+// it may read its memory until the State is told Computed (or the pass
+// pool is reset): until then the handle is kept reachable, so that its
+// memory is not given to another tensor even if its owner drops it.
 func (h *Handle) Tensor() (ggmlcgo.Tensor, error) {
 	if !h.Live() {
 		return ggmlcgo.Tensor{}, h.staleError("tensor")
 	}
+	h.state.pin(h)
 	return h.tensor, nil
 }
 
@@ -129,11 +137,16 @@ func (s *State) Upload(r Request, data []byte) (*Handle, error) {
 }
 
 // Alias is a handle to t, a view into h's memory: same pool, same
-// generation, so it goes stale with h.
+// generation, so it goes stale with h, and h's memory stays h's while the
+// alias is reachable.
 func (h *Handle) Alias(t ggmlcgo.Tensor, shape []int) *Handle {
 	c := *h
 	c.tensor, c.typ, c.host = t, t.Type(), nil
 	c.shape = append([]int(nil), shape...)
+	c.parent, c.pinnedAt = h, 0
+	if h.parent != nil {
+		c.parent = h.parent
+	}
 	return &c
 }
 

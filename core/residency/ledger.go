@@ -6,6 +6,7 @@ type Ledger struct {
 	NBuffers         int64
 	PBufferBytes     int64 // persistent pool
 	PNBuffers        int64
+	PFreeBytes       int64 // of PBufferBytes, the bytes no tensor uses (dropped tensors' memory, room left)
 	CachedBytes      int64 // pass buffers kept for the next step (see State)
 	TotalBufferBytes int64 // pass + persistent + cached: all device memory held
 	PassGen          int64
@@ -15,14 +16,19 @@ type Ledger struct {
 	Limit            int64 // the budget, 0 = none
 }
 
-// Ledger reports both pools.
+// Ledger reports both pools. The memory of persistent tensors that the
+// garbage collector has found unreachable is taken back first.
 func (s *State) Ledger() Ledger {
+	if !s.closed {
+		s.reclaim()
+	}
 	pass, pers := &s.pools[Pass], &s.pools[Persistent]
 	return Ledger{
 		BufferBytes:      pass.bytes,
 		NBuffers:         int64(len(pass.arenas)),
 		PBufferBytes:     pers.bytes,
 		PNBuffers:        int64(len(pers.arenas)),
+		PFreeBytes:       pers.bytes - pers.used,
 		CachedBytes:      s.cached(),
 		TotalBufferBytes: s.held(),
 		PassGen:          pass.gen,
@@ -40,6 +46,7 @@ func (l Ledger) Map() map[string]int64 {
 		"n_buffers":          l.NBuffers,
 		"p_buffer_bytes":     l.PBufferBytes,
 		"p_n_buffers":        l.PNBuffers,
+		"p_free_bytes":       l.PFreeBytes,
 		"cached_bytes":       l.CachedBytes,
 		"total_buffer_bytes": l.TotalBufferBytes,
 		"pass_gen":           l.PassGen,

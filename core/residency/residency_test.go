@@ -3,6 +3,7 @@ package residency
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -245,7 +246,10 @@ func TestHostDeviceTrafficIsCounted(t *testing.T) {
 
 func TestARefusedAllocationAllocatesNothing(t *testing.T) {
 	s := newState(t)
-	zeros32x32(t, s, Persistent)
+	// Held: a refusal collects garbage first, and a dropped tensor's memory
+	// going back would change the ledger.
+	held := zeros32x32(t, s, Persistent)
+	defer runtime.KeepAlive(held)
 	_, err := s.SetLimit(s.Ledger().TotalBufferBytes + 4096)
 	require.NoError(t, err)
 	before := s.Ledger()

@@ -1,8 +1,12 @@
 package residency
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"weak"
 
 	"github.com/gglua/gglua/ggmlcgo"
 )
@@ -13,7 +17,7 @@ import (
 const (
 	MinArenaBytes = int64(1) << 20
 	MaxArenaBytes = int64(1) << 30
-	arenaTensors  = 256 // tensor slots of the first arena's context
+	arenaTensors  = 256 // tensor slots of a pool's first metadata context
 )
 
 // State is the residency state of one runtime on one backend: both pools, the
@@ -35,25 +39,59 @@ type State struct {
 	h2d     int64
 	d2h     int64
 	closed  bool
+	// pinned are the persistent handles whose ggml tensor Tensor handed out
+	// (to build a graph) since the last Computed or pass reset: a graph not
+	// yet computed may read their memory, so they stay reachable, and their
+	// memory theirs, until then. epoch counts those points.
+	pinned []*Handle
+	epoch  uint64
 }
 
 type pool struct {
 	scope  Scope
 	gen    int64
-	bytes  int64
+	bytes  int64 // buffer bytes held
+	used   int64 // bytes of the arenas given to tensors
 	arenas []*arena
+	metas  []*meta // the contexts describing the pool's tensors, newest last
+	// owned (persistent pool only) are the tensors whose memory goes back
+	// to their arena's free list once their handle is unreachable.
+	owned []owned
+	// The pacing of forced collections (see place): bytes placed since the
+	// last one.
+	sinceGC int64
 }
 
-// arena is one backend buffer with the context that describes its tensors.
+// arena is one backend buffer and the free regions in it.
 type arena struct {
-	ctx *ggmlcgo.Context
-	buf ggmlcgo.Buffer
-	ta  *ggmlcgo.Tallocr
+	buf  ggmlcgo.Buffer
+	free []span // sorted by offset, neighbours merged
+	used int64
+}
+
+type span struct{ off, size int64 }
+
+// meta is a ggml context holding tensor descriptions. Its slots are not
+// reused: once every tensor it describes is gone, and no graph can still
+// point at them (a pass reset since), the context is freed.
+type meta struct {
+	ctx       *ggmlcgo.Context
+	live      int   // tensors described here whose memory is still theirs
+	idleSince int64 // the pass generation when live fell to 0
+}
+
+// owned is a persistent tensor's memory: the handle that owns it (weak:
+// the State does not keep it alive) and where it lies.
+type owned struct {
+	h         weak.Pointer[Handle]
+	a         *arena
+	off, size int64
+	m         *meta // nil for a tensor described elsewhere (Place)
 }
 
 // New starts an empty residency state on b. The State does not own b.
 func New(b *ggmlcgo.Backend) *State {
-	s := &State{backend: b, buft: b.BufferType()}
+	s := &State{backend: b, buft: b.BufferType(), epoch: 1}
 	for i := range s.pools {
 		s.pools[i].scope = Scope(i)
 	}
@@ -82,14 +120,42 @@ func (s *State) Reset(scopes ...Scope) {
 			} else {
 				a.buf.Free()
 			}
-			a.ctx.Free()
 		}
-		p.arenas = nil
-		p.bytes = 0
-		p.gen++
+		for _, m := range p.metas {
+			m.ctx.Free()
+		}
+		gen := p.gen + 1
+		*p = pool{scope: sc, gen: gen}
 	}
+	// A pass reset drops every graph not computed yet (their nodes are the
+	// pass's); a persistent one frees what the pins were for.
+	s.Computed()
 	if all {
 		s.dropCache()
+	}
+}
+
+// Computed tells the State that every graph built from the tensors that
+// Handle.Tensor handed out so far has been computed, or will never be: the
+// memory of persistent handles dropped since may now go to other tensors.
+// Until then (or until the next pass reset) it stays theirs.
+func (s *State) Computed() {
+	clear(s.pinned)
+	s.pinned = s.pinned[:0]
+	s.epoch++
+}
+
+// pin keeps h's memory its own until the next Computed.
+func (s *State) pin(h *Handle) {
+	if h.scope != Persistent {
+		return // the pass pool is only freed whole, by a reset
+	}
+	if h.parent != nil {
+		h = h.parent
+	}
+	if h.pinnedAt != s.epoch {
+		h.pinnedAt = s.epoch
+		s.pinned = append(s.pinned, h)
 	}
 }
 
@@ -172,14 +238,18 @@ func (s *State) SetLimit(bytes int64) (int64, error) {
 // Limit is the current budget (0: none).
 func (s *State) Limit() int64 { return s.limit }
 
+// held is the device memory held: the pools' buffers, free regions in them
+// included, and the cache. The budget counts it; a tensor placed in a free
+// region takes nothing more.
 func (s *State) held() int64 { return s.pools[Pass].bytes + s.pools[Persistent].bytes + s.cached() }
 
 // CheckBudget returns an error wrapping ErrBudget if allocating extra more
 // bytes would pass the limit.
 func (s *State) CheckBudget(extra int64) error {
 	if s.limit > 0 && s.held()+extra > s.limit {
-		return fmt.Errorf("residency: %w: %d bytes requested, %d held (pass %d + persistent %d + cached %d), limit %d", ErrBudget,
-			extra, s.held(), s.pools[Pass].bytes, s.pools[Persistent].bytes, s.cached(), s.limit)
+		pers := &s.pools[Persistent]
+		return fmt.Errorf("residency: %w: %d bytes requested, %d held (pass %d + persistent %d, %d of them free + cached %d), limit %d", ErrBudget,
+			extra, s.held(), s.pools[Pass].bytes, pers.bytes, pers.bytes-pers.used, s.cached(), s.limit)
 	}
 	return nil
 }
@@ -220,31 +290,30 @@ func (s *State) check(r Request) (int64, error) {
 }
 
 // Alloc places a new tensor in its pool. Nothing is allocated when it fails.
+// Its memory is not cleared: it may have been another tensor's.
 func (s *State) Alloc(r Request) (*Handle, error) {
-	nbytes, err := s.check(r)
-	if err != nil {
+	if _, err := s.check(r); err != nil {
 		return nil, err
 	}
 	p := &s.pools[r.Scope]
-	a, err := s.arenaFor(p, s.padded(nbytes))
+	m, err := s.metaFor(p)
 	if err != nil {
 		return nil, err
 	}
-	t, err := a.ctx.NewTensor(r.Type, ne(r.Shape))
+	t, err := m.ctx.NewTensor(r.Type, ne(r.Shape))
 	if err == nil && r.Name != "" {
 		err = t.SetName(r.Name)
-	}
-	if err == nil {
-		err = a.ta.Alloc(t)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("residency: %w", err)
 	}
-	return &Handle{state: s, scope: r.Scope, gen: p.gen, tensor: t, shape: append([]int(nil), r.Shape...), typ: r.Type}, nil
+	// A tensor that gets no memory leaves an unused slot in m, no more.
+	return s.place(p, t, m, r.Shape)
 }
 
 // Place gives memory in a pool to t, a tensor described elsewhere (an op
-// node of a graph), whose shape outermost first is shape.
+// node of a graph), whose shape outermost first is shape. The description
+// must outlive the handle.
 func (s *State) Place(scope Scope, t ggmlcgo.Tensor, shape []int) (*Handle, error) {
 	if s.closed {
 		return nil, errors.New("residency: state is closed")
@@ -252,15 +321,7 @@ func (s *State) Place(scope Scope, t ggmlcgo.Tensor, shape []int) (*Handle, erro
 	if scope >= nScopes || t.IsNil() || t.Allocated() || t.IsView() {
 		return nil, fmt.Errorf("residency: cannot place this tensor in scope %v", scope)
 	}
-	p := &s.pools[scope]
-	a, err := s.arenaFor(p, s.padded(t.Nbytes()))
-	if err != nil {
-		return nil, err
-	}
-	if err := a.ta.Alloc(t); err != nil {
-		return nil, fmt.Errorf("residency: %w", err)
-	}
-	return &Handle{state: s, scope: scope, gen: p.gen, tensor: t, shape: append([]int(nil), shape...), typ: t.Type()}, nil
+	return s.place(&s.pools[scope], t, nil, shape)
 }
 
 func (s *State) padded(nbytes int64) int64 {
@@ -268,23 +329,172 @@ func (s *State) padded(nbytes int64) int64 {
 	return (nbytes + align - 1) / align * align
 }
 
-// arenaFor returns the pool's last arena if it has room for need bytes and
-// one more tensor, or a new arena (checked against the budget) that does.
-func (s *State) arenaFor(p *pool, need int64) (*arena, error) {
-	if n := len(p.arenas); n > 0 {
-		a := p.arenas[n-1]
-		if a.ctx.Room() > 0 && a.room() >= need {
-			return a, nil
+// metaFor returns the pool's newest metadata context if it has a free
+// slot, or a new one, larger than the last up to 16 times the first.
+func (s *State) metaFor(p *pool) (*meta, error) {
+	if n := len(p.metas); n > 0 && p.metas[n-1].ctx.Room() > 0 {
+		return p.metas[n-1], nil
+	}
+	ctx, err := ggmlcgo.NewContext(arenaTensors<<min(len(p.metas), 4), 0)
+	if err != nil {
+		return nil, fmt.Errorf("residency: %w", err)
+	}
+	m := &meta{ctx: ctx}
+	p.metas = append(p.metas, m)
+	return m, nil
+}
+
+// place gives t memory in p: the first free region that fits, in the
+// oldest arena first; failing that, in the persistent pool, the memory of
+// tensors no longer reachable (a garbage collection is forced when enough
+// was placed since the last one: device memory is invisible to Go's
+// pacer); failing that, a new arena, within the budget.
+func (s *State) place(p *pool, t ggmlcgo.Tensor, m *meta, shape []int) (*Handle, error) {
+	need := s.padded(s.buft.AllocSize(t))
+	a, off, ok := p.fit(need)
+	if !ok && p.scope == Persistent {
+		s.reclaim()
+		a, off, ok = p.fit(need)
+		// A collection costs about a millisecond: one is forced only when
+		// enough was placed since the last for garbage to be likely.
+		if !ok && p.sinceGC+need >= min(MinArenaBytes, p.bytes/8) {
+			s.collect()
+			a, off, ok = p.fit(need)
 		}
 	}
-	size := MinArenaBytes
-	if n := len(p.arenas); n > 0 {
-		size = min(2*p.arenas[n-1].buf.Size(), MaxArenaBytes)
+	if !ok {
+		var err error
+		if a, err = s.grow(p, need); err != nil {
+			return nil, err
+		}
+		if a, off, ok = p.fit(need); !ok {
+			return nil, fmt.Errorf("residency: internal error: %d bytes do not fit in a new arena", need)
+		}
 	}
-	if s.limit > 0 {
-		size = min(size, s.limit-s.held()) // shrink the arena to what the budget allows
+	if err := a.buf.PlaceAt(t, off); err != nil {
+		a.give(off, need)
+		return nil, fmt.Errorf("residency: %w", err)
 	}
-	size = max(size, need+s.buft.Alignment()) // room for the base's alignment too
+	a.used += need
+	p.used += need
+	h := &Handle{state: s, scope: p.scope, gen: p.gen, tensor: t, shape: append([]int(nil), shape...), typ: t.Type()}
+	if p.scope == Persistent {
+		p.sinceGC += need
+		if m != nil {
+			m.live++
+		}
+		p.owned = append(p.owned, owned{h: weak.Make(h), a: a, off: off, size: need, m: m})
+	}
+	return h, nil
+}
+
+// fit takes need bytes from the first free region, oldest arena first,
+// that holds them.
+func (p *pool) fit(need int64) (*arena, int64, bool) {
+	for _, a := range p.arenas {
+		if off, ok := a.take(need); ok {
+			return a, off, true
+		}
+	}
+	return nil, 0, false
+}
+
+func (a *arena) take(need int64) (int64, bool) {
+	for i := range a.free {
+		sp := &a.free[i]
+		if sp.size < need {
+			continue
+		}
+		off := sp.off
+		sp.off += need
+		sp.size -= need
+		if sp.size == 0 {
+			a.free = slices.Delete(a.free, i, i+1)
+		}
+		return off, true
+	}
+	return 0, false
+}
+
+// give returns a region to the free list, merged with its free neighbours.
+func (a *arena) give(off, size int64) {
+	i, _ := slices.BinarySearchFunc(a.free, off, func(sp span, off int64) int { return cmp.Compare(sp.off, off) })
+	if i > 0 && a.free[i-1].off+a.free[i-1].size == off { // joins the one before
+		a.free[i-1].size += size
+		if i < len(a.free) && off+size == a.free[i].off { // and the one after
+			a.free[i-1].size += a.free[i].size
+			a.free = slices.Delete(a.free, i, i+1)
+		}
+		return
+	}
+	if i < len(a.free) && off+size == a.free[i].off { // joins the one after
+		a.free[i].off, a.free[i].size = off, a.free[i].size+size
+		return
+	}
+	a.free = slices.Insert(a.free, i, span{off, size})
+}
+
+// reclaim gives the memory of persistent tensors whose handle the garbage
+// collector found unreachable back to their arenas; then frees the arenas
+// left empty (but the newest) and the metadata contexts no tensor and no
+// graph can use any more (but the newest).
+func (s *State) reclaim() {
+	p := &s.pools[Persistent]
+	kept := p.owned[:0]
+	for _, o := range p.owned {
+		if o.h.Value() != nil {
+			kept = append(kept, o)
+			continue
+		}
+		o.a.give(o.off, o.size)
+		o.a.used -= o.size
+		p.used -= o.size
+		if o.m != nil {
+			if o.m.live--; o.m.live == 0 {
+				o.m.idleSince = s.pools[Pass].gen
+			}
+		}
+	}
+	clear(p.owned[len(kept):])
+	p.owned = kept
+	if n := len(p.arenas); n > 1 {
+		last := p.arenas[n-1]
+		p.arenas = slices.DeleteFunc(p.arenas, func(a *arena) bool {
+			if a == last || a.used > 0 {
+				return false
+			}
+			p.bytes -= a.buf.Size()
+			a.buf.Free()
+			return true
+		})
+	}
+	if n := len(p.metas); n > 1 {
+		last, passGen := p.metas[n-1], s.pools[Pass].gen
+		p.metas = slices.DeleteFunc(p.metas, func(m *meta) bool {
+			// Graph nodes may point at a dead tensor's description until the
+			// pass they were built in is reset.
+			if m == last || m.live > 0 || m.idleSince >= passGen {
+				return false
+			}
+			m.ctx.Free()
+			return true
+		})
+	}
+}
+
+// collect runs a garbage collection, so that the weak pointers of every
+// unreachable handle are cleared, and reclaims their memory.
+func (s *State) collect() {
+	runtime.GC()
+	s.reclaim()
+	s.pools[Persistent].sinceGC = 0
+}
+
+// grow adds an arena with room for need bytes to p, checked against the
+// budget: before refusing, cached pass buffers are dropped and persistent
+// memory nothing references is reclaimed.
+func (s *State) grow(p *pool, need int64) (*arena, error) {
+	size := s.arenaSize(p, need)
 	buf, reused := ggmlcgo.Buffer{}, false
 	if p.scope == Pass {
 		if buf, reused = s.fromCache(size); !reused {
@@ -293,32 +503,40 @@ func (s *State) arenaFor(p *pool, need int64) (*arena, error) {
 	}
 	if !reused {
 		if err := s.CheckBudget(size); err != nil {
-			if len(s.cache) == 0 {
-				return nil, err
+			s.dropCache()
+			s.collect()
+			if a, off, ok := p.fit(need); ok { // the collection made room
+				a.give(off, need)
+				return a, nil
 			}
-			s.dropCache() // cached buffers give way before an allocation fails
+			size = s.arenaSize(p, need)
 			if err := s.CheckBudget(size); err != nil {
 				return nil, err
 			}
 		}
-	}
-	ctx, err := ggmlcgo.NewContext(arenaTensors<<min(len(p.arenas), 4), 0)
-	if err != nil {
-		if reused {
-			s.cache = append(s.cache, buf)
-		}
-		return nil, fmt.Errorf("residency: %w", err)
-	}
-	if !reused {
+		var err error
 		if buf, err = s.buft.Alloc(size); err != nil {
-			ctx.Free()
 			return nil, fmt.Errorf("residency: %s pool: %w", p.scope, err)
 		}
 	}
-	a := &arena{ctx: ctx, buf: buf, ta: ggmlcgo.NewTallocr(buf)}
+	a := &arena{buf: buf}
+	if first := buf.FirstOffset(); buf.Size() > first {
+		a.free = []span{{first, buf.Size() - first}}
+	}
 	p.arenas = append(p.arenas, a)
 	p.bytes += buf.Size()
 	return a, nil
 }
 
-func (a *arena) room() int64 { return a.buf.Size() - a.ta.Offset() }
+// arenaSize is the size of p's next arena: twice the last (up to
+// MaxArenaBytes), shrunk to what the budget allows, but at least need.
+func (s *State) arenaSize(p *pool, need int64) int64 {
+	size := MinArenaBytes
+	if n := len(p.arenas); n > 0 {
+		size = min(2*p.arenas[n-1].buf.Size(), MaxArenaBytes)
+	}
+	if s.limit > 0 {
+		size = min(size, s.limit-s.held())
+	}
+	return max(size, need+s.buft.Alignment()) // room for the base's alignment too
+}

@@ -1,0 +1,240 @@
+package residency
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Persistent tensors that nothing references any more give their memory
+// back to the pool, without a reset (issue [11] #12).
+
+const side = 64 // tensors of side x side f32: 16 KiB, 64 to the first arena
+
+func filled(v float32) []byte {
+	data := make([]float32, side*side)
+	for i := range data {
+		data[i] = v + float32(i)
+	}
+	return f32bytes(data...)
+}
+
+func upload(t *testing.T, s *State, v float32) *Handle {
+	t.Helper()
+	h, err := s.Upload(Request{Shape: []int{side, side}, Scope: Persistent}, filled(v))
+	require.NoError(t, err)
+	return h
+}
+
+// dropOne uploads a tensor and lets it go; where is where its memory lay.
+func dropOne(t *testing.T, s *State, v float32) (where owned) {
+	t.Helper()
+	upload(t, s, v)
+	p := &s.pools[Persistent]
+	return p.owned[len(p.owned)-1]
+}
+
+func readAll(t *testing.T, h *Handle) []byte {
+	t.Helper()
+	got := make([]byte, h.Nbytes())
+	require.NoError(t, h.Read(got))
+	return got
+}
+
+func TestDroppedPersistentTensorsAreReused(t *testing.T) {
+	for _, collect := range []bool{true, false} {
+		// Without collections of its own, the pool forces one before it grows.
+		name := map[bool]string{true: "collected", false: "forced"}[collect]
+		t.Run(name, func(t *testing.T) {
+			s := newState(t)
+			var kept []*Handle
+			for i := 0; i < 400; i++ {
+				if i%100 == 7 { // a few kept among the dropped, with values of their own
+					kept = append(kept, upload(t, s, float32(10000*(len(kept)+1))))
+				}
+				dropOne(t, s, float32(i))
+				if collect && i%10 == 0 {
+					runtime.GC()
+				}
+			}
+			l := s.Ledger()
+			// 400 x 16 KiB went through; the first arena held them all.
+			assert.Equal(t, MinArenaBytes, l.PBufferBytes)
+			assert.Equal(t, int64(1), l.PNBuffers)
+			for j, h := range kept {
+				assert.Equal(t, filled(float32(10000*(j+1))), readAll(t, h), "kept tensor %d", j)
+			}
+		})
+	}
+}
+
+func TestARegionGoesToTheNextTensorAndKeepsItsNeighbours(t *testing.T) {
+	s := newState(t)
+	before := upload(t, s, 1)
+	where := dropOne(t, s, 2)
+	after := upload(t, s, 3)
+	runtime.GC()
+	l := s.Ledger()
+	assert.Equal(t, l.PBufferBytes-2*side*side*4, l.PFreeBytes+where.a.buf.FirstOffset(), "two tensors held, one given back")
+
+	h := upload(t, s, 4) // lands where the dropped one was
+	p := &s.pools[Persistent]
+	got := p.owned[len(p.owned)-1]
+	assert.Equal(t, where.a, got.a)
+	assert.Equal(t, where.off, got.off)
+	assert.Equal(t, l.PFreeBytes-where.size, s.Ledger().PFreeBytes)
+	assert.Equal(t, l.PBufferBytes, s.Ledger().PBufferBytes)
+	// Its neighbours on either side are intact, and it holds its own values.
+	assert.Equal(t, filled(1), readAll(t, before))
+	assert.Equal(t, filled(3), readAll(t, after))
+	assert.Equal(t, filled(4), readAll(t, h))
+}
+
+func TestFreeRegionsMergeWithTheirNeighbours(t *testing.T) {
+	a := &arena{free: []span{{0, 1000}}}
+	var offs []int64
+	for i := 0; i < 10; i++ {
+		off, ok := a.take(100)
+		require.True(t, ok)
+		offs = append(offs, off)
+	}
+	_, ok := a.take(1)
+	require.False(t, ok, "full")
+	for _, i := range []int{3, 1, 2, 7, 9, 8, 0} { // before, after, between, at the end
+		a.give(offs[i], 100)
+	}
+	assert.Equal(t, []span{{0, 400}, {700, 300}}, a.free)
+	off, ok := a.take(300)
+	require.True(t, ok)
+	assert.Equal(t, int64(0), off, "first fit")
+	_, ok = a.take(400)
+	assert.False(t, ok, "no region of 400 bytes left")
+	for _, i := range []int{4, 5, 6} {
+		a.give(offs[i], 100)
+	}
+	a.give(0, 300)
+	assert.Equal(t, []span{{0, 1000}}, a.free)
+}
+
+func TestATensorInAGraphNotYetComputedKeepsItsMemory(t *testing.T) {
+	s := newState(t)
+	h := upload(t, s, 1)
+	_, err := h.Tensor() // as an op building a graph takes it
+	require.NoError(t, err)
+	free := s.Ledger().PFreeBytes
+	h = nil
+	runtime.GC()
+	assert.Equal(t, free, s.Ledger().PFreeBytes, "a pending graph may still read it")
+	s.Computed()
+	runtime.GC()
+	assert.Equal(t, free+side*side*4, s.Ledger().PFreeBytes, "the graph ran: it goes back")
+
+	// A pass reset drops the graphs too.
+	h = upload(t, s, 2)
+	_, err = h.Tensor()
+	require.NoError(t, err)
+	h = nil
+	runtime.GC()
+	assert.Equal(t, free, s.Ledger().PFreeBytes)
+	s.Reset(Pass)
+	runtime.GC()
+	assert.Equal(t, free+side*side*4, s.Ledger().PFreeBytes)
+}
+
+func TestAnAliasKeepsItsParentsMemory(t *testing.T) {
+	s := newState(t)
+	h := upload(t, s, 5)
+	tensor, err := h.Tensor()
+	require.NoError(t, err)
+	s.Computed()
+	alias := h.Alias(tensor, []int{side * side})
+	free := s.Ledger().PFreeBytes
+	h = nil
+	runtime.GC()
+	assert.Equal(t, free, s.Ledger().PFreeBytes, "the alias still reads it")
+	assert.Equal(t, filled(5), readAll(t, alias))
+	alias = nil
+	runtime.GC()
+	assert.Equal(t, free+side*side*4, s.Ledger().PFreeBytes)
+}
+
+func TestEmptiedArenasAreFreedButTheNewest(t *testing.T) {
+	s := newState(t)
+	var hs []*Handle
+	for i := 0; i < 300; i++ { // 4.7 MiB: arenas of 1, 2 and 4 MiB
+		hs = append(hs, upload(t, s, float32(i)))
+	}
+	require.Equal(t, int64(3), s.Ledger().PNBuffers)
+	last := s.pools[Persistent].arenas[2].buf.Size()
+	hs = hs[:0]
+	runtime.GC()
+	l := s.Ledger()
+	assert.Equal(t, int64(1), l.PNBuffers)
+	assert.Equal(t, last, l.PBufferBytes)
+	assert.Equal(t, l.PBufferBytes, l.PFreeBytes+s.pools[Persistent].arenas[0].buf.FirstOffset())
+	assert.Equal(t, l.PBufferBytes, l.TotalBufferBytes)
+	// The kept arena takes new tensors.
+	h := upload(t, s, 7)
+	assert.Equal(t, last, s.Ledger().PBufferBytes)
+	assert.Equal(t, filled(7), readAll(t, h))
+}
+
+func TestTensorDescriptionsAreFreedAfterAPassReset(t *testing.T) {
+	s := newState(t)
+	for round := 0; round < 10; round++ {
+		for i := 0; i < 1000; i++ {
+			dropOne(t, s, float32(i))
+		}
+		runtime.GC()
+		s.Reset(Pass) // the graphs that might point at them are gone
+	}
+	s.Ledger()
+	p := &s.pools[Persistent]
+	assert.LessOrEqual(t, len(p.metas), 3, "10000 tensors went through")
+	assert.Empty(t, p.owned)
+	assert.Equal(t, MinArenaBytes, p.bytes)
+}
+
+func TestFreedMemoryIsReusedWithinTheBudget(t *testing.T) {
+	s := newState(t)
+	var hs []*Handle
+	for i := 0; i < 64; i++ {
+		hs = append(hs, upload(t, s, float32(i)))
+	}
+	_, err := s.SetLimit(s.Ledger().TotalBufferBytes)
+	require.NoError(t, err)
+	if s.Ledger().PFreeBytes < side*side*4 {
+		_, err = s.Alloc(Request{Shape: []int{side, side}, Scope: Persistent})
+		require.ErrorIs(t, err, ErrBudget, "the arena is full and the budget allows no other")
+	}
+	hs[10], hs[20] = nil, nil // dropped: no collection here, the pool runs one
+	a := upload(t, s, 100)
+	b := upload(t, s, 200)
+	assert.Equal(t, s.Limit(), s.Ledger().TotalBufferBytes)
+	assert.Equal(t, filled(100), readAll(t, a))
+	assert.Equal(t, filled(200), readAll(t, b))
+	for i, h := range hs {
+		if h != nil {
+			assert.Equal(t, filled(float32(i)), readAll(t, h), "tensor %d", i)
+		}
+	}
+}
+
+func TestTheLedgerReportsFreePersistentBytes(t *testing.T) {
+	s := newState(t)
+	l := s.Ledger()
+	assert.Zero(t, l.PFreeBytes)
+	h := upload(t, s, 1)
+	l = s.Ledger()
+	first := s.pools[Persistent].arenas[0].buf.FirstOffset()
+	assert.Equal(t, l.PBufferBytes-first-side*side*4, l.PFreeBytes)
+	assert.Equal(t, l.PFreeBytes, l.Map()["p_free_bytes"])
+	runtime.KeepAlive(h)
+	h = nil
+	runtime.GC()
+	assert.Equal(t, l.PBufferBytes-first, s.Ledger().Map()["p_free_bytes"])
+	s.Reset(Persistent)
+	assert.Zero(t, s.Ledger().PFreeBytes)
+}
