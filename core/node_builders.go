@@ -16,7 +16,11 @@ import "math"
 type nodes struct {
 	c   ctx
 	err error
+	gpu bool // not the CPU backend: see rowMax
 }
+
+// nodes starts building an op's nodes in c.
+func (e *Engine) nodes(c ctx) *nodes { return &nodes{c: c, gpu: !e.backend.IsCPU()} }
 
 func (b *nodes) set(n node, err error) node {
 	if err != nil {
@@ -109,7 +113,18 @@ func (b *nodes) sumRows(a node) node {
 
 // rowMax is the largest element of each row of a (ne (cols, rows)), as ne
 // (1, rows): the element argmax picks, read back with get_rows.
-func (b *nodes) rowMax(a node, cols, rows int64) node { return b.rowPick(a, a, cols, rows) }
+//
+// ggml-cuda's argmax starts from -FLT_MAX and keeps only greater values, so
+// a row of -inf, -FLT_MAX or NaN gets index -1, which get_rows would read
+// out of bounds; off the CPU the argmax is taken on finite(a)/2, which is
+// always greater (the CPU's argmax starts at index 0).
+func (b *nodes) rowMax(a node, cols, rows int64) node {
+	by := a
+	if b.gpu {
+		by = b.scale(b.finite(a), 0.5)
+	}
+	return b.rowPick(a, by, cols, rows)
+}
 
 // rowPick is, in each row of a (ne (cols, rows)), the element where by (of
 // the same shape) has its row's maximum, as ne (1, rows). by's maximum must
@@ -179,7 +194,7 @@ func (b *nodes) isZero(a node) node {
 // build is an op of several nodes, computed without recording.
 func (e *Engine) build(name string, shape []int, inputs []*Tensor, f func(b *nodes, in []node) node) (*Tensor, error) {
 	return e.newOp(name, shape, inputs, func(c ctx, in []node) (node, error) {
-		b := &nodes{c: c}
+		b := e.nodes(c)
 		n := f(b, in)
 		if b.err != nil {
 			return node{}, b.err

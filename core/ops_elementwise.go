@@ -224,7 +224,7 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 		return nil, argErrorf("clamp: min %g is greater than max %g", lo, hi)
 	}
 	return e.unaryOp("clamp", x, func(c ctx, a node) (node, error) {
-		b := &nodes{c: c}
+		b := e.nodes(c)
 		y := b.nanWhere(a, b.clamp(a, lo, hi))
 		return y, b.err
 	}, func(g, x, y *Tensor) (*Tensor, error) {
@@ -249,7 +249,7 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 // passes elsewhere, NaN included, as in PyTorch.
 func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 	return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
-		b := &nodes{c: c}
+		b := e.nodes(c)
 		y := b.nanWhere(a, b.unary("relu", a))
 		return y, b.err
 	}, func(g, x, y *Tensor) (*Tensor, error) {

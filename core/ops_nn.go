@@ -47,7 +47,7 @@ func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 		cols := int64(x.shape[len(x.shape)-1])
 		rows := x.Numel() / cols
 		return e.unaryOp("log_softmax", x, func(c ctx, a node) (node, error) {
-			b := &nodes{c: c}
+			b := e.nodes(c)
 			x2 := b.reshape(a, [4]int64{cols, rows, 1, 1})
 			d := b.sub(x2, b.rowMax(x2, cols, rows)) // the max broadcast along each row
 			lse := b.unary("log", b.sumRows(b.unary("exp", d)))
