@@ -29,9 +29,7 @@ type Env struct {
 	// so a sandboxed runtime counts what it hands out.
 	HostLimit int64
 
-	hostBytes atomic.Int64
-	chargedMu sync.Mutex
-	charged   map[weak.Pointer[core.Tensor]]bool // host tensors counted in hostBytes
+	host *hostAccount // what HostLimit counts (see chargeHost); its own allocation, for the cleanups
 
 	methods *lua.LTable    // the tensor methods, for __index
 	pcall   *lua.LFunction // the state's pcall when the libraries opened (autograd.go)
@@ -154,10 +152,10 @@ func (env *Env) stdout() io.Writer {
 // checkHost refuses, before anything is allocated, a host tensor of n
 // elements that the limit cannot take.
 func (env *Env) checkHost(L *lua.LState, fn string, n int64) {
-	if env.HostLimit > 0 && 4*n > env.HostLimit-env.hostBytes.Load() {
+	if env.HostLimit > 0 && 4*n > env.HostLimit-env.acct().bytes.Load() {
 		goruntime.GC()
-		if 4*n > env.HostLimit-env.hostBytes.Load() {
-			argError(L, fn, "host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", 4*n, env.hostBytes.Load(), env.HostLimit)
+		if 4*n > env.HostLimit-env.acct().bytes.Load() {
+			argError(L, fn, "host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", 4*n, env.acct().bytes.Load(), env.HostLimit)
 		}
 	}
 }
@@ -169,32 +167,49 @@ func (env *Env) chargeHost(L *lua.LState, t *core.Tensor) {
 		return
 	}
 	key := weak.Make(t)
-	env.chargedMu.Lock()
-	if env.charged == nil {
-		env.charged = map[weak.Pointer[core.Tensor]]bool{}
+	env.acct().mu.Lock()
+	if env.acct().charged == nil {
+		env.acct().charged = map[weak.Pointer[core.Tensor]]bool{}
 	}
-	seen := env.charged[key]
-	env.chargedMu.Unlock()
+	seen := env.acct().charged[key]
+	env.acct().mu.Unlock()
 	if seen {
 		return
 	}
 	n := 4 * t.Numel()
-	if env.hostBytes.Load()+n > env.HostLimit {
+	if env.acct().bytes.Load()+n > env.HostLimit {
 		goruntime.GC() // let collected tensors give their bytes back first
-		if env.hostBytes.Load()+n > env.HostLimit {
-			argError(L, "tensor", "host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", n, env.hostBytes.Load(), env.HostLimit)
+		if env.acct().bytes.Load()+n > env.HostLimit {
+			argError(L, "tensor", "host memory limit exceeded: a tensor of %d bytes with %d held, limit %d", n, env.acct().bytes.Load(), env.HostLimit)
 		}
 	}
-	env.chargedMu.Lock()
-	env.charged[key] = true
-	env.chargedMu.Unlock()
-	env.hostBytes.Add(n)
+	env.acct().mu.Lock()
+	env.acct().charged[key] = true
+	env.acct().mu.Unlock()
+	env.acct().bytes.Add(n)
+	acct := env.acct() // the cleanup must not reach env: env reaches t through the Lua state
 	goruntime.AddCleanup(t, func(n int64) {
-		env.hostBytes.Add(-n)
-		env.chargedMu.Lock()
-		delete(env.charged, key)
-		env.chargedMu.Unlock()
+		acct.bytes.Add(-n)
+		acct.mu.Lock()
+		delete(acct.charged, key)
+		acct.mu.Unlock()
 	}, n)
+}
+
+// hostAccount is the count of host tensors a script holds. Cleanups of
+// those tensors update it, so it must not lead back to the tensors.
+type hostAccount struct {
+	bytes   atomic.Int64
+	mu      sync.Mutex
+	charged map[weak.Pointer[core.Tensor]]bool // host tensors counted in bytes
+}
+
+// acct is env's host account, made on first use.
+func (env *Env) acct() *hostAccount {
+	if env.host == nil {
+		env.host = &hostAccount{}
+	}
+	return env.host
 }
 
 // guard turns a Go panic that escapes a binding (a bug) into a Lua error
