@@ -304,20 +304,9 @@ type GGUFFile struct {
 // file (a symbolic link to one is fine): a FIFO or a device would block or
 // never end, a folder is no checkpoint.
 func OpenGGUF(path string) (*GGUFFile, error) {
-	// O_NONBLOCK: opening a FIFO for reading waits for a writer; with it,
-	// open returns at once and the type check below refuses the FIFO.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, st, err := OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("gguf: %s is not a regular file (%s)", path, fileKind(st.Mode()))
 	}
 	parsed, err := checkGGUFHeader(f, st.Size())
 	if err != nil {
@@ -386,6 +375,30 @@ func samePath(f *os.File, path string, st os.FileInfo) (string, error) {
 	return "", fmt.Errorf("%s changed while it was being opened", path)
 }
 
+// OpenRegular opens path for reading if it names a regular file (a symbolic
+// link to one is fine): a FIFO would block open() until a writer comes, a
+// device may never end, a folder is no file to read. O_NONBLOCK lets open()
+// return at once on a FIFO; the type is then checked on the open handle, so
+// a file swapped in between is not read unchecked. (For a regular file
+// O_NONBLOCK changes nothing.)
+func OpenRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(st.Mode()))
+	}
+	return f, st, nil
+}
+
+// fileKind names what a non-regular file is.
 func fileKind(m os.FileMode) string {
 	switch {
 	case m.IsDir():

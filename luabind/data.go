@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // maxCSVBytes bounds what data.csv reads, so a huge or endless file is an
@@ -22,7 +21,7 @@ const maxCSVBytes = 1 << 30
 
 // readCSV parses a numeric CSV file into rows x cols values.
 func readCSV(path string, header bool, sep rune) ([]float32, int, int, error) {
-	f, err := openRegular(path)
+	f, _, err := ggmlcgo.OpenRegular(path)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -61,47 +60,6 @@ func readCSV(path string, header bool, sep rune) ([]float32, int, int, error) {
 		return nil, 0, 0, fmt.Errorf("%s: no data rows", path)
 	}
 	return vals, rows, cols, nil
-}
-
-// openRegular opens path for reading if it names a regular file (a symbolic
-// link to one is fine). A FIFO would block open() until a writer comes, a
-// device (/dev/zero) never ends and a folder is no CSV: each is refused, the
-// error saying what path is. O_NONBLOCK lets open() return at once on a
-// FIFO; the type is then checked on the open handle, so a file swapped in
-// between a check and the open is not read unchecked. (For a regular file
-// O_NONBLOCK changes nothing.)
-func openRegular(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(st.Mode()))
-	}
-	return f, nil
-}
-
-// fileKind names what a non-regular file is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a folder"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
 }
 
 // batchSource is what data.loader draws batches from: a tensor (rows are
