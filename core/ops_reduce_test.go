@@ -71,29 +71,7 @@ func TestArgmaxDim(t *testing.T) {
 	assert.Equal(t, []float32{1, 0, 1}, values(t, idx))
 }
 
-// refFloat is a number of the reference files: JSON has no NaN or inf, so
-// those are the strings "nan", "inf" and "-inf".
-type refFloat float64
-
-func (f *refFloat) UnmarshalJSON(b []byte) error {
-	switch string(b) {
-	case `"nan"`:
-		*f = refFloat(math.NaN())
-	case `"inf"`:
-		*f = refFloat(math.Inf(1))
-	case `"-inf"`:
-		*f = refFloat(math.Inf(-1))
-	default:
-		var v float64
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		*f = refFloat(v)
-	}
-	return nil
-}
-
-func refFloats(v []refFloat) []float32 {
+func refFloats(v []torchNum) []float32 {
 	out := make([]float32, len(v))
 	for i, x := range v {
 		out[i] = float32(x)
@@ -103,7 +81,7 @@ func refFloats(v []refFloat) []float32 {
 
 // assertSameFloats compares element by element: NaN matches NaN, infinities
 // match exactly, the rest within tol.
-func assertSameFloats(t *testing.T, want []refFloat, got []float32, tol float64, msg string) {
+func assertSameFloats(t *testing.T, want []torchNum, got []float32, tol float64, msg string) {
 	t.Helper()
 	require.Len(t, got, len(want), msg)
 	for i, w := range want {
@@ -132,12 +110,12 @@ func TestReductionsMatchPyTorch(t *testing.T) {
 			Dim      *int
 			Keepdim  bool
 			Shape    []int
-			X        []refFloat
-			Cot      []refFloat
+			X        []torchNum
+			Cot      []torchNum
 			OutShape []int `json:"out_shape"`
-			Values   []refFloat
-			Indices  []refFloat
-			Grad     []refFloat
+			Values   []torchNum
+			Indices  []torchNum
+			Grad     []torchNum
 		}
 	}
 	require.NoError(t, json.Unmarshal(raw, &ref))
