@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"fmt"
 	"math"
 
 	lua "github.com/yuin/gopher-lua"
@@ -56,7 +57,10 @@ func (env *Env) inPlace(name string, f func(L *lua.LState, x *core.Tensor) *core
 	return func(L *lua.LState) int {
 		x := checkTensor(L, name, 1)
 		if err := env.Engine.Assign(x, f(L, x)); err != nil {
-			argError(L, name, "%s", err.Error())
+			if name != "copy_" { // Assign's messages already name copy_
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			raise(L, err) // keeps the cause: a shape mismatch stays an ErrShape
 		}
 		L.Push(L.Get(1))
 		return 1

@@ -40,6 +40,7 @@ func TestErrorsAreToldApartWithErrorsIs(t *testing.T) {
 		{"shape", `return tensor.zeros(2, 3):matmul(tensor.zeros(2, 3))`, "shape", "matmul: cannot multiply shapes 2x3 and 2x3"},
 		{"broadcast", `return tensor.zeros(2, 3) + tensor.zeros(4)`, "shape", "do not broadcast"},
 		{"argument", `return tensor.zeros(2):clamp(1, 0)`, "argument", "clamp: min 1 is greater than max 0"},
+		{"in-place shape", `return tensor.zeros(2):copy_(tensor.zeros(3))`, "shape", "<string>:1: copy_: source shape 3"},
 		{"bad option", `return optim.sgd({tensor.param(tensor{1})}, {lr = 0.1, momentun = 0.9})`, "argument", "unknown option momentun"},
 		{"caught and raised again", `local ok, e = pcall(function() return tensor.zeros(2, 3):matmul(tensor.zeros(2, 3)) end); error(e, 0)`, "shape", "matmul"},
 		{"deadline", `while true do end`, "deadline", ""},
