@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"strings"
 
+	"github.com/gglua/gglua/luacompile"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -14,7 +15,7 @@ var nnSource string
 // written in Lua (nn.lua).
 func openNN(L *lua.LState, env *Env) {
 	L.SetGlobal("nn", L.SetFuncs(L.NewTable(), functions("nn.", env.lossFunctions())))
-	fn, err := L.Load(strings.NewReader(nnSource), "nn.lua")
+	fn, err := luacompile.Load(L, strings.NewReader(nnSource), "nn.lua")
 	if err != nil {
 		panic("luabind: nn.lua does not compile: " + err.Error()) // a build defect, caught by every test
 	}

@@ -63,14 +63,13 @@ func (r *repl) feed(ctx context.Context, line string) (fed, string) {
 	}
 	chunk := strings.Join(append(r.pending, line), "\n")
 	quiet := strings.HasSuffix(strings.TrimSpace(chunk), ";")
-	L := r.rt.L
 	var fn *lua.LFunction
 	var exprErr, err error
 	if !quiet {
-		fn, exprErr = L.Load(strings.NewReader("return "+chunk), "stdin")
+		fn, exprErr = r.rt.Load(strings.NewReader("return "+chunk), "stdin")
 	}
 	if fn == nil {
-		fn, err = L.Load(strings.NewReader(chunk), "stdin")
+		fn, err = r.rt.Load(strings.NewReader(chunk), "stdin")
 	}
 	if err != nil {
 		// Incomplete as an expression or as a statement: keep reading.
@@ -250,7 +249,7 @@ func (r *repl) piped(ctx context.Context, in io.Reader) bool {
 	if len(r.pending) > 0 { // input ended inside a chunk: run it for its error
 		chunk := strings.Join(r.pending, "\n")
 		r.pending = nil
-		if _, err := r.rt.L.Load(strings.NewReader(chunk), "stdin"); err != nil {
+		if _, err := r.rt.Load(strings.NewReader(chunk), "stdin"); err != nil {
 			r.fail(err)
 		}
 	}

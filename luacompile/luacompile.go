@@ -1,0 +1,237 @@
+// Package luacompile compiles Lua source for gopher-lua around two of its
+// compiler's bugs, each of which gives a wrong answer with no error:
+//
+//   - A multiple assignment writes each value into its target before it
+//     has read the ones after it: after "a, b = a + 1, a" b held the new
+//     a (gopher-lua issue #440). Lua evaluates every expression, left and
+//     right, before it assigns anything.
+//   - A loop whose body begins with a jump ("break", "if false then ...")
+//     jumped elsewhere: the compiler's jump-to-jump pass reads a jump it
+//     has already rewritten as if it were not, and the loop's back edge
+//     went to the wrong place (the chunk's start, typically: the script
+//     ran again, forever; issue #540).
+//
+// Load parses a chunk, rewrites those statements into forms the compiler
+// gets right, and compiles it: a multiple assignment becomes locals that
+// hold every value first, then one assignment per target; every loop body
+// starts with a local that holds false, so that no back edge lands on a
+// jump. Everything else is compiled as gopher-lua compiles it.
+package luacompile
+
+import (
+	"fmt"
+	"io"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Load compiles the chunk read from r, named name (as in error messages),
+// into a function of L whose environment is L's globals, as L.Load does.
+func Load(L *lua.LState, r io.Reader, name string) (*lua.LFunction, error) {
+	proto, err := Compile(r, name)
+	if err != nil {
+		return nil, err
+	}
+	return L.NewFunctionFromProto(proto), nil
+}
+
+// Compile parses and compiles a chunk, with the rewrites above.
+func Compile(r io.Reader, name string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(r, name)
+	if err != nil {
+		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(err.Error()), Cause: err}
+	}
+	(&rewriter{}).block(chunk)
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(err.Error()), Cause: err}
+	}
+	return proto, nil
+}
+
+// rewriter walks a chunk, rewriting its statements in place.
+type rewriter struct{ temps int }
+
+// block rewrites a list of statements in place.
+func (w *rewriter) block(stmts []ast.Stmt) {
+	for i, s := range stmts {
+		stmts[i] = w.stmt(s)
+	}
+}
+
+// loopBody rewrites a loop's body and puts a local holding false first
+// (LOADBOOL, which the compiler never merges with what precedes it).
+func (w *rewriter) loopBody(stmts []ast.Stmt, line int) []ast.Stmt {
+	w.block(stmts)
+	first := &ast.LocalAssignStmt{Names: []string{"(loop)"}, Exprs: []ast.Expr{at(&ast.FalseExpr{}, line)}}
+	first.SetLine(line)
+	first.SetLastLine(line)
+	return append([]ast.Stmt{first}, stmts...)
+}
+
+func (w *rewriter) stmt(s ast.Stmt) ast.Stmt {
+	switch s := s.(type) {
+	case *ast.AssignStmt:
+		w.exprs(s.Lhs)
+		w.exprs(s.Rhs)
+		if len(s.Lhs) > 1 {
+			return w.multipleAssign(s)
+		}
+	case *ast.LocalAssignStmt:
+		w.exprs(s.Exprs)
+	case *ast.FuncCallStmt:
+		w.expr(s.Expr)
+	case *ast.DoBlockStmt:
+		w.block(s.Stmts)
+	case *ast.WhileStmt:
+		w.expr(s.Condition)
+		s.Stmts = w.loopBody(s.Stmts, s.Line())
+	case *ast.RepeatStmt:
+		w.expr(s.Condition)
+		s.Stmts = w.loopBody(s.Stmts, s.Line())
+	case *ast.IfStmt:
+		w.expr(s.Condition)
+		w.block(s.Then)
+		w.block(s.Else)
+	case *ast.NumberForStmt:
+		w.expr(s.Init)
+		w.expr(s.Limit)
+		w.expr(s.Step)
+		w.block(s.Stmts)
+	case *ast.GenericForStmt:
+		w.exprs(s.Exprs)
+		s.Stmts = w.loopBody(s.Stmts, s.Line())
+	case *ast.FuncDefStmt:
+		w.expr(s.Name.Func)
+		w.expr(s.Name.Receiver)
+		w.expr(s.Func)
+	case *ast.ReturnStmt:
+		w.exprs(s.Exprs)
+	}
+	return s
+}
+
+func (w *rewriter) exprs(es []ast.Expr) {
+	for _, e := range es {
+		w.expr(e)
+	}
+}
+
+// expr rewrites the functions defined inside e.
+func (w *rewriter) expr(e ast.Expr) {
+	switch e := e.(type) {
+	case *ast.FunctionExpr:
+		w.block(e.Stmts)
+	case *ast.AttrGetExpr:
+		w.expr(e.Object)
+		w.expr(e.Key)
+	case *ast.TableExpr:
+		for _, f := range e.Fields {
+			w.expr(f.Key)
+			w.expr(f.Value)
+		}
+	case *ast.FuncCallExpr:
+		w.expr(e.Func)
+		w.expr(e.Receiver)
+		w.exprs(e.Args)
+	case *ast.LogicalOpExpr:
+		w.expr(e.Lhs)
+		w.expr(e.Rhs)
+	case *ast.RelationalOpExpr:
+		w.expr(e.Lhs)
+		w.expr(e.Rhs)
+	case *ast.StringConcatOpExpr:
+		w.expr(e.Lhs)
+		w.expr(e.Rhs)
+	case *ast.ArithmeticOpExpr:
+		w.expr(e.Lhs)
+		w.expr(e.Rhs)
+	case *ast.UnaryMinusOpExpr:
+		w.expr(e.Expr)
+	case *ast.UnaryNotOpExpr:
+		w.expr(e.Expr)
+	case *ast.UnaryLenOpExpr:
+		w.expr(e.Expr)
+	}
+}
+
+// multipleAssign rewrites "t1, t2, ... = e1, e2, ..." as
+//
+//	do
+//	  local o, k = obj, key         -- the targets' tables and keys
+//	  local v1, v2, ... = e1, e2, ...
+//	  tn = vn ... t1 = v1           -- right to left, as Lua 5.1 assigns
+//	end
+//
+// A target's table or key is held first only when it is more than a
+// constant or a name this statement does not assign (a name keeps its
+// value until the assignments, and error messages keep its name).
+func (w *rewriter) multipleAssign(s *ast.AssignStmt) ast.Stmt {
+	line := s.Line()
+	assigned := map[string]bool{}
+	for _, t := range s.Lhs {
+		if id, ok := t.(*ast.IdentExpr); ok {
+			assigned[id.Value] = true
+		}
+	}
+	steady := func(e ast.Expr) bool {
+		switch e := e.(type) {
+		case *ast.IdentExpr:
+			return !assigned[e.Value]
+		case *ast.StringExpr, *ast.NumberExpr, *ast.TrueExpr, *ast.FalseExpr:
+			return true
+		}
+		return false
+	}
+	hold := &ast.LocalAssignStmt{}
+	held := func(e ast.Expr) ast.Expr {
+		if steady(e) {
+			return e
+		}
+		name := w.temp()
+		hold.Names = append(hold.Names, name)
+		hold.Exprs = append(hold.Exprs, e)
+		return at(&ast.IdentExpr{Value: name}, line)
+	}
+	targets := make([]ast.Expr, len(s.Lhs))
+	for i, t := range s.Lhs {
+		targets[i] = t
+		if get, ok := t.(*ast.AttrGetExpr); ok {
+			targets[i] = at(&ast.AttrGetExpr{Object: held(get.Object), Key: held(get.Key)}, line)
+		}
+	}
+	values := &ast.LocalAssignStmt{Exprs: s.Rhs}
+	for range max(len(s.Lhs), len(s.Rhs)) {
+		values.Names = append(values.Names, w.temp())
+	}
+	var body []ast.Stmt
+	if len(hold.Names) > 0 {
+		body = append(body, stmtAt(hold, line))
+	}
+	body = append(body, stmtAt(values, line))
+	for i := len(targets) - 1; i >= 0; i-- {
+		value := at(&ast.IdentExpr{Value: values.Names[i]}, line)
+		body = append(body, stmtAt(&ast.AssignStmt{Lhs: []ast.Expr{targets[i]}, Rhs: []ast.Expr{value}}, line))
+	}
+	return stmtAt(&ast.DoBlockStmt{Stmts: body}, line)
+}
+
+// temp is a new local's name, one no Lua source can spell.
+func (w *rewriter) temp() string {
+	w.temps++
+	return fmt.Sprintf("(assign %d)", w.temps)
+}
+
+func at[E ast.Expr](e E, line int) E {
+	e.SetLine(line)
+	e.SetLastLine(line)
+	return e
+}
+
+func stmtAt[S ast.Stmt](s S, line int) S {
+	s.SetLine(line)
+	s.SetLastLine(line)
+	return s
+}

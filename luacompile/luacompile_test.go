@@ -1,0 +1,92 @@
+package luacompile_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/luacompile"
+)
+
+// run runs the script at path compiled by load and returns what it
+// printed; a run past a few seconds is stopped.
+func run(t *testing.T, path string, load func(L *lua.LState, src, name string) (*lua.LFunction, error)) (string, error) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	require.NoError(t, err)
+	L := lua.NewState()
+	defer L.Close()
+	var out strings.Builder
+	L.SetGlobal("print", L.NewFunction(func(L *lua.LState) int {
+		for i := 1; i <= L.GetTop(); i++ {
+			if i > 1 {
+				out.WriteByte('\t')
+			}
+			out.WriteString(L.ToStringMeta(L.Get(i)).String())
+		}
+		out.WriteByte('\n')
+		return 0
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	L.SetContext(ctx)
+	fn, err := load(L, string(src), path)
+	require.NoError(t, err)
+	L.Push(fn)
+	err = L.PCall(0, 0, nil)
+	return out.String(), err
+}
+
+func compiled(L *lua.LState, src, name string) (*lua.LFunction, error) {
+	return luacompile.Load(L, strings.NewReader(src), name)
+}
+
+func plain(L *lua.LState, src, name string) (*lua.LFunction, error) {
+	return L.Load(strings.NewReader(src), name)
+}
+
+// TestScriptsAsLua51: each testdata script prints what lua5.1 printed
+// (its .out file), where gopher-lua's own compiler gives other values or
+// never ends.
+func TestScriptsAsLua51(t *testing.T) {
+	scripts, err := filepath.Glob("testdata/*.lua")
+	require.NoError(t, err)
+	require.NotEmpty(t, scripts)
+	for _, path := range scripts {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			want, err := os.ReadFile(strings.TrimSuffix(path, ".lua") + ".out")
+			require.NoError(t, err)
+			got, err := run(t, path, compiled)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), got)
+
+			// The test can fail: gopher-lua's compiler alone gets these wrong.
+			bad, err := run(t, path, plain)
+			assert.True(t, err != nil || bad != string(want), "gopher-lua alone now gets %s right: the rewrite may go", path)
+		})
+	}
+}
+
+// TestErrorsKeepTheirLines: code after a rewritten statement reports the
+// line it is on, and a syntax error is an error.
+func TestErrorsKeepTheirLines(t *testing.T) {
+	L := lua.NewState()
+	defer L.Close()
+	fn, err := luacompile.Load(L, strings.NewReader("local a, b = 1, 2\na, b = b, a\n\nerror('here')"), "chunk")
+	require.NoError(t, err)
+	L.Push(fn)
+	err = L.PCall(0, 0, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "chunk:4: here")
+
+	_, err = luacompile.Load(L, strings.NewReader("a, b = = 1"), "chunk")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "chunk")
+}
