@@ -4,6 +4,76 @@ import (
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
+// A product is one ggml node, and a compute can be cancelled only between
+// nodes: a 4096x4096 product on two cores runs for tens of seconds. So on
+// the CPU, a large 2-d product (more than chunkMatmulAbove multiply-adds)
+// is built from blocks of rows of x, about chunkMatmulWork multiply-adds
+// each: a product per block, written into one output (a padded first
+// block, then the others in place). Every element is the same dot product
+// as in the single node (ggml's kernels compute each element whole, in an
+// order that does not depend on how many rows there are: the blocks keep
+// at least two rows, and contiguous rows, so the same kernel runs), so
+// the values are identical; the products below the bound are built as
+// one node, as before. Not split: batched products, a view as x, the
+// gradients' products, the OpenBLAS path, and outputs of 1 GiB or more
+// (ggml's in-place write keeps its offset below 1 GiB).
+var (
+	chunkMatmulAbove int64 = 1 << 29 // vars: tests lower them
+	chunkMatmulWork  int64 = 1 << 28
+)
+
+// chunkMatmul reports whether the product x·wᵀ (m×k by n×k) is built in
+// blocks of rows.
+func (e *Engine) chunkMatmul(x, w *Tensor, m, n, k int) bool {
+	return e.backend.IsCPU() && x.Dim() == 2 && w.Dim() == 2 && x.base == nil && m >= 4 &&
+		int64(m)*int64(n)*int64(k) > chunkMatmulAbove && 4*int64(m)*int64(n) < 1<<30
+}
+
+// chunkedMulMat is mul_mat(w, x) for x ne (k, m), w ne (k, n), in blocks of
+// rows of x (see chunkMatmulAbove). An x that is not a contiguous f32 node
+// is multiplied whole.
+func (e *Engine) chunkedMulMat(c ctx, w, x node, m, n, k int) (node, error) {
+	if x.IsView() || x.Type() != ggmlcgo.F32 || x.Nbytes() != 4*int64(m)*int64(k) {
+		return c.MulMat(w, x)
+	}
+	rows := max(2, int((chunkMatmulWork+int64(n)*int64(k)-1)/(int64(n)*int64(k))))
+	blocks := min((m+rows-1)/rows, m/2, 1024)
+	if need := 3*blocks + 4; c.Room() < need {
+		fresh, err := ggmlcgo.NewContext(need, 0)
+		if err != nil {
+			return node{}, err
+		}
+		e.nodeCtxs = append(e.nodeCtxs, fresh) // freed with the others
+		c = fresh
+	}
+	row := int64(k) * 4 // bytes of one row of x
+	var out node
+	for b, start := 0, 0; b < blocks; b++ {
+		r := m / blocks
+		if b < m%blocks {
+			r++
+		}
+		xb, err := c.View(x, [ggmlcgo.MaxDims]int64{int64(k), int64(r), 1, 1}, [ggmlcgo.MaxDims - 1]int64{row, row * int64(r), row * int64(r)}, int64(start)*row)
+		if err != nil {
+			return node{}, err
+		}
+		yb, err := c.MulMat(w, xb)
+		if err != nil {
+			return node{}, err
+		}
+		if b == 0 {
+			out, err = c.Pad(yb, [ggmlcgo.MaxDims][2]int{{0, 0}, {0, m - r}})
+		} else {
+			out, err = c.SetRowsInplace(out, yb, int64(start))
+		}
+		if err != nil {
+			return node{}, err
+		}
+		start += r
+	}
+	return out, nil
+}
+
 // Matrix products. ggml's mul_mat(a, b) is b·aᵀ, so PyTorch's weight layout
 // (Linear: x·wᵀ) is one node; Matmul transposes its second operand first.
 
@@ -49,7 +119,12 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
 		return e.linearBLAS(x, w, shape)
 	}
-	y, err := e.newOp("matmul", shape, []*Tensor{x, w}, func(c ctx, in []node) (node, error) { return c.MulMat(in[1], in[0]) })
+	k := x.shape[x.Dim()-1]
+	build := func(c ctx, in []node) (node, error) { return c.MulMat(in[1], in[0]) }
+	if e.chunkMatmul(x, w, m, n, k) {
+		build = func(c ctx, in []node) (node, error) { return e.chunkedMulMat(c, in[1], in[0], m, n, k) }
+	}
+	y, err := e.newOp("matmul", shape, []*Tensor{x, w}, build)
 	if err != nil {
 		return nil, err
 	}

@@ -394,6 +394,26 @@ func (c *Context) Pad(a Tensor, pad [MaxDims][2]int) (Tensor, error) {
 		C.int(pad[2][0]), C.int(pad[2][1]), C.int(pad[3][0]), C.int(pad[3][1])))
 }
 
+// SetRowsInplace writes the f32 matrix b (contiguous, ne (k, r)) into rows
+// row..row+r-1 of the contiguous f32 matrix a (ne (k, n)); the result is a
+// view of all of a, after the write, that later nodes depend on. ggml keeps
+// the byte offset in an int32 below 1 GiB.
+func (c *Context) SetRowsInplace(a, b Tensor, row int64) (Tensor, error) {
+	if err := c.checkF32("set_2d_inplace", a, b); err != nil {
+		return Tensor{}, err
+	}
+	na, nb := a.Ne(), b.Ne()
+	contiguous := func(t Tensor, ne [MaxDims]int64) bool {
+		return int64(t.p.nb[0]) == 4 && int64(t.p.nb[1]) == 4*ne[0] && int64(t.p.nb[2]) == 4*ne[0]*ne[1] && int64(t.p.nb[3]) == 4*ne[0]*ne[1]*ne[2]
+	}
+	offset := row * 4 * na[0]
+	if na[0] != nb[0] || na[2] != 1 || na[3] != 1 || nb[2] != 1 || nb[3] != 1 || row < 0 || row+nb[1] > na[1] ||
+		!contiguous(a, na) || !contiguous(b, nb) || offset >= 1<<30 || 4*na[0] > math.MaxInt32 {
+		return Tensor{}, fmt.Errorf("set_2d_inplace: cannot write ne %v into ne %v from row %d", nb, na, row)
+	}
+	return result(C.ggml_set_2d_inplace(c.p, a.p, b.p, a.p.nb[1], C.size_t(offset)))
+}
+
 // Cast converts a (f32, f16 or bf16) to type t in a new tensor.
 func (c *Context) Cast(a Tensor, t Type) (Tensor, error) {
 	if err := c.checkOp("cast", a); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -19,6 +20,14 @@ var (
 	ErrShape    = core.ErrShape    // shapes that do not fit an op
 	ErrArgument = core.ErrArgument // a bad argument to a gglua function
 	ErrClosed   = errors.New("runtime: used after Close")
+	// ErrMemory: the call grew the Go heap past Options.HeapLimit (the
+	// watchdog ended it), or a string function of the sandbox would have
+	// made a result past its size cap.
+	ErrMemory = errors.New("memory limit exceeded")
+	// ErrConvert: a value that cannot cross between Lua and Go: a table
+	// with a cycle, nested too deep or too big, or a Go type Lua has no
+	// value for.
+	ErrConvert = errors.New("cannot convert value")
 )
 
 // Error is a script's failure: the Lua error as the script saw it (Error()
@@ -57,9 +66,33 @@ func (rt *Runtime) scriptError(ctx context.Context, err error) error {
 	out := &Error{Lua: apiErr}
 	switch {
 	case ctx.Err() != nil:
-		out.Cause = ctx.Err()
+		out.Cause = context.Cause(ctx)
+		if errors.Is(out.Cause, ErrMemory) {
+			// The watchdog cancelled the call: the Lua error reads "context
+			// canceled"; say why.
+			out.Lua = memoryError(apiErr, out.Cause)
+		}
 	case apiErr.Object != nil:
-		out.Cause = rt.env.Cause(apiErr.Object.String())
+		msg := apiErr.Object.String()
+		if out.Cause = rt.causes.cause(msg); out.Cause == nil {
+			out.Cause = rt.env.Cause(msg)
+		}
 	}
 	return out
+}
+
+// memoryError is apiErr with its message naming cause instead of a
+// cancelled context.
+func memoryError(apiErr *lua.ApiError, cause error) *lua.ApiError {
+	msg, ok := apiErr.Object.(lua.LString)
+	if !ok || strings.Contains(string(msg), ErrMemory.Error()) {
+		return apiErr
+	}
+	text := strings.Replace(string(msg), context.Canceled.Error(), cause.Error(), 1)
+	if text == string(msg) {
+		text += " (" + cause.Error() + ")"
+	}
+	out := *apiErr
+	out.Object = lua.LString(text)
+	return &out
 }

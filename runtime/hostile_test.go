@@ -2,7 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	goruntime "runtime"
+	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +43,141 @@ func TestHostileScriptsEndInErrors(t *testing.T) {
 			vals, err := rt.DoString(context.Background(), `residency.reset() collectgarbage() return (tensor{1, 2} * 2):sum():item()`)
 			require.NoError(t, err)
 			assert.Equal(t, 6.0, vals[0])
+		})
+	}
+}
+
+// heapPeak samples the Go heap every millisecond until stop and returns
+// the most it saw.
+func heapPeak() (stop func() int64) {
+	var mu sync.Mutex
+	var peak int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(s)
+			mu.Lock()
+			peak = max(peak, int64(s[0].Value.Uint64()))
+			mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		return peak
+	}
+}
+
+func heapNow() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// TestHostileRunsEndInTimeAndMemory (issue [11], items 6-8): scripts that
+// hang in one conversion or one library call, or that grow the Go heap
+// without bound, in a sandbox with a deadline and a heap limit. Each ends
+// in the error it should, soon after its deadline, with the heap bounded;
+// the process lives on, and the runtime (and a new one) still work.
+func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
+	const heapLimit = 256 << 20
+	// A script stopped by its deadline gets half a second; a memory bomb
+	// gets longer, so that the heap limit, not the deadline, ends it.
+	const deadline, bombDeadline = 500 * time.Millisecond, 3 * time.Second
+	rt, err := runtime.New(runtime.Options{Threads: 2, Sandbox: true, MemLimit: 256 << 20, HostLimit: 256 << 20, HeapLimit: heapLimit, Stdout: io.Discard, Stderr: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	rt.Register("gofunc", func(args []any) ([]any, error) { return []any{float64(len(args))}, nil })
+	cases := []struct {
+		name, code string
+		want       error  // what errors.Is must find (nil: just an error)
+		text       string // a piece of the message
+		grows      int64  // how many times its heap limit the heap may grow by (0: 3)
+		limit      int64  // the heap limit, in a runtime of its own (0: heapLimit, in rt)
+	}{
+		// 6: conversions between Lua and Go.
+		{"cyclic fan-out result", `local t = {} t[1] = t t[2] = t t[3] = t return t`, runtime.ErrConvert, "value[1] contains itself", 0, 0},
+		{"cyclic fan-out to a Go function", `local t = {} t[1] = t t[2] = t t[3] = t return gofunc(t)`, runtime.ErrConvert, "gofunc: argument 1", 0, 0},
+		{"nested too deep", `local t = {} for i = 1, 1e5 do t = {t} end return t`, runtime.ErrConvert, "nested more than", 0, 0},
+		// 7: one library call that would run past the deadline, or make
+		// a string past the sandbox's cap in one go.
+		{"backtracking match", `return ('a'):rep(1e6):match('.-.-.-.-.-.-.-.-b')`, context.DeadlineExceeded, "string.match", 0, 0},
+		{"backtracking find", `return ('a'):rep(1e6):find('.-.-.-.-.-.-.-.-b')`, context.DeadlineExceeded, "string.find", 0, 0},
+		{"backtracking gmatch", `for w in ('a'):rep(1e6):gmatch('.-.-.-.-.-.-.-.-b') do end`, context.DeadlineExceeded, "string.gmatch", 0, 0},
+		{"backtracking gsub", `return ('a'):rep(1e6):gsub('.-.-.-.-.-.-.-.-b', 'x')`, context.DeadlineExceeded, "string.gsub", 0, 0},
+		{"gsub expansion", `local s = ('a'):rep(1e6) return #s:gsub('a', ('b'):rep(1000))`, runtime.ErrMemory, "string.gsub", 0, 0},
+		{"gsub of 60 MB into 480 MB", `local s = ('a'):rep(60e6) return #s:gsub('a', 'aaaaaaaa')`, nil, "string.gsub", 0, 0},
+		{"table.concat of big strings", `local s = ('x'):rep(60e6) local t = {} for i = 1, 200 do t[i] = s end return #table.concat(t)`, runtime.ErrMemory, "table.concat", 0, 0},
+		{"format of big strings", `local s = ('x'):rep(30e6) return #string.format('%s%s%s%s', s, s, s, s)`, runtime.ErrMemory, "string.format", 0, 0},
+		{"format widths", `return #string.format(('%999999d'):rep(5000), 1)`, nil, "width or precision too long", 0, 0},
+		{"one big matmul", `local a, b = tensor.ones(4096, 1024), tensor.ones(1024, 4096) return a:matmul(b):sum():item()`, context.DeadlineExceeded, "aborted", 0, 0},
+		{"unpack", `return select('#', unpack({}, 1, 1e6))`, nil, "too many results to unpack", 0, 0},
+		{"string.byte", `return select('#', ('x'):rep(1e6):byte(1, -1))`, nil, "string slice too long", 0, 0},
+		// 8: memory bombs.
+		// s .. s doubles the heap in one instruction that nothing stops
+		// half-way, and while it copies, the collector's stop-the-world
+		// (and the watchdog with it) waits: the heap passes the limit by
+		// the next doubling or two before the call ends.
+		{"string doubling", `local s = ('x'):rep(1e6) for i = 1, 40 do s = s .. s end return #s`, runtime.ErrMemory, "memory limit exceeded", 16, 64 << 20},
+		{"coroutines", `local t = {} for i = 1, 1e7 do t[i] = coroutine.create(function() end) end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
+		{"strings kept", `local t, s = {}, ('x'):rep(1e6) for i = 1, 1e6 do t[i] = s .. i end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			goruntime.GC()
+			base := heapNow()
+			peak := heapPeak()
+			d := deadline
+			if errors.Is(c.want, runtime.ErrMemory) {
+				d = bombDeadline
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			start := time.Now()
+			run, limit := rt, int64(heapLimit)
+			if c.limit != 0 {
+				limit = c.limit
+				run, err = runtime.New(runtime.Options{Threads: 1, Sandbox: true, HeapLimit: limit, Stdout: io.Discard})
+				require.NoError(t, err)
+				defer run.Close()
+			}
+			_, err := run.DoString(ctx, c.code)
+			took := time.Since(start)
+			grew := peak() - base
+			t.Logf("ended after %v, the heap grew by %d MiB: %v", took.Round(time.Millisecond), grew>>20, err)
+			require.Error(t, err)
+			if c.want != nil {
+				assert.True(t, errors.Is(err, c.want), "errors.Is(%v, %v)", err, c.want)
+			}
+			assert.Contains(t, err.Error(), c.text)
+			assert.Less(t, took, d+2*time.Second, "ends soon after its deadline")
+			grows := c.grows
+			if grows == 0 {
+				grows = 3
+			}
+			assert.Less(t, grew, grows*limit, "the heap grew by %d MiB", grew>>20)
+
+			// The runtime, and a new one, still work.
+			vals, err := rt.DoString(context.Background(), `collectgarbage() return (tensor{1, 2} * 2):sum():item(), ('ab'):rep(3):gsub('b', 'c')`)
+			require.NoError(t, err)
+			assert.Equal(t, []any{6.0, "acacac", 3.0}, vals)
+			other, err := runtime.New(runtime.Options{Threads: 1, Sandbox: true, HeapLimit: heapLimit, Stdout: io.Discard})
+			require.NoError(t, err)
+			defer other.Close()
+			vals, err = other.DoString(context.Background(), `return #table.concat({'a', 'b'})`)
+			require.NoError(t, err)
+			assert.Equal(t, []any{2.0}, vals)
 		})
 	}
 }

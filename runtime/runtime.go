@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -15,26 +17,55 @@ import (
 // Options configure a Runtime. The zero value runs on the CPU with one thread
 // per core and prints to os.Stdout.
 type Options struct {
-	Device   string    // "cpu" (default), "cuda", "auto" or a ggml device name
-	Threads  int       // CPU threads (<= 0: one per core)
-	MemLimit int64     // residency budget in bytes (0: none)
-	Stdout   io.Writer // print and progress bars (default os.Stdout)
-	Stderr   io.Writer // warnings (default os.Stderr); io.* (outside the sandbox) writes to the process's own files
+	Device  string    // "cpu" (default), "cuda", "auto" or a ggml device name
+	Threads int       // CPU threads (<= 0: one per core)
+	Stdout  io.Writer // print and progress bars (default os.Stdout)
+	Stderr  io.Writer // warnings (default os.Stderr); io.* (outside the sandbox) writes to the process's own files
 	// Sandbox withholds io, os, debug, load*, dofile and require, and bounds
-	// what a script can hold: strings from string.rep, host tensors
-	// (HostLimit, default 1 GiB in a sandbox) and the call depth.
+	// what a script can hold and make: host tensors (HostLimit), the Go
+	// heap a call may grow (HeapLimit), the strings and value lists that
+	// one library call makes, and the call depth (see doc.go).
 	Sandbox bool
+	// MemLimit is the residency budget in bytes: device and pass-pool
+	// memory (0: none).
+	MemLimit int64
 	// HostLimit bounds the bytes of host tensors a script holds (0: none,
-	// or 1 GiB with Sandbox).
+	// or 1 GiB with Sandbox; < 0: none).
 	HostLimit int64
+	// HeapLimit bounds how far one DoString or DoFile may grow the Go
+	// heap above what it was when the call started: past it, a watchdog
+	// ends the call with ErrMemory (0: no watchdog, or 2 GiB with Sandbox;
+	// < 0: none). It is sampled every few milliseconds, so a call may pass
+	// it by what it allocates in that time (see doc.go).
+	HeapLimit int64
+}
+
+// Sandbox defaults.
+const (
+	sandboxHostLimit = 1 << 30
+	sandboxHeapLimit = 2 << 30
+)
+
+// limit is an Options limit: v, or def in a sandbox when v is 0; none (0)
+// when v < 0.
+func limit(v int64, sandbox bool, def int64) int64 {
+	switch {
+	case v < 0:
+		return 0
+	case v == 0 && sandbox:
+		return def
+	}
+	return v
 }
 
 // Runtime is one Lua state with its device state.
 type Runtime struct {
-	closed bool
-	L      *lua.LState
-	env    *luabind.Env
-	out    io.Writer
+	closed    bool
+	L         *lua.LState
+	env       *luabind.Env
+	out       io.Writer
+	heapLimit int64   // HeapLimit in effect (0: none)
+	causes    *causes // Go errors behind the runtime's own Lua errors
 }
 
 // New starts a runtime.
@@ -51,20 +82,21 @@ func New(opts Options) (*Runtime, error) {
 	if out == nil {
 		out = os.Stdout
 	}
-	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 2000, RegistryMaxSize: 1 << 22})
-	openStdlib(L, opts.Sandbox)
-	hostLimit := opts.HostLimit
-	if hostLimit == 0 && opts.Sandbox {
-		hostLimit = 1 << 30
-	}
-	rt := &Runtime{L: L, env: &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out, Stderr: opts.Stderr, HostLimit: hostLimit}, out: out}
+	// gopher-lua grows a Lua stack by RegistryGrowStep slots at a time (32
+	// by default), so pushing n values cost n²/64 slot copies: unpack of
+	// 10^5 values took seconds. Steps of 1024 slots (16 KB; pcall's threads
+	// and coroutines grow by them too) make that milliseconds.
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 2000, RegistryMaxSize: 1 << 22, RegistryGrowStep: 1 << 10})
+	rt := &Runtime{L: L, out: out, heapLimit: limit(opts.HeapLimit, opts.Sandbox, sandboxHeapLimit), causes: &causes{}}
+	openStdlib(L, opts.Sandbox, rt.causes)
+	rt.env = &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out, Stderr: opts.Stderr,
+		HostLimit: limit(opts.HostLimit, opts.Sandbox, sandboxHostLimit)}
 	L.SetGlobal("print", L.NewFunction(rt.print))
 	luabind.Open(L, rt.env)
 	return rt, nil
 }
 
-// openStdlib opens Lua's standard libraries; the sandbox leaves out those
-// that reach the host (io, os, debug) and those that load code.
+// stdlib is one of Lua's standard libraries.
 type stdlib struct {
 	name string
 	open lua.LGFunction
@@ -81,7 +113,7 @@ var (
 
 // openStdlib opens Lua's standard libraries; the sandbox leaves out those
 // that reach the host (io, os, debug) and those that load code.
-func openStdlib(L *lua.LState, sandbox bool) {
+func openStdlib(L *lua.LState, sandbox bool, c *causes) {
 	libs := safeLibs
 	if !sandbox {
 		libs = append(append([]stdlib(nil), safeLibs...), hostLibs...)
@@ -95,35 +127,13 @@ func openStdlib(L *lua.LState, sandbox bool) {
 		for _, name := range []string{"load", "loadstring", "loadfile", "dofile", "require", "module", "package"} {
 			L.SetGlobal(name, lua.LNil)
 		}
-		boundStringRep(L)
 	}
-	installProtectedCalls(L) // pcall/xpcall without gopher-lua's upvalue bug (pcall.go)
-	installRandom(L)         // math.random on the runtime's own seeded generator (random.go)
-}
-
-// maxRepBytes bounds string.rep in a sandbox: string.rep("x", 1e12) would
-// otherwise take the host down.
-const maxRepBytes = 64 << 20
-
-func boundStringRep(L *lua.LState) {
-	str, ok := L.GetGlobal("string").(*lua.LTable)
-	if !ok {
-		return
+	if !sandbox {
+		installLoaders(L) // compiled around gopher-lua's compiler bugs (load.go)
 	}
-	rep := str.RawGetString("rep")
-	str.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
-		s, n := L.CheckString(1), L.CheckNumber(2)
-		if float64(n)*float64(len(s)+len(L.OptString(3, ""))) > maxRepBytes {
-			L.RaiseError("string.rep: a result of more than %d bytes is not allowed in a sandbox", maxRepBytes)
-		}
-		args := L.GetTop()
-		L.Push(rep)
-		for i := 1; i <= args; i++ {
-			L.Push(L.Get(i))
-		}
-		L.Call(args, 1)
-		return 1
-	}))
+	installStdlib(L, sandbox, c) // cancellable string matching, bounded results (stdlib.go)
+	installProtectedCalls(L)     // pcall/xpcall without gopher-lua's upvalue bug (pcall.go)
+	installRandom(L)             // math.random on the runtime's own seeded generator (random.go)
 }
 
 // print writes to the runtime's Stdout, as Lua's print does.
@@ -144,7 +154,7 @@ func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
 	if rt.closed {
 		return nil, ErrClosed
 	}
-	fn, err := rt.L.LoadString(code)
+	fn, err := rt.Load(strings.NewReader(code), "<string>")
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +167,7 @@ func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]a
 	if rt.closed {
 		return nil, ErrClosed
 	}
-	fn, err := rt.L.LoadFile(path)
+	fn, err := loadFile(rt.L, path)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +183,19 @@ func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]a
 func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if rt.heapLimit > 0 {
+		// The watchdog ends the call through its context. That context is
+		// not cancelled when the call returns: coroutines made in this call
+		// run under contexts derived from it, and a later call may resume
+		// them.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		heapLimit := rt.heapLimit
+		stop := watchHeap(heapLimit, func() {
+			cancel(fmt.Errorf("%w: the call grew the Go heap by more than %s (HeapLimit)", ErrMemory, byteSize(heapLimit)))
+		})
+		defer stop()
 	}
 	rt.L.SetContext(ctx)
 	rt.env.Engine.SetContext(ctx)
@@ -191,13 +214,24 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 		}
 		return nil, rt.scriptError(ctx, err)
 	}
-	n := rt.L.GetTop() - base
-	out := make([]any, n)
-	for i := 0; i < n; i++ {
-		out[i] = toGo(rt.L.Get(base+1+i), 0)
+	results := make([]lua.LValue, rt.L.GetTop()-base)
+	for i := range results {
+		results[i] = rt.L.Get(base + 1 + i)
 	}
 	rt.L.SetTop(base)
+	out, err := toGo(ctx, results...)
+	if ce := (*convertError)(nil); errors.As(err, &ce) {
+		return nil, fmt.Errorf("runtime: result %d: %w", ce.i, ce.err)
+	}
 	return out, nil
+}
+
+// byteSize writes n bytes in MiB when it is a whole number of them.
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // Engine is the runtime's current engine (device.use may replace it).

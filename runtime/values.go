@@ -1,52 +1,193 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
+	"strings"
+	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
 )
 
-// toGo converts a Lua value: numbers to float64, strings, booleans, tensors
+// Conversions between Lua and Go values walk tables once each: a table
+// reached twice (shared) converts once, and both places get the same Go
+// slice or map (a Go []any or map reached twice becomes one Lua table); a
+// table that contains itself (a cycle) is an error, ErrConvert, as is
+// nesting deeper than maxConvertDepth or more than maxConvertValues values
+// in all. The walk stops with the call's context.
+const (
+	maxConvertDepth  = 100
+	maxConvertValues = 1 << 24
+)
+
+// toGo converts Lua values: numbers to float64, strings, booleans, tensors
 // to *core.Tensor, sequences to []any and other tables to map[string]any.
-// Nesting deeper than 32 (a cycle) becomes nil.
-func toGo(v lua.LValue, depth int) any {
+// A table shared between values converts once too. ctx (may be nil) stops
+// a long walk.
+func toGo(ctx context.Context, vs ...lua.LValue) ([]any, error) {
+	c := &goConverter{ctx: ctx}
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		var err error
+		if out[i], err = c.convert(v); err != nil {
+			return nil, &convertError{i + 1, err}
+		}
+	}
+	return out, nil
+}
+
+// convertError is the failed conversion of value i (1-based) of a list.
+type convertError struct {
+	i   int
+	err error
+}
+
+func (e *convertError) Error() string { return e.err.Error() }
+func (e *convertError) Unwrap() error { return e.err }
+
+type goConverter struct {
+	ctx   context.Context
+	done  map[*lua.LTable]any  // tables converted
+	open  map[*lua.LTable]bool // tables being converted: met again, a cycle
+	path  []lua.LValue         // the keys from the root to the value converted
+	count int
+}
+
+func (c *goConverter) convert(v lua.LValue) (any, error) {
+	if c.count++; c.count > maxConvertValues {
+		return nil, fmt.Errorf("%w: a value of more than %d elements", ErrConvert, maxConvertValues)
+	}
+	if c.count%(1<<14) == 0 && c.ctx != nil && c.ctx.Err() != nil {
+		return nil, fmt.Errorf("converting a value: %w", context.Cause(c.ctx))
+	}
 	switch x := v.(type) {
 	case lua.LNumber:
-		return float64(x)
+		return float64(x), nil
 	case lua.LString:
-		return string(x)
+		return string(x), nil
 	case lua.LBool:
-		return bool(x)
+		return bool(x), nil
 	case *lua.LUserData:
-		return x.Value
+		return x.Value, nil
 	case *lua.LTable:
-		if depth > 32 {
-			return nil
-		}
-		if n := x.Len(); n > 0 {
-			s := make([]any, n)
-			for i := range s {
-				s[i] = toGo(x.RawGetInt(i+1), depth+1)
-			}
-			return s
-		}
-		m := map[string]any{}
-		x.ForEach(func(k, val lua.LValue) { m[k.String()] = toGo(val, depth+1) })
-		return m
+		return c.table(x)
 	}
-	return nil
+	return nil, nil
+}
+
+func (c *goConverter) table(x *lua.LTable) (any, error) {
+	if c.done == nil {
+		c.done, c.open = map[*lua.LTable]any{}, map[*lua.LTable]bool{}
+	}
+	if out, ok := c.done[x]; ok {
+		return out, nil
+	}
+	if c.open[x] {
+		return nil, fmt.Errorf("%w: the table at %s contains itself (a cycle)", ErrConvert, pathString(c.path))
+	}
+	if len(c.path) >= maxConvertDepth {
+		return nil, fmt.Errorf("%w: tables nested more than %d deep (at %s)", ErrConvert, maxConvertDepth, pathString(c.path))
+	}
+	c.open[x] = true
+	defer delete(c.open, x)
+	var out any
+	if n := x.Len(); n > 0 {
+		s := make([]any, n)
+		for i := range s {
+			c.path = append(c.path, lua.LNumber(i+1))
+			v, err := c.convert(x.RawGetInt(i + 1))
+			c.path = c.path[:len(c.path)-1]
+			if err != nil {
+				return nil, err
+			}
+			s[i] = v
+		}
+		out = s
+	} else {
+		m := map[string]any{}
+		var err error
+		x.ForEach(func(k, val lua.LValue) {
+			if err != nil {
+				return
+			}
+			c.path = append(c.path, k)
+			var v any
+			v, err = c.convert(val)
+			c.path = c.path[:len(c.path)-1]
+			m[k.String()] = v
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = m
+	}
+	c.done[x] = out
+	return out, nil
+}
+
+// pathString writes keys as an index path: value[1].name["a b"].
+func pathString(path []lua.LValue) string {
+	var b strings.Builder
+	b.WriteString("value")
+	for _, k := range path {
+		switch k := k.(type) {
+		case lua.LNumber:
+			fmt.Fprintf(&b, "[%v]", k)
+		case lua.LString:
+			if isName(string(k)) {
+				b.WriteString("." + string(k))
+			} else {
+				fmt.Fprintf(&b, "[%q]", string(k))
+			}
+		default:
+			fmt.Fprintf(&b, "[%s]", k.String())
+		}
+	}
+	return b.String()
+}
+
+func isName(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // toLua converts a Go value for a script: numbers, strings, booleans, nil,
 // *core.Tensor (a host tensor copied, as SetTensor does), []float32, []any
-// and map[string]any.
-func (rt *Runtime) toLua(v any, depth int) (lua.LValue, error) {
-	if depth > 32 {
-		return nil, errors.New("value nested more than 32 deep")
+// and map[string]any. ctx (may be nil) stops a long walk.
+func (rt *Runtime) toLua(ctx context.Context, v any) (lua.LValue, error) {
+	c := &luaConverter{rt: rt, ctx: ctx}
+	return c.convert(v, 0)
+}
+
+// goRef is the identity of a Go slice or map.
+type goRef struct {
+	p   unsafe.Pointer
+	len int
+}
+
+type luaConverter struct {
+	rt    *Runtime
+	ctx   context.Context
+	done  map[goRef]*lua.LTable
+	open  map[goRef]bool
+	count int
+}
+
+func (c *luaConverter) convert(v any, depth int) (lua.LValue, error) {
+	if c.count++; c.count > maxConvertValues {
+		return nil, fmt.Errorf("%w: a value of more than %d elements", ErrConvert, maxConvertValues)
+	}
+	if c.count%(1<<14) == 0 && c.ctx != nil && c.ctx.Err() != nil {
+		return nil, fmt.Errorf("converting a value: %w", context.Cause(c.ctx))
 	}
 	switch x := v.(type) {
 	case nil:
@@ -64,44 +205,81 @@ func (rt *Runtime) toLua(v any, depth int) (lua.LValue, error) {
 	case float64:
 		return lua.LNumber(x), nil
 	case *core.Tensor:
-		c, err := scriptCopy(x)
+		t, err := scriptCopy(x)
 		if err != nil {
 			return nil, err
 		}
-		return rt.env.Push(rt.L, c), nil
+		return c.rt.env.Push(c.rt.L, t), nil
 	case []float32:
-		t := rt.L.CreateTable(len(x), 0)
+		t := c.rt.L.CreateTable(len(x), 0)
 		for _, f := range x {
 			t.Append(lua.LNumber(f))
 		}
 		return t, nil
 	case []any:
-		t := rt.L.CreateTable(len(x), 0)
-		for _, e := range x {
-			lv, err := rt.toLua(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			t.Append(lv)
+		var ref goRef
+		if len(x) > 0 {
+			ref = goRef{unsafe.Pointer(&x[0]), len(x)}
 		}
-		return t, nil
+		return c.table(ref, depth, func(t *lua.LTable) error {
+			for _, e := range x {
+				lv, err := c.convert(e, depth+1)
+				if err != nil {
+					return err
+				}
+				t.Append(lv)
+			}
+			return nil
+		})
 	case map[string]any:
-		t := rt.L.NewTable()
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+		var ref goRef
+		if x != nil {
+			ref = goRef{reflect.ValueOf(x).UnsafePointer(), -1}
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			lv, err := rt.toLua(x[k], depth+1)
-			if err != nil {
-				return nil, err
+		return c.table(ref, depth, func(t *lua.LTable) error {
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
 			}
-			t.RawSetString(k, lv)
-		}
+			sort.Strings(keys)
+			for _, k := range keys {
+				lv, err := c.convert(x[k], depth+1)
+				if err != nil {
+					return err
+				}
+				t.RawSetString(k, lv)
+			}
+			return nil
+		})
+	}
+	return nil, fmt.Errorf("%w: cannot pass a %T to Lua", ErrConvert, v)
+}
+
+// table makes the Lua table of the Go slice or map ref (nil: an empty one)
+// with fill, or returns the one made before.
+func (c *luaConverter) table(ref goRef, depth int, fill func(*lua.LTable) error) (lua.LValue, error) {
+	if c.done == nil {
+		c.done, c.open = map[goRef]*lua.LTable{}, map[goRef]bool{}
+	}
+	if t, ok := c.done[ref]; ok && ref.p != nil {
 		return t, nil
 	}
-	return nil, fmt.Errorf("cannot pass a %T to Lua", v)
+	if c.open[ref] && ref.p != nil {
+		return nil, fmt.Errorf("%w: a Go value that contains itself (a cycle)", ErrConvert)
+	}
+	if depth >= maxConvertDepth {
+		return nil, fmt.Errorf("%w: values nested more than %d deep", ErrConvert, maxConvertDepth)
+	}
+	c.open[ref] = true
+	defer delete(c.open, ref)
+	t := c.rt.L.NewTable()
+	if err := fill(t); err != nil {
+		return nil, err
+	}
+	if ref.p != nil {
+		c.done[ref] = t
+	}
+	return t, nil
 }
 
 // SetTensor makes t the value of the global name. A host tensor is copied
@@ -164,22 +342,32 @@ func (rt *Runtime) Tensor(name string) (*core.Tensor, error) {
 // script sees as a Lua error.
 type Func func(args []any) ([]any, error)
 
-// Register makes fn callable from Lua as the global name.
+// Register makes fn callable from Lua as the global name. Its arguments
+// are converted as DoString's results are; an argument that cannot be (a
+// table with a cycle) is a Lua error, as is an error fn returns, and the
+// host gets either back from DoString with errors.Is reaching it.
 func (rt *Runtime) Register(name string, fn Func) {
 	rt.L.SetGlobal(name, rt.L.NewFunction(func(L *lua.LState) int {
-		args := make([]any, L.GetTop())
-		for i := range args {
-			args[i] = toGo(L.Get(i+1), 0)
+		in := make([]lua.LValue, L.GetTop())
+		for i := range in {
+			in[i] = L.Get(i + 1)
+		}
+		args, err := toGo(L.Context(), in...)
+		if ce := (*convertError)(nil); errors.As(err, &ce) {
+			rt.causes.raise(L, fmt.Errorf("%s: argument %d: %w", name, ce.i, ce.err))
 		}
 		results, err := fn(args)
 		if err != nil {
-			L.RaiseError("%s: %s", name, err.Error())
+			rt.causes.raise(L, fmt.Errorf("%s: %w", name, err))
 		}
-		for _, r := range results {
-			lv, err := rt.toLua(r, 0)
-			if err != nil {
-				L.RaiseError("%s: %s", name, err.Error())
+		c := &luaConverter{rt: rt, ctx: L.Context()} // shared between results too
+		out := make([]lua.LValue, len(results))
+		for i, r := range results {
+			if out[i], err = c.convert(r, 0); err != nil {
+				rt.causes.raise(L, fmt.Errorf("%s: %w", name, err))
 			}
+		}
+		for _, lv := range out {
 			L.Push(lv)
 		}
 		return len(results)
@@ -188,7 +376,7 @@ func (rt *Runtime) Register(name string, fn Func) {
 
 // SetGlobal sets a global to a Go value (see Register for the conversions).
 func (rt *Runtime) SetGlobal(name string, v any) error {
-	lv, err := rt.toLua(v, 0)
+	lv, err := rt.toLua(nil, v)
 	if err != nil {
 		return err
 	}
