@@ -1,12 +1,16 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,4 +106,105 @@ func TestCLIReportsSlowKernels(t *testing.T) {
 	} else {
 		assert.Contains(t, quiet, "slow portable kernels")
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startScript starts gglua -e code with stdin held open (a pipe nobody
+// writes) and waits until the script printed "ready", so that its Ctrl-C
+// handler is in place. It returns the command, its stderr and a channel
+// that receives its exit.
+func startScript(t *testing.T, code string) (*exec.Cmd, *lockedBuffer, chan error) {
+	t.Helper()
+	cmd := exec.Command(gglua, "-e", code)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { stdin.Close() })
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errOut := &lockedBuffer{}
+	cmd.Stderr = errOut
+	require.NoError(t, cmd.Start())
+	ready := make(chan bool, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line == "ready\n"
+		io.Copy(io.Discard, stdout)
+	}()
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	select {
+	case ok := <-ready:
+		require.True(t, ok, "the script did not print ready; stderr: %s", errOut.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the script did not start; stderr: %s", errOut.String())
+	}
+	go func() { exited <- cmd.Wait() }()
+	return cmd, errOut, exited
+}
+
+// waitExit waits up to d for the process to end and returns its exit code
+// (-1 when a signal killed it).
+func waitExit(t *testing.T, cmd *exec.Cmd, exited chan error, d time.Duration, errOut *lockedBuffer) int {
+	t.Helper()
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return 0
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("gglua still ran %v after Ctrl-C; stderr: %s", d, errOut.String())
+		return 0
+	}
+}
+
+// TestCLICtrlCStopsAScript: the first Ctrl-C cancels a running script (the
+// Lua VM watches the context), which ends with an error, without the hint.
+func TestCLICtrlCStopsAScript(t *testing.T) {
+	cmd, errOut, exited := startScript(t, `print("ready") while true do end`)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	code := waitExit(t, cmd, exited, 20*time.Second, errOut)
+	assert.Equal(t, 1, code, errOut.String())
+	assert.Contains(t, errOut.String(), "context canceled")
+	assert.NotContains(t, errOut.String(), "Ctrl-C again")
+}
+
+// TestCLISecondCtrlCEndsAStuckScript: a script blocked in Go code that does
+// not watch the context (here a read from a pipe nobody writes) ignored every
+// Ctrl-C: the handler cancelled the context and kept swallowing the signal.
+// Now the command says, after a second, that a second Ctrl-C quits, and the
+// second ends the process with status 130 (issue [11] #9).
+func TestCLISecondCtrlCEndsAStuckScript(t *testing.T) {
+	cmd, errOut, exited := startScript(t, `print("ready") io.read("*l") print("read returned")`)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "Ctrl-C again") }, 20*time.Second, 20*time.Millisecond,
+		"no hint after the first Ctrl-C; stderr: %s", errOut.String())
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	code := waitExit(t, cmd, exited, 20*time.Second, errOut)
+	assert.Equal(t, 130, code, errOut.String())
+	assert.Contains(t, errOut.String(), "gglua: interrupted\n")
 }

@@ -17,6 +17,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -95,12 +96,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	ctx := context.Background()
 	if f.exec != "" {
-		if _, err := runInterruptible(ctx, func(ctx context.Context) ([]any, error) { return rt.DoString(ctx, f.exec) }); err != nil {
+		if _, err := runInterruptible(ctx, stderr, func(ctx context.Context) ([]any, error) { return rt.DoString(ctx, f.exec) }); err != nil {
 			return reportError(stderr, err)
 		}
 	}
 	if len(rest) > 0 {
-		if _, err := runInterruptible(ctx, func(ctx context.Context) ([]any, error) { return rt.DoFile(ctx, rest[0], rest[1:]...) }); err != nil {
+		if _, err := runInterruptible(ctx, stderr, func(ctx context.Context) ([]any, error) { return rt.DoFile(ctx, rest[0], rest[1:]...) }); err != nil {
 			code := reportError(stderr, err)
 			if !f.inter {
 				return code
@@ -129,10 +130,56 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // runInterruptible runs f with a context that Ctrl-C cancels.
-func runInterruptible(ctx context.Context, f func(context.Context) ([]any, error)) ([]any, error) {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+func runInterruptible(ctx context.Context, stderr io.Writer, f func(context.Context) ([]any, error)) ([]any, error) {
+	ctx, stop := interruptContext(ctx, stderr)
 	defer stop()
 	return f(ctx)
+}
+
+// interruptHintAfter is how long a script may take to stop after a Ctrl-C
+// before the command says that a second one quits.
+const interruptHintAfter = time.Second
+
+// interruptContext returns a context that the first Ctrl-C (SIGINT)
+// cancels: the Lua VM stops at its next instruction and a graph between two
+// nodes, and the script ends with an error. A script stuck in a call that
+// does not watch the context (a read from a pipe or a terminal, a blocking
+// system call) would not end that way, and signal.NotifyContext alone would
+// keep swallowing every later Ctrl-C; so a second Ctrl-C ends the process
+// at once (exit status 130, as a shell reports a SIGINT), and when the
+// script has not stopped a second after the first, stderr says so. stop
+// hands SIGINT back to its default (ending the process).
+func interruptContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+		case <-done:
+			return
+		}
+		cancel()
+		hint := time.NewTimer(interruptHintAfter)
+		defer hint.Stop()
+		for {
+			select {
+			case <-sig:
+				fmt.Fprintln(stderr, "gglua: interrupted")
+				os.Exit(130)
+			case <-hint.C:
+				fmt.Fprintln(stderr, "gglua: interrupted; the script has not stopped yet (press Ctrl-C again to quit)")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel()
+	}
 }
 
 // reportKernels says, once, which SIMD features ggml was compiled with: always

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -98,7 +97,7 @@ func (r *repl) fail(err error) {
 
 // run calls fn, printing its results unless quiet. Ctrl-C cancels it.
 func (r *repl) run(ctx context.Context, fn *lua.LFunction, quiet bool) {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	ctx, stop := interruptContext(ctx, r.errOut) // a second Ctrl-C quits a stuck line
 	defer stop()
 	L := r.rt.L
 	L.SetContext(ctx)
