@@ -195,11 +195,16 @@ func (e *Engine) selectMax(op string, x *Tensor) (vals, idx *Tensor, err error) 
 // MaxDim is the maximum along dim (0-based, negative from the end) and its
 // 0-based indices (an f32 tensor, not differentiated).
 func (e *Engine) MaxDim(x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, error) {
-	rows, d, err := e.rowsAlong("max", x, dim)
+	return e.maxDim("max", x, dim, keepdim)
+}
+
+// maxDim is MaxDim for the op named op (as its errors name it).
+func (e *Engine) maxDim(op string, x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, error) {
+	rows, d, err := e.rowsAlong(op, x, dim)
 	if err != nil {
 		return nil, nil, err
 	}
-	vals, idx, err := e.selectMax("max", rows)
+	vals, idx, err := e.selectMax(op, rows)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,7 +222,7 @@ func (e *Engine) MinDim(x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, err
 	if err != nil {
 		return nil, nil, err
 	}
-	vals, idx, err := e.MaxDim(n, dim, keepdim)
+	vals, idx, err := e.maxDim("min", n, dim, keepdim)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -228,7 +233,7 @@ func (e *Engine) MinDim(x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, err
 // ArgmaxDim is the 0-based index of the maximum along dim (the first of
 // ties; the first NaN), an f32 tensor.
 func (e *Engine) ArgmaxDim(x *Tensor, dim int) (*Tensor, error) {
-	_, idx, err := e.MaxDim(x, dim, false)
+	_, idx, err := e.maxDim("argmax", x, dim, false)
 	return idx, err
 }
 

@@ -57,8 +57,11 @@ func optDim(L *lua.LState, fn string, n int, def int) int {
 func checkDim(L *lua.LState, fn string, n int) int {
 	v := L.Get(n)
 	d, ok := v.(lua.LNumber)
-	if !ok || float64(d) != math.Trunc(float64(d)) || math.Abs(float64(d)) > 64 {
+	if !ok {
 		argError(L, fn, "argument %d: expected a dim (an integer, 1-based), got %s", n, luaTypeName(v))
+	}
+	if float64(d) != math.Trunc(float64(d)) || math.Abs(float64(d)) > 64 {
+		argError(L, fn, "argument %d: expected a dim (an integer, 1-based), got %g", n, float64(d))
 	}
 	switch {
 	case d == 0:

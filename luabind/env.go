@@ -31,6 +31,10 @@ type Env struct {
 
 	host *hostAccount // what HostLimit counts (see chargeHost); its own allocation, for the cleanups
 
+	// deviceCeiling is the device budget the host gave a sandbox when the
+	// libraries opened (0: none): residency.limit may not go above it.
+	deviceCeiling int64
+
 	methods *lua.LTable    // the tensor methods, for __index
 	pcall   *lua.LFunction // the state's pcall when the libraries opened (autograd.go)
 	raised  [8]raisedError // the latest Go errors raised to Lua (see Cause)
@@ -60,6 +64,9 @@ var libraries = []struct {
 // Open installs the gglua globals into L.
 func Open(L *lua.LState, env *Env) {
 	env.Attach(L)
+	if env.Sandbox {
+		env.deviceCeiling = env.Engine.Residency().Limit()
+	}
 	for _, lib := range libraries {
 		lib.open(L, env)
 	}

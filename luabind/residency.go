@@ -122,6 +122,9 @@ func (env *Env) limit(L *lua.LState) int {
 	if !ok {
 		argError(L, "residency.limit", "expected a number of bytes, got %s", luaTypeName(L.Get(1)))
 	}
+	if top := env.deviceCeiling; top > 0 && (n <= 0 || float64(n) > float64(top)) {
+		argError(L, "residency.limit", "a sandbox's device budget is at most the %d bytes its host gave, not %.0f", top, float64(n))
+	}
 	prev, err := res.SetLimit(int64(n))
 	if err != nil {
 		argError(L, "residency.limit", "%s", err.Error())

@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -66,6 +67,10 @@ func tensorTotable(L *lua.LState) int {
 	L.Push(nestedTable(L, v, t.Shape()))
 	return 1
 }
+
+// totableCheckEvery is how many values totable converts between two looks
+// at the script's context: a table of 10^8 numbers takes seconds.
+const totableCheckEvery = 1 << 16
 
 // requires_grad(x) reads the flag; requires_grad(x, on) sets it on a leaf.
 func tensorRequiresGrad(L *lua.LState) int {
@@ -162,17 +167,31 @@ func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
 	return t
 }
 
+// totableStop raises the end of the script's call (deadline, Ctrl-C, the
+// sandbox's memory watchdog), if it has ended.
+func totableStop(L *lua.LState) {
+	if ctx := L.Context(); ctx != nil && ctx.Err() != nil {
+		raise(L, fmt.Errorf("totable: %w", context.Cause(ctx)))
+	}
+}
+
 // nestedTable turns flat values of shape into nested Lua tables.
 func nestedTable(L *lua.LState, v []float32, shape []int) *lua.LTable {
 	tbl := L.CreateTable(shape[0], 0)
 	if len(shape) == 1 {
-		for _, x := range v {
-			tbl.Append(lua.LNumber(x))
+		for i := 0; i < len(v); i += totableCheckEvery {
+			totableStop(L)
+			for _, x := range v[i:min(i+totableCheckEvery, len(v))] {
+				tbl.Append(lua.LNumber(x))
+			}
 		}
 		return tbl
 	}
 	step := len(v) / shape[0]
 	for i := 0; i < shape[0]; i++ {
+		if i%max(1, totableCheckEvery/step) == 0 {
+			totableStop(L)
+		}
 		tbl.Append(nestedTable(L, v[i*step:(i+1)*step], shape[1:]))
 	}
 	return tbl

@@ -122,6 +122,7 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 		{"format of big strings", `local s = ('x'):rep(30e6) return #string.format('%s%s%s%s', s, s, s, s)`, runtime.ErrMemory, "string.format", 0, 0},
 		{"format widths", `return #string.format(('%999999d'):rep(5000), 1)`, nil, "width or precision too long", 0, 0},
 		{"one big matmul", `local a, b = tensor.ones(4096, 1024), tensor.ones(1024, 4096) return a:matmul(b):sum():item()`, context.DeadlineExceeded, "deadline exceeded", 0, 0},
+		{"totable of a big tensor", `local t = tensor.zeros(2e7, 1) local n = 0 for i = 1, 50 do n = n + #t:totable() end return n`, nil, "totable", 0, 0}, // the deadline or the heap limit
 		{"unpack", `return select('#', unpack({}, 1, 1e6))`, nil, "too many results to unpack", 0, 0},
 		{"string.byte", `return select('#', ('x'):rep(1e6):byte(1, -1))`, nil, "string slice too long", 0, 0},
 		// 8: memory bombs.

@@ -27,7 +27,8 @@ type Options struct {
 	// one library call makes, and the call depth (see doc.go).
 	Sandbox bool
 	// MemLimit is the residency budget in bytes: device and pass-pool
-	// memory (0: none).
+	// memory (0: none, or 2 GiB with Sandbox, which a script may lower but
+	// not raise; < 0: none).
 	MemLimit int64
 	// HostLimit bounds the bytes of host tensors a script holds (0: none,
 	// or 1 GiB with Sandbox; < 0: none).
@@ -42,6 +43,7 @@ type Options struct {
 
 // Sandbox defaults.
 const (
+	sandboxMemLimit  = 2 << 30
 	sandboxHostLimit = 1 << 30
 	sandboxHeapLimit = 2 << 30
 )
@@ -74,7 +76,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := eng.Residency().SetLimit(opts.MemLimit); err != nil {
+	if _, err := eng.Residency().SetLimit(limit(opts.MemLimit, opts.Sandbox, sandboxMemLimit)); err != nil {
 		eng.Close()
 		return nil, err
 	}

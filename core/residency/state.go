@@ -357,7 +357,8 @@ func (s *State) place(p *pool, t ggmlcgo.Tensor, m *meta, shape []int) (*Handle,
 		a, off, ok = p.fit(need)
 		// A collection costs about a millisecond: one is forced only when
 		// enough was placed since the last for garbage to be likely.
-		if !ok && p.sinceGC+need >= min(MinArenaBytes, p.bytes/8) {
+		// A pool with no memory yet has nothing to give back.
+		if !ok && p.bytes > 0 && p.sinceGC+need >= min(MinArenaBytes, p.bytes/8) {
 			s.collect()
 			a, off, ok = p.fit(need)
 		}
