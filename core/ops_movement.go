@@ -255,24 +255,58 @@ func (e *Engine) uploadInts(idx []int) (*Tensor, error) {
 	return &Tensor{shape: []int{len(idx)}, dtype: ggmlcgo.I32, handle: h, engine: e}, nil
 }
 
-// IndexSelect picks rows of a 2-d x [r, c] (dim 0) by 0-based indices: an
-// embedding lookup. Its gradient adds each picked row's gradient back.
+// IndexSelect picks x's slices along dim (0-based, any rank) by 0-based
+// indices, in their order, repeats allowed; a copy. Its gradient adds each
+// picked slice's gradient back. Along dim 0 of a 2-d x it is one row
+// lookup (an embedding); otherwise dim moves to the front, the rest is
+// flattened into rows, and the result moves back.
 func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
 	d, err := checkDim("index_select", x.shape, dim)
 	if err != nil {
 		return nil, err
 	}
-	if x.Dim() != 2 || d != 0 {
-		return nil, shapeErrorf("index_select: only rows (dim 1) of a 2-d tensor are supported, got dim %d of shape %s", dim+1, ShapeString(x.shape))
-	}
 	if len(idx) == 0 {
 		return nil, argErrorf("index_select: no indices")
 	}
 	for i, v := range idx {
-		if v < 0 || v >= x.shape[0] {
-			return nil, argErrorf("index_select: index %d (position %d) is out of range for %d rows", v+1, i+1, x.shape[0])
+		if v < 0 || v >= x.shape[d] {
+			return nil, argErrorf("index_select: index %d (position %d) is out of range for dim %d of size %d", v+1, i+1, d+1, x.shape[d])
 		}
 	}
+	if x.Dim() == 2 && d == 0 {
+		return e.indexRows(x, idx)
+	}
+	axes := make([]int, 0, x.Dim()) // dim d first, the others in order
+	axes = append(axes, d)
+	for i := range x.shape {
+		if i != d {
+			axes = append(axes, i)
+		}
+	}
+	var c chain
+	front := c.do(func() (*Tensor, error) { return e.permute("index_select", x, axes) })
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(front, x.shape[d], int(x.Numel())/x.shape[d]) })
+	picked := c.do(func() (*Tensor, error) { return e.indexRows(rows, idx) })
+	shape := make([]int, len(axes))
+	for i, ax := range axes {
+		shape[i] = x.shape[ax]
+	}
+	shape[0] = len(idx)
+	back := c.do(func() (*Tensor, error) { return e.Reshape(picked, shape...) })
+	inverse := make([]int, len(axes))
+	for i, ax := range axes {
+		inverse[ax] = i
+	}
+	out := c.do(func() (*Tensor, error) { return e.permute("index_select", back, inverse) })
+	if c.err != nil {
+		return nil, c.err
+	}
+	return e.Contiguous(out)
+}
+
+// indexRows picks rows of a 2-d x by checked 0-based indices (ggml's
+// get_rows, and get_rows_back for the gradient).
+func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 	it, err := e.uploadInts(idx)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"argmax":        env.argmax,
 		"backward":      env.backward,
 		"cat":           env.cat,
+		"chunk":         env.chunk,
 		"clamp":         env.clamp,
 		"clone":         env.unary("clone", (*core.Engine).Clone),
 		"contiguous":    env.unary("contiguous", (*core.Engine).Contiguous),
@@ -34,8 +35,11 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"dropout":       env.dropout,
 		"dtype":         tensorDtype,
 		"exp":           env.unary("exp", (*core.Engine).Exp),
+		"expand":        env.expand,
 		"expm1":         env.unary("expm1", (*core.Engine).Expm1),
 		"fill_":         env.inPlace("fill_", fillValue),
+		"flatten":       env.flatten,
+		"flip":          env.flip,
 		"gelu":          env.gelu,
 		"index_select":  env.indexSelect,
 		"item":          tensorItem,
@@ -58,19 +62,25 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"requires_grad": tensorRequiresGrad,
 		"reshape":       env.reshape,
 		"scope":         tensorScope,
+		"select":        env.selectOp,
 		"shape":         tensorShape,
 		"sigmoid":       env.unary("sigmoid", (*core.Engine).Sigmoid),
 		"silu":          env.unary("silu", (*core.Engine).Silu),
 		"size":          tensorSize,
 		"softmax":       env.alongDim("softmax", (*core.Engine).Softmax),
+		"split":         env.split,
 		"sqrt":          env.unary("sqrt", (*core.Engine).Sqrt),
+		"squeeze":       env.squeeze,
 		"sub":           env.arith(core.OpSub),
 		"sub_":          env.inPlace("sub_", env.arithValue(core.OpSub)),
 		"sum":           env.reduction("sum", (*core.Engine).Sum, (*core.Engine).SumDim),
 		"t":             env.t,
 		"tanh":          env.unary("tanh", (*core.Engine).Tanh),
+		"tile":          env.tile,
 		"totable":       tensorTotable,
 		"transpose":     env.transpose,
+		"unflatten":     env.unflatten,
+		"unsqueeze":     env.unsqueeze,
 		"view":          env.view,
 		"zero_":         env.inPlace("zero_", zeroValue),
 	}
@@ -90,6 +100,7 @@ func (env *Env) tensorFunctions() map[string]lua.LGFunction {
 		"rand":        env.filled("tensor.rand", func(env *Env) float32 { return float32(env.Engine.Rand().Float64()) }),
 		"randn":       env.filled("tensor.randn", func(env *Env) float32 { return float32(env.Engine.Rand().NormFloat64()) }),
 		"save":        env.save,
+		"stack":       env.stack,
 		"zero_grad":   tensorZeroGrad,
 		"zeros":       env.filled("tensor.zeros", func(*Env) float32 { return 0 }),
 	}
@@ -103,6 +114,7 @@ func (env *Env) operators() map[string]lua.LGFunction {
 		"__div":      env.arith(core.OpDiv),
 		"__index":    env.index,
 		"__mul":      env.arith(core.OpMul),
+		"__newindex": env.setIndexed,
 		"__pow":      env.arith(core.OpPow),
 		"__sub":      env.arith(core.OpSub),
 		"__tostring": tensorToString,
@@ -123,18 +135,29 @@ func openTensor(L *lua.LState, env *Env) {
 	L.SetGlobal("tensor", lib)
 }
 
-// index is x.name: the field grad, else a method.
+// index is x.name (the field grad, else a method; an unknown name is an
+// error naming it), x[i] or x[{...}] (tensor_shape.go).
 func (env *Env) index(L *lua.LState) int {
 	t := checkTensor(L, "index", 1)
-	switch key := L.Get(2); key.String() {
-	case "grad":
-		if g := t.Grad(); g != nil {
-			L.Push(env.push(L, g))
-		} else {
-			L.Push(lua.LNil)
+	switch key := L.Get(2).(type) {
+	case lua.LNumber, *lua.LTable:
+		L.Push(env.push(L, env.indexed(L, t, key)))
+	case lua.LString:
+		if key == "grad" {
+			if g := t.Grad(); g != nil {
+				L.Push(env.push(L, g))
+			} else {
+				L.Push(lua.LNil)
+			}
+			return 1
 		}
+		m := env.methods.RawGet(key)
+		if m == lua.LNil {
+			argError(L, "tensor", "no method or field named '%s'", string(key))
+		}
+		L.Push(m)
 	default:
-		L.Push(env.methods.RawGet(key))
+		argError(L, "index", "a tensor is indexed by a number, a range table or a method name, not a %s", luaTypeName(key))
 	}
 	return 1
 }

@@ -1,0 +1,79 @@
+-- Indexing and shape ops, with PyTorch's semantics and 1-based indices.
+local function same(t, want, msg)
+  local got = t:totable()
+  local function eq(a, b)
+    if type(a) ~= type(b) then return false end
+    if type(a) ~= "table" then return a == b end
+    if #a ~= #b then return false end
+    for i = 1, #a do if not eq(a[i], b[i]) then return false end end
+    return true
+  end
+  assert(eq(got, want), msg)
+end
+
+local x = tensor{{1, 2, 3}, {4, 5, 6}}
+
+-- x[i] selects along dim 1, chains, and is a view: writes reach x.
+same(x[2], {4, 5, 6}, "x[2]")
+assert(x[2][3]:item() == 6)
+assert(x[-1][-1]:item() == 6, "negative indices count from the end")
+same(x:select(2, 1), {1, 4}, "select a column")
+local row = x[1]
+row:fill_(0)
+same(x, {{0, 0, 0}, {4, 5, 6}}, "a selected row is a view")
+x[1] = tensor{1, 2, 3}
+same(x, {{1, 2, 3}, {4, 5, 6}}, "x[i] = tensor")
+x[2] = 7
+same(x, {{1, 2, 3}, {7, 7, 7}}, "x[i] = number")
+x[2] = tensor{4, 5, 6}
+
+-- Torch7's range tables: {} all, {a, b} a..b, a number selects.
+same(x[{ {}, {2, 3} }], {{2, 3}, {5, 6}}, "columns 2..3")
+same(x[{ 2, {1, 2} }], {4, 5}, "row 2, columns 1..2")
+same(x[{ {}, {-1} }], {{3}, {6}}, "the last column, kept")
+local y = x:clone()
+y[{ {}, 2 }] = 0
+same(y, {{1, 0, 3}, {4, 0, 6}}, "assign a column")
+
+-- Out of range and bad keys are errors naming the index.
+for _, bad in ipairs({
+  function() return x[3] end, function() return x[0] end, function() return x[{ {}, {3, 2} }] end,
+  function() return x[{ 1, 1, 1 }] end, function() return x[true] end, function() x[5] = 1 end,
+}) do
+  local ok, err = pcall(bad)
+  assert(not ok and err:find("index"), err)
+end
+local ok, err = pcall(function() return x:no_such_method() end)
+assert(not ok and err:find("no method or field named 'no_such_method'"), err)
+
+-- Shape ops.
+assert(table.concat(x:unsqueeze(1):shape(), "x") == "1x2x3")
+assert(table.concat(x:unsqueeze(-1):shape(), "x") == "2x3x1")
+assert(table.concat(tensor.zeros(2, 1, 3):squeeze():shape(), "x") == "2x3")
+assert(table.concat(tensor.zeros(2, 1, 3):squeeze(2):shape(), "x") == "2x3")
+assert(table.concat(tensor.zeros(2, 3, 4):flatten():shape(), "x") == "24")
+assert(table.concat(tensor.zeros(2, 3, 4):flatten(2):shape(), "x") == "2x12")
+assert(table.concat(tensor.zeros(6):unflatten(1, {2, 3}):shape(), "x") == "2x3")
+same(tensor{{1}, {2}}:expand(2, 3), {{1, 1, 1}, {2, 2, 2}}, "expand")
+same(x:flip(2), {{3, 2, 1}, {6, 5, 4}}, "flip")
+same(x:flip({1, 2}), {{6, 5, 4}, {3, 2, 1}}, "flip both")
+same(tensor.stack({tensor{1, 2}, tensor{3, 4}}), {{1, 2}, {3, 4}}, "stack")
+same(tensor.stack({tensor{1, 2}, tensor{3, 4}}, 2), {{1, 3}, {2, 4}}, "stack on dim 2")
+local parts = tensor{1, 2, 3, 4, 5}:chunk(2)
+assert(#parts == 2)
+same(parts[2], {4, 5}, "chunk")
+parts = x:split({1, 2}, 2)
+same(parts[2], {{2, 3}, {5, 6}}, "split by sizes")
+parts = tensor{1, 2, 3, 4, 5}:split(2)
+assert(#parts == 3)
+same(parts[3], {5}, "split by size")
+same(tensor{1, 2}:tile(2), {1, 2, 1, 2}, "tile")
+same(x:index_select(2, {3, 1}), {{3, 1}, {6, 4}}, "index_select on dim 2")
+
+-- Gradients flow through indexing.
+local w = tensor.param(tensor{{1, 2}, {3, 4}})
+local g = with_grad_tape(function()
+  local loss = (w[2] * tensor{10, 20}):sum() + w[{ {}, 1 }]:sum()
+  loss:backward()
+end)
+same(w.grad, {{1, 0}, {11, 20}}, "gradient of x[i] and a range")
