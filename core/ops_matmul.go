@@ -77,18 +77,78 @@ func (e *Engine) chunkedMulMat(c ctx, w, x node, m, n, k int) (node, error) {
 // Matrix products. ggml's mul_mat(a, b) is b·aᵀ, so PyTorch's weight layout
 // (Linear: x·wᵀ) is one node; Matmul transposes its second operand first.
 
-// Matmul is the matrix product of a [m, k] and b [k, n], or batched: a
-// [B, m, k] and b [B, k, n] (either batch may be 1 or absent).
+// Matmul is PyTorch's matmul: 1-d operands are a row (first) or a column
+// (second) vector whose dim is removed from the result (two 1-d ones give
+// their dot product, shape [1]: gglua has no 0-d tensors); 2-d ones a
+// matrix product; higher ones batches of matrices whose batch dims
+// broadcast (up to ggml's four dims).
 func (e *Engine) Matmul(a, b *Tensor) (*Tensor, error) {
-	if a.Dim() < 2 || b.Dim() < 2 || a.Dim() > 3 || b.Dim() > 3 || a.shape[a.Dim()-1] != b.shape[b.Dim()-2] {
+	if a.Dim() == 0 || b.Dim() == 0 || a.shape[a.Dim()-1] != b.shape[max(b.Dim()-2, 0)] {
+		return nil, shapeErrorf("matmul: cannot multiply shapes %s and %s (expected [.., m, k] and [.., k, n], or vectors of k)", ShapeString(a.shape), ShapeString(b.shape))
+	}
+	var c chain
+	switch {
+	case a.Dim() == 1 && b.Dim() == 1:
+		row := c.do(func() (*Tensor, error) { return e.Reshape(a, 1, a.shape[0]) })
+		col := c.do(func() (*Tensor, error) { return e.Reshape(b, b.shape[0], 1) })
+		y := c.do(func() (*Tensor, error) { return e.matmul(row, col) })
+		return c.do(func() (*Tensor, error) { return e.Reshape(y, 1) }), c.err
+	case a.Dim() == 1:
+		row := c.do(func() (*Tensor, error) { return e.Reshape(a, 1, a.shape[0]) })
+		y := c.do(func() (*Tensor, error) { return e.matmul(row, b) })
+		return c.do(func() (*Tensor, error) { return e.Squeeze(y, -2) }), c.err
+	case b.Dim() == 1:
+		col := c.do(func() (*Tensor, error) { return e.Reshape(b, b.shape[0], 1) })
+		y := c.do(func() (*Tensor, error) { return e.matmul(a, col) })
+		return c.do(func() (*Tensor, error) { return e.Squeeze(y, -1) }), c.err
+	}
+	return e.matmul(a, b)
+}
+
+// Bmm is PyTorch's bmm: a [B, m, k] times b [B, k, n], same B, no
+// broadcasting.
+func (e *Engine) Bmm(a, b *Tensor) (*Tensor, error) {
+	if a.Dim() != 3 || b.Dim() != 3 || a.shape[0] != b.shape[0] || a.shape[2] != b.shape[1] {
+		return nil, shapeErrorf("bmm: cannot multiply shapes %s and %s (expected [B, m, k] and [B, k, n])", ShapeString(a.shape), ShapeString(b.shape))
+	}
+	return e.matmul(a, b)
+}
+
+// matmul multiplies matrices a [.., m, k] and b [.., k, n] whose batch dims
+// broadcast. Batches become one dim for the product (ggml's mul_mat
+// broadcasts only its second operand's batch over the first's, and only
+// one way), and the result gets the broadcast batch shape back.
+func (e *Engine) matmul(a, b *Tensor) (*Tensor, error) {
+	if a.Dim() < 2 || b.Dim() < 2 || a.shape[a.Dim()-1] != b.shape[b.Dim()-2] {
 		return nil, shapeErrorf("matmul: cannot multiply shapes %s and %s (expected [.., m, k] and [.., k, n])", ShapeString(a.shape), ShapeString(b.shape))
 	}
-	// ggml's mul_mat(x, y) is y·xᵀ, so a·b = mul_mat(bᵀ, a).
-	bt, err := e.Transpose(b, -1, -2)
+	m, k, n := a.shape[a.Dim()-2], a.shape[a.Dim()-1], b.shape[b.Dim()-1]
+	batch, err := broadcastShape("matmul", a.shape[:a.Dim()-2], b.shape[:b.Dim()-2])
 	if err != nil {
-		return nil, err
+		return nil, shapeErrorf("matmul: the batch dims of shapes %s and %s do not broadcast", ShapeString(a.shape), ShapeString(b.shape))
 	}
-	return e.Linear(a, bt)
+	// ggml's mul_mat(x, y) is y·xᵀ, so a·b = mul_mat(bᵀ, a).
+	if len(batch) <= 1 && a.Dim() <= 3 && b.Dim() <= 3 {
+		bt, err := e.Transpose(b, -1, -2)
+		if err != nil {
+			return nil, err
+		}
+		return e.Linear(a, bt)
+	}
+	nb := 1
+	for _, d := range batch {
+		nb *= d
+	}
+	var c chain
+	flat := func(t *Tensor, rows, cols int) *Tensor {
+		full := c.do(func() (*Tensor, error) { return e.Expand(t, append(append([]int(nil), batch...), rows, cols)) })
+		return c.do(func() (*Tensor, error) { return e.Reshape(full, nb, rows, cols) })
+	}
+	a3, b3 := flat(a, m, k), flat(b, k, n)
+	bt := c.do(func() (*Tensor, error) { return e.Transpose(b3, -1, -2) })
+	y := c.do(func() (*Tensor, error) { return e.Linear(a3, bt) })
+	out := c.do(func() (*Tensor, error) { return e.Reshape(y, append(append([]int(nil), batch...), m, n)...) })
+	return out, c.err
 }
 
 func batchOf(t *Tensor) int {
@@ -220,4 +280,24 @@ func (e *Engine) linearBLAS(x, w *Tensor, shape []int) (*Tensor, error) {
 		return []*Tensor{gx, gw}, err
 	})
 	return y, nil
+}
+
+// Dot is the dot product of two 1-d tensors of one size (shape [1]).
+func (e *Engine) Dot(a, b *Tensor) (*Tensor, error) {
+	if a.Dim() != 1 || b.Dim() != 1 || a.shape[0] != b.shape[0] {
+		return nil, shapeErrorf("dot: expected two 1-d tensors of one size, got shapes %s and %s", ShapeString(a.shape), ShapeString(b.shape))
+	}
+	return e.Matmul(a, b)
+}
+
+// Outer is the outer product of 1-d a [n] and b [m]: [n, m].
+func (e *Engine) Outer(a, b *Tensor) (*Tensor, error) {
+	if a.Dim() != 1 || b.Dim() != 1 {
+		return nil, shapeErrorf("outer: expected two 1-d tensors, got shapes %s and %s", ShapeString(a.shape), ShapeString(b.shape))
+	}
+	var c chain
+	col := c.do(func() (*Tensor, error) { return e.Reshape(a, a.shape[0], 1) })
+	row := c.do(func() (*Tensor, error) { return e.Reshape(b, 1, b.shape[0]) })
+	out := c.do(func() (*Tensor, error) { return e.Mul(col, row) })
+	return out, c.err
 }

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"encoding/json"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -94,4 +96,83 @@ func TestLinearPathsAgree(t *testing.T) {
 		}
 	}
 	e.useBLAS = ggmlcgo.BLASAvailable()
+}
+
+// TestMatmulAsTorch: PyTorch's matmul rules (1-d operands, broadcast batch
+// dims up to 4-d) and bmm give PyTorch's products and gradients
+// (testdata/torch_matmul.json, scripts/reference/matmul.py).
+func TestMatmulAsTorch(t *testing.T) {
+	raw, err := os.ReadFile("testdata/torch_matmul.json")
+	require.NoError(t, err)
+	var cases []struct {
+		Name, Op     string
+		A, B, Out, W []float64
+		AShapeJ      []int     `json:"a_shape"`
+		BShapeJ      []int     `json:"b_shape"`
+		OutShapeJ    []int     `json:"out_shape"`
+		GradAJ       []float64 `json:"grad_a"`
+		GradBJ       []float64 `json:"grad_b"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	require.NotEmpty(t, cases)
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	near := func(t *testing.T, want []float64, got []float32, what string) {
+		require.Len(t, got, len(want), what)
+		for i := range want {
+			assert.InDelta(t, want[i], got[i], 1e-4*(1+math.Abs(want[i])), "%s[%d]", what, i)
+		}
+	}
+	e := newEngine(t)
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			a, err := FromFloat32(f32(c.A), c.AShapeJ...)
+			require.NoError(t, err)
+			b, err := FromFloat32(f32(c.B), c.BShapeJ...)
+			require.NoError(t, err)
+			require.NoError(t, a.SetRequiresGrad(true))
+			require.NoError(t, b.SetRequiresGrad(true))
+			w, err := FromFloat32(f32(c.W), c.OutShapeJ...)
+			require.NoError(t, err)
+			var y, loss *Tensor
+			err = e.WithGradTape(func() error {
+				if c.Op == "bmm" {
+					y, err = e.Bmm(a, b)
+				} else {
+					y, err = e.Matmul(a, b)
+				}
+				if err != nil {
+					return err
+				}
+				loss, err = sumOf(e)(e.Mul(y, w))
+				return err
+			})
+			require.NoError(t, err)
+			_, err = e.Backward(loss)
+			require.NoError(t, err)
+			assert.Equal(t, c.OutShapeJ, y.Shape())
+			near(t, c.Out, values(t, y), "out")
+			near(t, c.GradAJ, values(t, a.Grad()), "grad a")
+			near(t, c.GradBJ, values(t, b.Grad()), "grad b")
+		})
+	}
+	for name, shapes := range map[string][2][]int{
+		"inner sizes differ":       {{2, 3}, {4, 2}},
+		"batches do not broadcast": {{2, 2, 3}, {3, 3, 2}},
+		"vector sizes differ":      {{3}, {4}},
+	} {
+		a, _ := Zeros(shapes[0]...)
+		b, _ := Zeros(shapes[1]...)
+		_, err := e.Matmul(a, b)
+		assert.ErrorIs(t, err, ErrShape, name)
+	}
+	a, _ := Zeros(2, 3)
+	b, _ := Zeros(3, 2)
+	_, err = e.Bmm(a, b)
+	assert.ErrorIs(t, err, ErrShape, "bmm needs 3-d operands")
 }
