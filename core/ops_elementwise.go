@@ -356,3 +356,173 @@ func (e *Engine) geluTanh(x *Tensor) (*Tensor, error) {
 	h := do(func() (*Tensor, error) { return e.Mul(x, one) })
 	return do(func() (*Tensor, error) { return e.Scale(h, 0.5) }), ch.err
 }
+
+// ---- math (issue 12) ----
+
+// zeroGrad is the gradient of a piecewise-constant op (floor, ceil, round,
+// sign): exactly 0, even where g is inf or NaN, as in PyTorch.
+func (e *Engine) zeroGrad(g, x, y *Tensor) (*Tensor, error) { return e.fillLike(x, 0) }
+
+// Sin is the sine; its gradient is cos(x).
+func (e *Engine) Sin(x *Tensor) (*Tensor, error) {
+	return e.elementwise("sin", x, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.constOp("sin_back", x, ggmlUnary("cos"))
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Cos is the cosine; its gradient is -sin(x).
+func (e *Engine) Cos(x *Tensor) (*Tensor, error) {
+	return e.elementwise("cos", x, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.build("cos_back", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
+			return b.scale(b.unary("sin", in[0]), -1)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Tan is sin(x) / cos(x) (ggml has no tan); its gradient is 1 + y^2, as
+// PyTorch computes it.
+func (e *Engine) Tan(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("tan", x, func(c ctx, a node) (node, error) {
+		b := e.nodes(c)
+		y := b.div(b.unary("sin", a), b.unary("cos", a))
+		return y, b.err
+	}, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.build("tan_back", y.shape, []*Tensor{y}, func(b *nodes, in []node) node {
+			return b.scaleBias(b.unary("sqr", in[0]), 1, 1)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Floor rounds down; its gradient is 0.
+func (e *Engine) Floor(x *Tensor) (*Tensor, error) { return e.elementwise("floor", x, e.zeroGrad) }
+
+// Ceil rounds up; its gradient is 0.
+func (e *Engine) Ceil(x *Tensor) (*Tensor, error) { return e.elementwise("ceil", x, e.zeroGrad) }
+
+// Round rounds to the nearest integer, halves to the even one (2.5 -> 2,
+// -3.5 -> -4), as torch.round; ±inf and NaN stay. Its gradient is 0.
+//
+// ggml's round is C's roundf (halves away from zero): a tie (|x - r| is
+// exactly 1/2, computed exactly in float32) whose r is odd is moved one
+// step towards zero. At ±inf and NaN the tie and odd tests are 0 (step of
+// NaN), so r passes unchanged. 14 nodes.
+func (e *Engine) Round(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("round", x, func(c ctx, a node) (node, error) {
+		b := e.nodes(c)
+		r := b.unary("round", a)
+		ad := b.unary("abs", b.sub(a, r))                                    // <= 1/2
+		tie := b.scaleBias(b.unary("step", b.scaleBias(ad, -1, 0.5)), -1, 1) // ad >= 1/2
+		h := b.scale(r, 0.5)
+		odd := b.unary("step", b.sub(h, b.unary("floor", h))) // r/2 has a fraction
+		y := b.sub(r, b.mul(b.mul(tie, odd), b.unary("sgn", a)))
+		return y, b.err
+	}, e.zeroGrad)
+}
+
+// Sign is -1, 0 or 1 (0 at NaN, as torch.sign in PyTorch 1.13); its
+// gradient is 0.
+func (e *Engine) Sign(x *Tensor) (*Tensor, error) { return e.elementwise("sgn", x, e.zeroGrad) }
+
+// Square is x^2; its gradient is 2x.
+func (e *Engine) Square(x *Tensor) (*Tensor, error) {
+	return e.elementwise("sqr", x, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.Scale(x, 2)
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Reciprocal is 1/x (±inf at ±0); its gradient is -y^2.
+func (e *Engine) Reciprocal(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("reciprocal", x, func(c ctx, a node) (node, error) {
+		b := e.nodes(c)
+		y := b.div(b.fill(a, 1), a)
+		return y, b.err
+	}, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.build("reciprocal_back", y.shape, []*Tensor{y}, func(b *nodes, in []node) node {
+			return b.scale(b.unary("sqr", in[0]), -1)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Rsqrt is 1/sqrt(x) (inf at 0, -inf at -0, NaN below 0); its gradient is
+// -y^3/2, as PyTorch computes it.
+func (e *Engine) Rsqrt(x *Tensor) (*Tensor, error) {
+	return e.unaryOp("rsqrt", x, func(c ctx, a node) (node, error) {
+		b := e.nodes(c)
+		y := b.div(b.fill(a, 1), b.unary("sqrt", a))
+		return y, b.err
+	}, func(g, x, y *Tensor) (*Tensor, error) {
+		d, err := e.build("rsqrt_back", y.shape, []*Tensor{y}, func(b *nodes, in []node) node {
+			return b.scale(b.mul(b.unary("sqr", in[0]), in[0]), -0.5)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.Mul(g, d)
+	})
+}
+
+// Log1p is ln(1 + x), exact for small x: ggml has no log1p, and ln(1 + x)
+// rounds 1 + x first (log1p(1e-8) would be 0). It is computed as
+// ln(u) x / (u - 1) with u = 1 + x (u - 1 is exact), x itself where u = 1
+// and at +inf. Its gradient is 1 / (1 + x).
+func (e *Engine) Log1p(x *Tensor) (*Tensor, error) {
+	y, err := e.log1pValue(x)
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "log1p", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.newOp("log1p_back", g.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+			b := e.nodes(c)
+			d := b.div(in[0], b.scaleBias(in[1], 1, 1))
+			return d, b.err
+		})
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+func (e *Engine) log1pValue(x *Tensor) (*Tensor, error) {
+	var ch chain
+	do := ch.do
+	kahan := do(func() (*Tensor, error) {
+		return e.build("log1p", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
+			u := b.scaleBias(in[0], 1, 1)
+			return b.div(b.mul(b.unary("log", u), in[0]), b.scaleBias(u, 1, -1))
+		})
+	})
+	// x where u = 1 (|x| below half an ulp of 1) or x = +inf.
+	keep := do(func() (*Tensor, error) {
+		return e.build("log1p", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
+			one := b.isZero(b.scaleBias(b.scaleBias(in[0], 1, 1), 1, -1))
+			return b.add(one, b.unary("step", b.scaleBias(in[0], 1, -maxF32)))
+		})
+	})
+	return do(func() (*Tensor, error) {
+		return e.build("log1p", x.shape, []*Tensor{keep, x, kahan}, func(b *nodes, in []node) node {
+			return b.where(in[0], in[1], in[2])
+		})
+	}), ch.err
+}
+
+// Trunc rounds towards zero; its gradient is 0.
+func (e *Engine) Trunc(x *Tensor) (*Tensor, error) { return e.elementwise("trunc", x, e.zeroGrad) }

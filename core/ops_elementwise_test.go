@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -186,6 +187,11 @@ type torchCase struct {
 	Output    torchTensor                `json:"output"`
 	Cotangent torchTensor                `json:"cotangent"`
 	Grads     []*torchTensor             `json:"grads"`
+	// RequiresGrad (optional) says which inputs require grad in the
+	// forward, beyond those with a gradient; OutputRequiresGrad (optional)
+	// whether PyTorch's output does.
+	RequiresGrad       []bool `json:"requires_grad"`
+	OutputRequiresGrad *bool  `json:"output_requires_grad"`
 }
 
 // num is the number argument key (nan and inf as strings).
@@ -208,7 +214,13 @@ func (c torchCase) arg(t *testing.T, key string, v any) bool {
 
 func loadTorchCases(t *testing.T) []torchCase {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/torch_numerics.json")
+	return loadTorchFile(t, "testdata/torch_numerics.json")
+}
+
+// loadTorchFile reads the cases of a reference file in testdata.
+func loadTorchFile(t *testing.T, path string) []torchCase {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var ref struct {
 		Cases []torchCase `json:"cases"`
@@ -244,9 +256,16 @@ func assertTorchClose(t *testing.T, want []torchNum, got []float32, msg string) 
 // runTorchCases runs the reference cases of the given ops: forward, then
 // backward of sum(output * cotangent), compared with PyTorch's values.
 func runTorchCases(t *testing.T, ops map[string]torchOp) {
+	runTorchFile(t, "testdata/torch_numerics.json", ops)
+}
+
+// runTorchFile is runTorchCases on the cases of the reference file path;
+// a case without gradients (a comparison) runs forward only, and a case
+// that says whether the output requires grad is checked for it.
+func runTorchFile(t *testing.T, path string, ops map[string]torchOp) {
 	e := newEngine(t)
 	n := 0
-	for _, c := range loadTorchCases(t) {
+	for _, c := range loadTorchFile(t, path) {
 		f, ok := ops[c.Op]
 		if !ok {
 			continue
@@ -257,7 +276,8 @@ func runTorchCases(t *testing.T, ops map[string]torchOp) {
 			in := make([]*Tensor, len(c.Inputs))
 			for i, x := range c.Inputs {
 				in[i] = x.host(t)
-				require.NoError(t, in[i].SetRequiresGrad(c.Grads[i] != nil))
+				rg := c.Grads[i] != nil || (i < len(c.RequiresGrad) && c.RequiresGrad[i])
+				require.NoError(t, in[i].SetRequiresGrad(rg))
 			}
 			var out *Tensor
 			var loss *Tensor
@@ -273,7 +293,16 @@ func runTorchCases(t *testing.T, ops map[string]torchOp) {
 				loss, err = e.Sum(prod)
 				return err
 			}))
+			if len(c.Output.Shape) > 0 {
+				assert.Equal(t, c.Output.Shape, out.Shape(), "output shape")
+			}
 			assertTorchClose(t, c.Output.Values, values(t, out), "output")
+			if c.OutputRequiresGrad != nil {
+				assert.Equal(t, *c.OutputRequiresGrad, out.RequiresGrad(), "output requires grad")
+			}
+			if !slices.ContainsFunc(c.Grads, func(g *torchTensor) bool { return g != nil }) {
+				return
+			}
 			_, err := e.Backward(loss)
 			require.NoError(t, err)
 			for i, g := range c.Grads {

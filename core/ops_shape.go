@@ -1,5 +1,10 @@
 package core
 
+import (
+	"fmt"
+	"slices"
+)
+
 // Shape ops built on views and the movement primitives (ops_movement.go):
 // select, unsqueeze, squeeze, flatten, unflatten, expand, flip, stack,
 // chunk, split and tile, with PyTorch's names and semantics (dims 0-based
@@ -285,37 +290,53 @@ func (e *Engine) Chunk(x *Tensor, n, dim int) ([]*Tensor, error) {
 
 // Tile repeats x reps[i] times along dim i (PyTorch's tile; Lua cannot
 // name a method repeat). Fewer reps than dims repeat the last dims; more
-// add leading dims. A copy.
+// add leading dims. A copy: each repeated dim gets a new dim of size 1 in
+// front of it, expanded to reps[i] and flattened into it.
 func (e *Engine) Tile(x *Tensor, reps []int) (*Tensor, error) {
 	if len(reps) == 0 {
 		return nil, argErrorf("tile: no repetitions")
 	}
-	out := x
-	if len(reps) > x.Dim() {
-		var err error
-		if out, err = e.Reshape(x, append(ones(len(reps)-x.Dim()), x.shape...)...); err != nil {
-			return nil, err
-		}
-	}
-	reps = append(ones(out.Dim()-len(reps)), reps...)
+	n := max(len(reps), x.Dim())
+	reps = append(ones(n-len(reps)), reps...)
+	shape := append(ones(n-x.Dim()), x.shape...)
+	final := make([]int, n)
 	for d, r := range reps {
 		if r < 1 {
 			return nil, argErrorf("tile: %d repetitions of dim %d; at least 1", r, d+1)
 		}
+		if int64(r)*int64(shape[d]) > 1<<40 {
+			return nil, shapeErrorf("tile: %d repetitions of dim %d (size %d) are too many", r, d+1, shape[d])
+		}
+		final[d] = r * shape[d]
+	}
+	if _, err := checkShape(final); err != nil {
+		return nil, fmt.Errorf("tile: %w", err)
+	}
+	if n == 4 && !slices.Equal(reps, []int{1, 1, 1, 1}) {
+		return nil, shapeErrorf("tile: a 4-d result needs a fifth dim to repeat into (ggml has four); reshape to fewer dims first")
+	}
+	out, err := e.Reshape(x, shape...)
+	if err != nil {
+		return nil, err
+	}
+	copied := false
+	for d, r := range reps {
 		if r == 1 {
 			continue
 		}
-		copies := make([]*Tensor, r)
-		for i := range copies {
-			copies[i] = out
-		}
-		var err error
-		if out, err = e.Cat(copies, d); err != nil {
-			return nil, err
+		copied = true
+		var c chain
+		u := c.do(func() (*Tensor, error) { return e.Unsqueeze(out, d) })
+		sizes := u.Shape()
+		sizes[d] = r
+		ex := c.do(func() (*Tensor, error) { return e.Expand(u, sizes) })
+		out = c.do(func() (*Tensor, error) { return e.Flatten(ex, d, d+1) })
+		if c.err != nil {
+			return nil, c.err
 		}
 	}
-	if out == x {
-		return e.Clone(x)
+	if !copied {
+		return e.Clone(out)
 	}
 	return out, nil
 }

@@ -187,7 +187,7 @@ void ggml_set_param(struct ggml_tensor * tensor);
 // Elementwise unary ops need nothing more than their name in this list:
 // ops.go reaches them all through one Context.Unary(name, a).
 #define GGLUA_UNARY_OPS(X) \
-    X(exp) X(expm1) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) X(sigmoid) X(tanh) X(silu) X(gelu_erf) X(floor)
+    X(exp) X(expm1) X(log) X(sqrt) X(sqr) X(abs) X(sgn) X(step) X(relu) X(sigmoid) X(tanh) X(silu) X(gelu_erf) X(floor) X(ceil) X(round) X(trunc) X(sin) X(cos)
 // Other one-operand ops, each with its own wrapper.
 #define GGLUA_ONE_OPERAND_OPS(X) \
     X(cont) X(transpose) X(sum) X(sum_rows) X(soft_max) X(argmax)
