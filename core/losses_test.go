@@ -221,3 +221,223 @@ func TestCrossEntropyMistakesAreErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, -logSoftmaxRef([]float64{0, 1, 0})[2], float64(values(t, l)[0]), 1e-6)
 }
+
+// newLossGradCases: the losses of issue 12 against float64 references
+// (written out here from PyTorch's definitions), then by gradcheck; the
+// inputs keep away from the kinks, which the PyTorch cases cover.
+func newLossGradCases(t *testing.T) []gradCase {
+	v := func(shape []int, x []float64) *Tensor {
+		f := make([]float32, len(x))
+		for i, a := range x {
+			f[i] = float32(a)
+		}
+		return host(t, shape, f...)
+	}
+	s24 := []int{2, 4}
+	bx := []float64{-3, -0.5, 0.2, 2, 1, -1.5, 4, 0.7}
+	by := []float64{0, 1, 0.3, 0.9, 0.5, 0.2, 1, 0}
+	pw := []float64{2, 0.5, 1, 3}
+	bce := func(v []float64) float64 { // v: x then y, mean
+		total := 0.0
+		for i := 0; i < 8; i++ {
+			x, y, p := v[i], v[8+i], pw[i%4]
+			total += -(p*y*math.Log(1/(1+math.Exp(-x))) + (1-y)*math.Log(1-1/(1+math.Exp(-x))))
+		}
+		return total / 8
+	}
+	hx := []float64{0.1, 2, -1.7, 0.4, 3, -0.2, 1.2, -4}
+	hy := []float64{0.5, 0.3, 0.2, -0.35, 0.1, 0.25, 0.5, -1}
+	huber := func(delta float64, smooth bool) func([]float64) float64 { // sum
+		return func(v []float64) float64 {
+			total := 0.0
+			for i := 0; i < 8; i++ {
+				a := math.Abs(v[i] - v[8+i])
+				l := delta * (a - 0.5*delta)
+				if a < delta {
+					l = 0.5 * a * a
+				}
+				if smooth {
+					l /= delta
+				}
+				total += l
+			}
+			return total
+		}
+	}
+	kx := logSoftmaxRef([]float64{0.5, -1, 2, 0.3})
+	kx = append(kx, logSoftmaxRef([]float64{1, 1.5, -0.5, 0})...)
+	ky := []float64{0.1, 0.2, 0.3, 0.4, 0.25, 0.25, 0.4, 0.1}
+	kl := func(v []float64) float64 { // batchmean
+		total := 0.0
+		for i := 0; i < 8; i++ {
+			total += v[8+i] * (math.Log(v[8+i]) - v[i])
+		}
+		return total / 2
+	}
+	nllX := kx
+	nll := func(v []float64) float64 { // labels {3, 1} (0-based 2, 0), weight {1, 2, 0.5, 1}: mean
+		return -(0.5*v[2] + 1*v[4]) / 1.5
+	}
+	split := func(f func([]float64) float64, x, y []float64) [][]float64 {
+		xy := append(append([]float64(nil), x...), y...)
+		g := refGrad(f, xy)
+		return [][]float64{g[:len(x)], g[len(x):]}
+	}
+	cat := func(x, y []float64) []float64 { return append(append([]float64(nil), x...), y...) }
+	return []gradCase{
+		{"binary_cross_entropy_with_logits pos_weight", []*Tensor{v(s24, bx), v(s24, by)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return e.BCEWithLogits(in[0], in[1], BCEWithLogitsOptions{PosWeight: v([]int{4}, pw)})
+			}, bce(cat(bx, by)), split(bce, bx, by)},
+		{"huber_loss", []*Tensor{v(s24, hx), v(s24, hy)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.HuberLoss(in[0], in[1], "sum", 1.5) },
+			huber(1.5, false)(cat(hx, hy)), split(huber(1.5, false), hx, hy)},
+		{"smooth_l1_loss", []*Tensor{v(s24, hx), v(s24, hy)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.SmoothL1Loss(in[0], in[1], "sum", 0.8) },
+			huber(0.8, true)(cat(hx, hy)), split(huber(0.8, true), hx, hy)},
+		{"kl_div batchmean", []*Tensor{v(s24, kx), v(s24, ky)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.KLDiv(in[0], in[1], "batchmean", false) },
+			kl(cat(kx, ky)), split(kl, kx, ky)},
+		{"nll_loss weight", []*Tensor{v(s24, nllX)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return e.NLLLoss(in[0], []int{2, 0}, NLLLossOptions{Weight: v([]int{4}, []float64{1, 2, 0.5, 1})})
+			}, nll(nllX), [][]float64{refGrad(nll, nllX)}},
+	}
+}
+
+func TestNewLossGradients(t *testing.T) {
+	runGradCases(t, newLossGradCases(t), gradChecks{})
+}
+
+var newLossTorchOps = map[string]torchOp{
+	"nll_loss": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var o NLLLossOptions
+		c.arg(t, "reduction", &o.Reduction)
+		var w []float32
+		if c.arg(t, "weight", &w) {
+			o.Weight = host(t, []int{len(w)}, w...)
+		}
+		var ig int
+		if c.arg(t, "ignore_index", &ig) {
+			o.IgnoreIndex = &ig
+		}
+		var labels []int
+		require.True(t, c.arg(t, "labels", &labels))
+		return e.NLLLoss(in[0], labels, o)
+	},
+	"binary_cross_entropy_with_logits": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var o BCEWithLogitsOptions
+		c.arg(t, "reduction", &o.Reduction)
+		var pw []float32
+		if c.arg(t, "pos_weight", &pw) {
+			o.PosWeight = host(t, []int{len(pw)}, pw...)
+		}
+		var w [][]float32
+		if c.arg(t, "weight", &w) {
+			var flat []float32
+			for _, r := range w {
+				flat = append(flat, r...)
+			}
+			o.Weight = host(t, []int{len(w), len(w[0])}, flat...)
+		}
+		return e.BCEWithLogits(in[0], in[1], o)
+	},
+	"l1_loss": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var red string
+		c.arg(t, "reduction", &red)
+		return e.L1Loss(in[0], in[1], red)
+	},
+	"smooth_l1_loss": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var red string
+		c.arg(t, "reduction", &red)
+		beta := 1.0
+		c.arg(t, "beta", &beta)
+		return e.SmoothL1Loss(in[0], in[1], red, beta)
+	},
+	"huber_loss": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var red string
+		c.arg(t, "reduction", &red)
+		delta := 1.0
+		c.arg(t, "delta", &delta)
+		return e.HuberLoss(in[0], in[1], red, delta)
+	},
+	"kl_div": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		var red string
+		c.arg(t, "reduction", &red)
+		var logTarget bool
+		c.arg(t, "log_target", &logTarget)
+		return e.KLDiv(in[0], in[1], red, logTarget)
+	},
+}
+
+// TestNewLossesMatchTorch (testdata/torch_losses.json): nll_loss with
+// weights, ignore_index (a class, and -100) and a -inf log-probability;
+// binary_cross_entropy_with_logits at ±100, ±88 and 0, with pos_weight and
+// weight; l1, smooth_l1 (beta 0, 0.5, 1, 2.5) and huber (delta 0.5, 1,
+// 2.5) at d = 0 and |d| = beta; kl_div with zero targets (its target
+// gradient NaN there, as torch 1.13's), log_target, batchmean; every
+// reduction, both operands' gradients.
+func TestNewLossesMatchTorch(t *testing.T) {
+	runTorchFile(t, "testdata/torch_losses.json", newLossTorchOps)
+}
+
+// TestTorchLossCasesAreAllRun: every op of torch_losses.json is run.
+func TestTorchLossCasesAreAllRun(t *testing.T) {
+	for _, c := range loadTorchFile(t, "testdata/torch_losses.json") {
+		assert.Contains(t, newLossTorchOps, c.Op, "case %q", c.Name)
+	}
+}
+
+func TestNewLossMistakesAreErrors(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{2, 3}, 1, 2, 3, 0, 1, 0)
+	y := host(t, []int{2, 3}, 1, 0, 0, 0, 1, 0)
+	y2 := host(t, []int{3, 2}, 1, 0, 0, 0, 1, 0)
+	wGrad := host(t, []int{3}, 1, 2, 3)
+	require.NoError(t, wGrad.SetRequiresGrad(true))
+	for _, c := range []struct {
+		name string
+		run  func() (*Tensor, error)
+		want string
+		kind error
+	}{
+		{"nll label out of range", func() (*Tensor, error) { return e.NLLLoss(x, []int{0, 3}, NLLLossOptions{}) },
+			"nll_loss: label 4 at row 2 is out of range 1..3", ErrArgument},
+		{"nll labels count", func() (*Tensor, error) { return e.NLLLoss(x, []int{0}, NLLLossOptions{}) },
+			"nll_loss: 1 labels for input of shape", ErrShape},
+		{"nll weight shape", func() (*Tensor, error) {
+			return e.NLLLoss(x, []int{0, 1}, NLLLossOptions{Weight: host(t, []int{2}, 1, 2)})
+		}, "nll_loss: weight of shape 2 for 3 classes", ErrShape},
+		{"nll batchmean", func() (*Tensor, error) { return e.NLLLoss(x, []int{0, 1}, NLLLossOptions{Reduction: "batchmean"}) },
+			`nll_loss: reduction must be "mean", "sum" or "none", got "batchmean"`, ErrArgument},
+		{"bce shapes", func() (*Tensor, error) { return e.BCEWithLogits(x, y2, BCEWithLogitsOptions{}) },
+			"binary_cross_entropy_with_logits: input shape 2x3 and target shape 3x2 differ", ErrShape},
+		{"bce pos_weight shape", func() (*Tensor, error) {
+			return e.BCEWithLogits(x, y, BCEWithLogitsOptions{PosWeight: host(t, []int{2}, 1, 2)})
+		}, "do not broadcast", ErrShape},
+		{"bce pos_weight too big", func() (*Tensor, error) {
+			return e.BCEWithLogits(x, y, BCEWithLogitsOptions{PosWeight: host(t, []int{2, 2, 3}, make([]float32, 12)...)})
+		}, "does not broadcast to the input's shape", ErrShape},
+		{"bce weight requires grad", func() (*Tensor, error) {
+			return e.BCEWithLogits(x, y, BCEWithLogitsOptions{Weight: wGrad})
+		}, "weight requires grad", ErrArgument},
+		{"l1 reduction", func() (*Tensor, error) { return e.L1Loss(x, y, "avg") }, `l1_loss: reduction must be`, ErrArgument},
+		{"smooth_l1 negative beta", func() (*Tensor, error) { return e.SmoothL1Loss(x, y, "", -1) },
+			"smooth_l1_loss: beta must be >= 0, got -1", ErrArgument},
+		{"smooth_l1 beta 0 shapes", func() (*Tensor, error) { return e.SmoothL1Loss(x, y2, "", 0) },
+			"smooth_l1_loss: input shape", ErrShape},
+		{"huber zero delta", func() (*Tensor, error) { return e.HuberLoss(x, y, "", 0) },
+			"huber_loss: delta must be > 0", ErrArgument},
+		{"huber NaN delta", func() (*Tensor, error) { return e.HuberLoss(x, y, "", math.NaN()) },
+			"huber_loss: delta must be a finite number", ErrArgument},
+		{"kl_div reduction", func() (*Tensor, error) { return e.KLDiv(x, y, "avg", false) },
+			`kl_div: reduction must be "mean", "sum", "none" or "batchmean", got "avg"`, ErrArgument},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := c.run()
+			require.Error(t, err)
+			assert.ErrorContains(t, err, c.want)
+			assert.ErrorIs(t, err, c.kind)
+		})
+	}
+}

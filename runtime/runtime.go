@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 
@@ -136,6 +137,9 @@ func openStdlib(L *lua.LState, sandbox bool, c *causes) {
 	installStdlib(L, sandbox, c) // cancellable string matching, bounded results (stdlib.go)
 	installProtectedCalls(L)     // pcall/xpcall without gopher-lua's upvalue bug (pcall.go)
 	installRandom(L)             // math.random on the runtime's own seeded generator (random.go)
+	if m, ok := L.GetGlobal("math").(*lua.LTable); ok {
+		m.RawSetString("huge", lua.LNumber(math.Inf(1))) // gopher-lua's was the largest float, not inf
+	}
 }
 
 // print writes to the runtime's Stdout, as Lua's print does.

@@ -1,0 +1,102 @@
+"""Reference values for core's composite reductions and sorting (var, std,
+logsumexp, norm, prod, cumsum, sort, topk, gather), from PyTorch:
+
+    /usr/bin/python3 scripts/reference/stats.py > core/testdata/torch_stats.json
+
+Each case: op, its arguments, the input, the output (and indices), and the
+input's gradient of loss = sum(output * w) for the recorded w. NaN and the
+infinities are the strings "nan", "inf", "-inf". Dims are 0-based here.
+"""
+import json
+import math
+
+import torch
+
+torch.manual_seed(7)
+nan, inf = float("nan"), float("inf")
+
+
+def num(v):
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def flat(t):
+    return [num(float(v)) for v in t.detach().flatten().tolist()]
+
+
+def run(op, x, args):
+    if op == "var":
+        return torch.var(x, dim=args["dim"], correction=args["correction"], keepdim=args["keepdim"]), None
+    if op == "std":
+        return torch.std(x, dim=args["dim"], correction=args["correction"], keepdim=args["keepdim"]), None
+    if op == "logsumexp":
+        return torch.logsumexp(x, dim=args["dim"], keepdim=args["keepdim"]), None
+    if op == "norm":
+        return torch.linalg.vector_norm(x, ord=args["p"], dim=args["dim"], keepdim=args["keepdim"]), None
+    if op == "prod":
+        return torch.prod(x, dim=args["dim"], keepdim=args["keepdim"]), None
+    if op == "cumsum":
+        return torch.cumsum(x, dim=args["dim"]), None
+    if op == "sort":
+        r = torch.sort(x, dim=args["dim"], descending=args["descending"], stable=True)
+        return r.values, r.indices
+    if op == "topk":
+        r = torch.topk(x, args["k"], dim=args["dim"], largest=args["largest"])
+        return r.values, r.indices
+    if op == "gather":
+        idx = torch.tensor(args["index"]).reshape(args["index_shape"])
+        return torch.gather(x, args["dim"], idx), None
+    raise ValueError(op)
+
+
+m = [[1.0, 2.0, 3.0], [4.0, -5.0, 6.0]]
+cases = [
+    ("var", m, {"dim": 1, "correction": 1, "keepdim": False}),
+    ("var", m, {"dim": 0, "correction": 0, "keepdim": True}),
+    ("var", [[3.0], [5.0]], {"dim": 1, "correction": 1, "keepdim": False}),  # n = 1: nan
+    ("std", m, {"dim": 1, "correction": 1, "keepdim": False}),
+    ("std", [[1.0, 2.0, 3.0, 4.0]], {"dim": -1, "correction": 1, "keepdim": True}),
+    ("logsumexp", m, {"dim": 1, "keepdim": False}),
+    ("logsumexp", [[1000.0, 1000.0], [-1000.0, -1001.0]], {"dim": 1, "keepdim": False}),
+    ("logsumexp", [[-inf, -inf], [-inf, 0.0]], {"dim": 1, "keepdim": True}),
+    ("logsumexp", [[inf, 1.0], [nan, 1.0]], {"dim": 1, "keepdim": False}),
+    ("norm", m, {"p": 2.0, "dim": 1, "keepdim": False}),
+    ("norm", [[0.0, 0.0], [3.0, 4.0]], {"p": 2.0, "dim": 1, "keepdim": False}),
+    ("norm", m, {"p": 1.0, "dim": 0, "keepdim": True}),
+    ("norm", [[1.0, -3.0, 3.0], [2.0, 0.5, 1.0]], {"p": inf, "dim": 1, "keepdim": False}),
+    ("norm", m, {"p": 3.0, "dim": 1, "keepdim": False}),
+    ("norm", [[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]], {"p": 3.0, "dim": 1, "keepdim": False}),
+    ("prod", m, {"dim": 1, "keepdim": False}),
+    ("prod", [[2.0, 0.0, 3.0, 4.0, 5.0], [0.0, 0.0, 1.0, 2.0, 3.0]], {"dim": 1, "keepdim": True}),
+    ("prod", [[1.5, -2.0], [0.5, 4.0], [3.0, 1.0]], {"dim": 0, "keepdim": False}),
+    ("cumsum", m, {"dim": 1}),
+    ("cumsum", [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0], [9.0, 10.0]], {"dim": 0}),
+    ("cumsum", [[1.0, inf, 2.0, -inf, 1.0]], {"dim": 1}),
+    ("sort", [[3.0, 1.0, 2.0, 1.0], [nan, 0.0, -inf, nan]], {"dim": 1, "descending": False}),
+    ("sort", [[3.0, 1.0, 2.0, 1.0], [nan, 0.0, -inf, nan]], {"dim": 1, "descending": True}),
+    ("sort", m, {"dim": 0, "descending": False}),
+    ("topk", [[3.0, 1.0, 2.0, 5.0], [0.0, 7.0, -1.0, 4.0]], {"k": 2, "dim": 1, "largest": True}),
+    ("topk", [[3.0, 1.0, 2.0, 5.0], [0.0, 7.0, -1.0, 4.0]], {"k": 3, "dim": 1, "largest": False}),
+    ("gather", m, {"dim": 1, "index": [2, 0, 0, 1, 1, 1], "index_shape": [2, 3]}),
+    ("gather", m, {"dim": 0, "index": [1, 0, 1], "index_shape": [1, 3]}),
+]
+out = []
+for op, xv, args in cases:
+    x = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    y, idx = run(op, x, args)
+    w = torch.randn(y.shape, dtype=torch.float64).round(decimals=2)
+    (y * w).sum().backward()
+    g = x.grad if x.grad is not None else torch.zeros_like(x)
+    out.append({
+        "op": op, "args": {k: (num(v) if isinstance(v, float) else v) for k, v in args.items()},
+        "x": {"shape": list(x.shape), "values": flat(x)},
+        "out": {"shape": list(y.shape) or [1], "values": flat(y)},
+        "indices": None if idx is None else idx.flatten().tolist(),
+        "w": {"shape": list(y.shape) or [1], "values": flat(w)},
+        "grad": {"shape": list(x.shape), "values": flat(g)},
+    })
+json.dump(out, open(1, "w"), indent=1)

@@ -1,0 +1,62 @@
+-- The losses of issue 12 from Lua: options, 1-based labels, gradients, errors.
+
+local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-5) * (1 + math.abs(b)) end
+
+-- nll_loss takes 1-based labels (a table or a 1-d tensor) like cross_entropy,
+-- and equals cross_entropy of the logits' log_softmax.
+local logits = tensor{{1, 2, 3}, {0.5, -1, 2}, {0, 0, 1}}
+local logp = logits:log_softmax(2)
+local ce = nn.cross_entropy(logits, {3, 1, 2}, {weight = tensor{1, 2, 0.5}, ignore_index = 2})
+local nll = nn.nll_loss(logp, {3, 1, 2}, {weight = tensor{1, 2, 0.5}, ignore_index = 2})
+assert(near(ce:item(), nll:item()), ce:item() .. " vs " .. nll:item())
+assert(near(nn.nll_loss(logp, tensor{3, 1, 2}, {reduction = "sum"}):item(),
+  -(logp:totable()[1][3] + logp:totable()[2][1] + logp:totable()[3][2])))
+local per_row = nn.nll_loss(logp, {3, 1, 2}, {reduction = "none"}):totable()
+assert(#per_row == 3 and near(per_row[2], -logp:totable()[2][1]))
+
+-- binary_cross_entropy_with_logits is finite at ±100 and its gradient is
+-- sigmoid(x) - y over the count.
+local x = tensor.param(tensor{-100, 0, 100})
+local loss = with_grad_tape(function() return nn.binary_cross_entropy_with_logits(x, tensor{1, 0.5, 0}) end)
+assert(near(loss:item(), (200 + math.log(2)) / 3), tostring(loss:item()))
+backward(loss)
+local g = x.grad:totable()
+assert(near(g[1], -1 / 3) and near(g[2], 0) and near(g[3], 1 / 3))
+local pw = nn.binary_cross_entropy_with_logits(tensor{{0, 0}}, tensor{{1, 1}}, {pos_weight = tensor{2, 3}, reduction = "sum"})
+assert(near(pw:item(), 5 * math.log(2)), pw:item())
+
+-- l1, smooth_l1 (beta) and huber (delta), "none" keeps the shape.
+local a, b = tensor{{0, 3}, {-0.5, 1}}, tensor{{0, 1}, {0, 1.5}}  -- d: 0, 2, -0.5, -0.5
+assert(near(nn.l1_loss(a, b):item(), 3 / 4))
+assert(near(nn.smooth_l1_loss(a, b, {reduction = "sum"}):item(), 1.5 + 0.125 + 0.125))
+assert(near(nn.smooth_l1_loss(a, b, {reduction = "sum", beta = 4}):item(), (4 + 0.25 + 0.25) / 8))
+assert(near(nn.huber_loss(a, b, {reduction = "sum", delta = 0.25}):item(), 0.25 * (2 - 0.125) + 2 * 0.25 * (0.5 - 0.125)))
+local none = nn.huber_loss(a, b, {reduction = "none"})
+assert(none:shape()[1] == 2 and none:shape()[2] == 2)
+
+-- kl_div: a zero target adds nothing (0 log 0 = 0); batchmean divides by rows.
+local q = tensor{{0.5, 0.5, 0}, {0.25, 0.25, 0.5}}
+local lp = tensor{{0.2, 0.3, 0.5}, {0.3, 0.3, 0.4}}:log()
+local want = (0.5 * math.log(0.5 / 0.2) + 0.5 * math.log(0.5 / 0.3)
+  + 0.25 * math.log(0.25 / 0.3) * 2 + 0.5 * math.log(0.5 / 0.4)) / 2
+assert(near(nn.kl_div(lp, q, {reduction = "batchmean"}):item(), want, 1e-4))
+local q2 = tensor{{0.5, 0.25, 0.25}, {0.25, 0.25, 0.5}}
+assert(near(nn.kl_div(lp, q2:log(), {reduction = "sum", log_target = true}):item(),
+  nn.kl_div(lp, q2, {reduction = "sum"}):item(), 1e-4))
+assert(near(nn.kl_div(lp, q):item(), want * 2 / 6, 1e-4))
+
+-- Mistakes are errors naming the loss.
+for _, c in ipairs({
+  {function() return nn.nll_loss(logp, {4, 1, 1}) end, "nll_loss: label 4 at row 1 is out of range 1..3"},
+  {function() return nn.nll_loss(logp, {1.5, 1, 1}) end, "nll_loss: label 1.5 at row 1 is not an integer"},
+  {function() return nn.nll_loss(logp, logp) end, "nll_loss: target must be 1%-based labels"},
+  {function() return nn.l1_loss(a, b, {reduction = "avg"}) end, "l1_loss: reduction must be"},
+  {function() return nn.smooth_l1_loss(a, b, {beta = -1}) end, "beta must be >= 0"},
+  {function() return nn.huber_loss(a, b, {delta = 0}) end, "delta must be > 0"},
+  {function() return nn.huber_loss(a, tensor{1, 2}) end, "input shape 2x2 and target shape 2 differ"},
+  {function() return nn.kl_div(lp, q, {log_targets = true}) end, "unknown option log_targets"},
+  {function() return nn.binary_cross_entropy_with_logits(a, b, {pos_weight = 2}) end, "option pos_weight must be a tensor"},
+}) do
+  local ok, err = pcall(c[1])
+  assert(not ok and tostring(err):find(c[2]), tostring(err))
+end
