@@ -33,9 +33,14 @@ const nodeCtxTensors = 4096 // op-node slots of one metadata context
 // maxPending is the most ops left pending before they are computed anyway.
 const maxPending = 1 << 16
 
-// nodeContext returns a context with room for an op of a few nodes.
+// opNodeRoom is the room an op's node context has at least: the largest
+// op built as one (max along a dim, about 30 nodes) fits with a margin.
+const opNodeRoom = 64
+
+// nodeContext returns a context with room for an op of up to opNodeRoom
+// nodes.
 func (e *Engine) nodeContext() (*ggmlcgo.Context, error) {
-	if n := len(e.nodeCtxs); n > 0 && e.nodeCtxs[n-1].Room() >= 16 {
+	if n := len(e.nodeCtxs); n > 0 && e.nodeCtxs[n-1].Room() >= opNodeRoom {
 		return e.nodeCtxs[n-1], nil
 	}
 	c, err := ggmlcgo.NewContext(nodeCtxTensors, 0)

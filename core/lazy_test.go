@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -106,4 +107,23 @@ func TestAHostTensorFeedsTwoEnginesIndependently(t *testing.T) {
 	wb, err := b.Scale(x, 1)
 	require.NoError(t, err)
 	assert.Equal(t, []float32{5, 5, 5}, values(t, wb))
+}
+
+// TestABigOpFitsWhateverRoomIsLeft: max along a dim is one op of about 30
+// nodes; with 16 to 29 slots left in the current node context it failed
+// ("no room for another node") while contexts promised only 16 slots.
+func TestABigOpFitsWhateverRoomIsLeft(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{3, 4}, 1, 5, 2, 0, 3, 3, 1, 2, 9, 8, 7, 6)
+	for left := opNodeRoom; left >= 1; left-- {
+		c, err := e.nodeContext()
+		require.NoError(t, err)
+		for c.Room() > left { // use up slots with scratch nodes
+			_, err := c.NewTensor(ggmlcgo.F32, []int64{1})
+			require.NoError(t, err)
+		}
+		m, _, err := e.MaxDim(x, 1, false)
+		require.NoError(t, err, "with %d slots left", left)
+		assert.Equal(t, []float32{5, 3, 9}, values(t, m))
+	}
 }

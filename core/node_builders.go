@@ -11,8 +11,8 @@ import "math"
 
 // nodes builds the ggml nodes of one op with a sticky error: after the
 // first failure every call returns the zero node and err keeps the failure.
-// An op gets a node context with room for at least 16 nodes: a build that
-// needs more is split into several ops.
+// An op gets a node context with room for at least opNodeRoom nodes: a
+// build that needs more is split into several ops.
 type nodes struct {
 	c   ctx
 	err error

@@ -333,4 +333,8 @@ void gguf_set_val_f32(struct gguf_context * ctx, const char * key, float val);
 void gguf_add_tensor(struct gguf_context * ctx, const struct ggml_tensor * tensor);
 bool gguf_write_to_file(const struct gguf_context * ctx, const char * fname, bool only_meta);
 
+// ---- ggml.h: convolution (ggmlcgo/conv.go) ----
+
+struct ggml_tensor * ggml_im2col(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, int s0, int s1, int p0, int p1, int d0, int d1, bool is_2D, enum ggml_type dst_type);
+
 #endif // GGLUA_GGML_H

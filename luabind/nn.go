@@ -8,17 +8,42 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-//go:embed nn.lua
-var nnSource string
+var (
+	//go:embed nn.lua
+	nnSource string
+	//go:embed nn_init.lua
+	nnInitSource string
+	//go:embed nn_rnn.lua
+	nnRNNSource string
+	//go:embed nn_attention.lua
+	nnAttentionSource string
+)
 
-// openNN makes the global nn: the losses (losses.go), then the modules,
-// written in Lua (nn.lua).
+// nnSources are the files of nn, in the order they load: the module
+// system and the basic modules, then nn.init, then the recurrent layers
+// (which initialise through nn.init), then attention.
+var nnSources = []struct{ name, source string }{
+	{"nn.lua", nnSource},
+	{"nn_init.lua", nnInitSource},
+	{"nn_rnn.lua", nnRNNSource},
+	{"nn_attention.lua", nnAttentionSource},
+}
+
+// openNN makes the global nn: the functional forms (losses.go,
+// nn_conv.go, nn_attention.go), then the modules, written in Lua
+// (nnSources).
 func openNN(L *lua.LState, env *Env) {
-	L.SetGlobal("nn", L.SetFuncs(L.NewTable(), functions("nn.", env.lossFunctions())))
-	fn, err := luacompile.Load(L, strings.NewReader(nnSource), "nn.lua")
-	if err != nil {
-		panic("luabind: nn.lua does not compile: " + err.Error()) // a build defect, caught by every test
+	nn := L.NewTable()
+	for _, fns := range []map[string]lua.LGFunction{env.lossFunctions(), env.convFunctions(), env.attentionFunctions()} {
+		L.SetFuncs(nn, functions("nn.", fns))
 	}
-	L.Push(fn)
-	L.Call(0, 0)
+	L.SetGlobal("nn", nn)
+	for _, f := range nnSources {
+		fn, err := luacompile.Load(L, strings.NewReader(f.source), f.name)
+		if err != nil {
+			panic("luabind: " + f.name + " does not compile: " + err.Error()) // a build defect, caught by every test
+		}
+		L.Push(fn)
+		L.Call(0, 0)
+	}
 }

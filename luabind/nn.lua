@@ -5,22 +5,90 @@
 -- and to_gpu keep their identity.
 local nn = nn
 
+-- Writing a module. A class is made with extend; its init gets the
+-- constructor's arguments, and every module or parameter assigned to a
+-- field is registered, in the order first assigned:
+--
+--   local MLP = nn.Module:extend("MLP")
+--   function MLP:init(n_in, n_hidden, n_out)
+--     self.fc1 = nn.Linear(n_in, n_hidden)      -- a child, named "fc1"
+--     self.fc2 = nn.Linear(n_hidden, n_out)
+--     self.scale = tensor.param(tensor.ones(n_out)) -- a parameter, "scale"
+--   end
+--   function MLP:forward(x) return self.fc2(self.fc1(x):relu()) * self.scale end
+--   local net = MLP(2, 16, 3)   -- or MLP.new(2, 16, 3); net(x) calls forward
+--
+-- As in PyTorch, named_parameters lists a module's own parameters (leaf
+-- tensors that require grad: tensor.param's) before its children's, whose
+-- names are dotted ("fc1.weight"); parameters, train/eval, state_dict,
+-- load_state_dict, to_gpu, zero_grad, apply and tostring all walk the same
+-- registry. Other fields (numbers, tables, tensors that are not parameters)
+-- are kept but not registered. A subclass of a subclass works the same way
+-- (nn.Linear:extend("MyLinear")); a class's init calls its parent's
+-- explicitly when it wants it: nn.Linear.init(self, 2, 3).
 local Module = {}
 Module.__index = Module
 
--- class makes a module class; its instances are callable.
+-- nn loads before the tensor library: the tensor metatable is found on
+-- first use.
+local tensor_mt
+local function is_tensor(v)
+  if type(v) ~= "userdata" then return false end
+  tensor_mt = tensor_mt or getmetatable(tensor.zeros(1))
+  return getmetatable(v) == tensor_mt
+end
+
+-- A parameter is a leaf tensor that requires grad; tensor.param refuses a
+-- computed one and returns a parameter itself unchanged.
+local function is_param(v)
+  return is_tensor(v) and v:requires_grad() and (pcall(tensor.param, v))
+end
+
+-- A module is an instance (a class has its own __index) with the methods.
+local function is_module(v)
+  return type(v) == "table" and rawget(v, "__index") == nil and getmetatable(v) ~= nil
+    and type(v.named_parameters) == "function"
+end
+
+-- track is every class's __newindex: a field assigned for the first time
+-- is remembered in order; what it holds is looked at when walked.
+local function track(self, k, v)
+  rawset(self, k, v)
+  local order, seen = rawget(self, "_order"), rawget(self, "_seen")
+  if v ~= nil and order and not seen[k] then
+    seen[k] = true
+    order[#order + 1] = k
+  end
+end
+
+local function construct(c, ...)
+  local m = setmetatable({_order = {}, _seen = {}, training = true}, c)
+  m:init(...)
+  return m
+end
+
+-- class makes a module class: its instances are callable (forward) and
+-- printable (describe); the class is called to construct one, as
+-- c.new(...) is.
 local function class(name, parent)
-  local c = setmetatable({}, {__index = parent or Module})
+  parent = parent or Module
+  local c = setmetatable({}, {__index = parent, __call = function(cls, ...) return cls.new(...) end})
   c.__index = c
+  c.__newindex = track
   c.__call = function(self, ...) return self:forward(...) end
   c.__tostring = function(self) return self:describe() end
   c.__name = name
+  c.new = function(...) return construct(c, ...) end
   return c
 end
 
+-- new makes an instance from a table of fields; parameters and children
+-- may also be listed by name (_names) or as {name=, module=} (_children).
 local function new(c, fields)
-  fields._names = fields._names or {}   -- parameter names in order
+  fields._names = fields._names or {}
   fields._children = fields._children or {}
+  fields._order = fields._order or {}
+  fields._seen = fields._seen or {}
   fields.training = true
   return setmetatable(fields, c)
 end
@@ -33,18 +101,65 @@ local function uniform(shape1, shape2, bound)
   return tensor.param((tensor.rand(shape1, shape2) * 2 - 1) * bound)
 end
 
-function Module:describe() return getmetatable(self).__name .. "()" end
+-- extend makes a subclass: nn.Module:extend("Name").
+function Module.extend(parent, name)
+  check(type(parent) == "table" and rawget(parent, "__index") == parent, "extend",
+    "call it on a class, as nn.Module:extend(\"Name\")")
+  check(type(name) == "string", "extend", "expected a class name, got %s", type(name))
+  return class(name, parent)
+end
 
--- named_parameters lists {name, tensor} pairs, children's names dotted.
-function Module:named_parameters(prefix, out)
+function Module:init() end
+
+function Module:forward()
+  error(tostring(getmetatable(self).__name) .. ": forward is not defined", 2)
+end
+
+-- members is a module's own parameters and its children, each a list of
+-- {name, value} in the order first assigned (after any listed in
+-- _names/_children). An instance made by hand, without the registry, is
+-- walked by its fields' names, sorted.
+local function members(self)
+  local params, children, seen = {}, {}, {}
+  local function add(k, v)
+    local name = tostring(k)
+    if seen[name] or v == nil then return end
+    if is_module(v) then
+      seen[name] = true
+      children[#children + 1] = {name, v}
+    elseif is_param(v) then
+      seen[name] = true
+      params[#params + 1] = {name, v}
+    end
+  end
+  for _, n in ipairs(rawget(self, "_names") or {}) do add(n, self[n]) end
+  local order = rawget(self, "_order")
+  if not order then
+    order = {}
+    for k in pairs(self) do
+      if type(k) == "string" or type(k) == "number" then order[#order + 1] = k end
+    end
+    table.sort(order, function(a, b) return tostring(a) < tostring(b) end)
+  end
+  for _, k in ipairs(order) do add(k, rawget(self, k)) end
+  for _, c in ipairs(rawget(self, "_children") or {}) do add(c.name, c.module) end
+  return params, children
+end
+
+-- named_parameters lists {name, tensor} pairs, the module's own first, then
+-- its children's with dotted names; a tensor reached twice is listed once.
+function Module:named_parameters(prefix, out, memo)
   out = out or {}
   prefix = prefix or ""
-  for _, n in ipairs(self._names) do
-    out[#out + 1] = {prefix .. n, self[n]}
+  memo = memo or {}
+  local params, children = members(self)
+  for _, np in ipairs(params) do
+    if not memo[np[2]] then
+      memo[np[2]] = true
+      out[#out + 1] = {prefix .. np[1], np[2]}
+    end
   end
-  for _, c in ipairs(self._children) do
-    c.module:named_parameters(prefix .. c.name .. ".", out)
-  end
+  for _, c in ipairs(children) do c[2]:named_parameters(prefix .. c[1] .. ".", out, memo) end
   return out
 end
 
@@ -54,6 +169,43 @@ function Module:parameters()
   return ps
 end
 
+-- named_children lists {name, module} pairs; children the modules.
+function Module:named_children()
+  local _, children = members(self)
+  return children
+end
+
+function Module:children()
+  local out = {}
+  for _, c in ipairs(self:named_children()) do out[#out + 1] = c[2] end
+  return out
+end
+
+-- named_modules lists {name, module} for the module ("") and every
+-- descendant, depth first; modules the modules.
+function Module:named_modules(prefix, out)
+  out = out or {}
+  prefix = prefix or ""
+  out[#out + 1] = {prefix, self}
+  for _, c in ipairs(self:named_children()) do
+    c[2]:named_modules(prefix == "" and c[1] or prefix .. "." .. c[1], out)
+  end
+  return out
+end
+
+function Module:modules()
+  local out = {}
+  for _, m in ipairs(self:named_modules()) do out[#out + 1] = m[2] end
+  return out
+end
+
+-- apply calls fn on every descendant, then the module (as PyTorch).
+function Module:apply(fn)
+  for _, c in ipairs(self:children()) do c:apply(fn) end
+  fn(self)
+  return self
+end
+
 function Module:to_gpu(scope)
   for _, p in ipairs(self:parameters()) do to_gpu(p, scope or "persistent") end
   return self
@@ -61,7 +213,7 @@ end
 
 function Module:train(on)
   self.training = (on ~= false)
-  for _, c in ipairs(self._children) do c.module:train(on) end
+  for _, c in ipairs(self:children()) do c:train(on) end
   return self
 end
 
@@ -93,19 +245,30 @@ function Module:load_state_dict(sd)
   return self
 end
 
+-- describe is what tostring shows: the class name, then each child's
+-- description, indented, as PyTorch prints a module.
+function Module:describe()
+  local name = tostring(getmetatable(self).__name)
+  local children = self:named_children()
+  if #children == 0 then return name .. "()" end
+  local parts = {}
+  for _, c in ipairs(children) do
+    local inner = c[2]:describe():gsub("\n", "\n  ")
+    parts[#parts + 1] = "  (" .. c[1] .. "): " .. inner
+  end
+  return name .. "(\n" .. table.concat(parts, "\n") .. "\n)"
+end
+
 -- Linear: y = x wᵀ + b, initialised as torch.nn.Linear (uniform ±1/sqrt(in)).
 nn.Linear = class("Linear")
-function nn.Linear.new(n_in, n_out, bias)
+function nn.Linear:init(n_in, n_out, bias)
   check(type(n_in) == "number" and type(n_out) == "number" and n_in >= 1 and n_out >= 1,
     "nn.Linear", "expected positive sizes (in, out), got %s and %s", tostring(n_in), tostring(n_out))
   local bound = 1 / math.sqrt(n_in)
-  local m = new(nn.Linear, {n_in = n_in, n_out = n_out, weight = uniform(n_out, n_in, bound)})
-  m._names = {"weight"}
-  if bias ~= false then
-    m.bias = tensor.param((tensor.rand(n_out) * 2 - 1) * bound)
-    m._names[2] = "bias"
-  end
-  return m
+  self.n_in = n_in
+  self.n_out = n_out
+  self.weight = uniform(n_out, n_in, bound)
+  if bias ~= false then self.bias = tensor.param((tensor.rand(n_out) * 2 - 1) * bound) end
 end
 function nn.Linear:forward(x)
   local y = x:linear(self.weight)
@@ -116,11 +279,11 @@ function nn.Linear:describe() return string.format("Linear(%d -> %d)", self.n_in
 
 -- Embedding: rows of a weight table picked by 1-based indices.
 nn.Embedding = class("Embedding")
-function nn.Embedding.new(num, dim)
+function nn.Embedding:init(num, dim)
   check(type(num) == "number" and type(dim) == "number", "nn.Embedding", "expected sizes (num, dim)")
-  local m = new(nn.Embedding, {num = num, dim = dim, weight = tensor.param(tensor.randn(num, dim))})
-  m._names = {"weight"}
-  return m
+  self.num = num
+  self.dim = dim
+  self.weight = tensor.param(tensor.randn(num, dim))
 end
 function nn.Embedding:forward(idx)
   if type(idx) ~= "table" and idx:dim() == 2 then
@@ -133,27 +296,27 @@ function nn.Embedding:describe() return string.format("Embedding(%d, %d)", self.
 
 -- LayerNorm over the last dim, with a learnt scale and shift.
 nn.LayerNorm = class("LayerNorm")
-function nn.LayerNorm.new(dim, eps)
-  local m = new(nn.LayerNorm, {dim = dim, eps = eps or 1e-5,
-    weight = tensor.param(tensor.ones(dim)), bias = tensor.param(tensor.zeros(dim))})
-  m._names = {"weight", "bias"}
-  return m
+function nn.LayerNorm:init(dim, eps)
+  self.dim = dim
+  self.eps = eps or 1e-5
+  self.weight = tensor.param(tensor.ones(dim))
+  self.bias = tensor.param(tensor.zeros(dim))
 end
 function nn.LayerNorm:forward(x) return x:layer_norm(self.weight, self.bias, self.eps) end
 
 -- Dropout: active in train(), the identity in eval().
 nn.Dropout = class("Dropout")
-function nn.Dropout.new(p)
+function nn.Dropout:init(p)
   p = p or 0.5
   check(type(p) == "number" and p >= 0 and p < 1, "nn.Dropout", "p must be in [0, 1), got %s", tostring(p))
-  return new(nn.Dropout, {p = p})
+  self.p = p
 end
 function nn.Dropout:forward(x) return x:dropout(self.p, self.training) end
 
 -- Activations.
 local function activation(name, method)
   local c = class(name)
-  c.new = function(...) return new(c, {args = {...}}) end
+  c.init = function(self, ...) self.args = {...} end
   c.forward = function(self, x) return x[method](x, unpack(self.args)) end
   nn[name] = c
 end
@@ -163,7 +326,7 @@ activation("Tanh", "tanh")
 -- GELU() is exact (erf), PyTorch's default; GELU("tanh") (or
 -- GELU{approximate="tanh"}) the tanh approximation.
 nn.GELU = class("GELU")
-function nn.GELU.new(approximate)
+function nn.GELU:init(approximate)
   if type(approximate) == "table" then
     for k in pairs(approximate) do
       check(k == "approximate", "nn.GELU", "unknown option %s (expected approximate)", tostring(k))
@@ -173,7 +336,7 @@ function nn.GELU.new(approximate)
   approximate = approximate or "none"
   check(approximate == "none" or approximate == "tanh", "nn.GELU",
     "approximate must be \"none\" or \"tanh\", got %s", tostring(approximate))
-  return new(nn.GELU, {approximate = approximate})
+  self.approximate = approximate
 end
 function nn.GELU:forward(x) return x:gelu(self.approximate) end
 function nn.GELU:describe()
@@ -183,31 +346,223 @@ activation("SiLU", "silu")
 activation("Softmax", "softmax")
 activation("LogSoftmax", "log_softmax")
 
--- Sequential{m1, m2, ...}: children named "1", "2", ...
-nn.Sequential = class("Sequential")
-function nn.Sequential.new(mods)
-  check(type(mods) == "table", "nn.Sequential", "expected a table of modules")
-  local m = new(nn.Sequential, {})
-  for i, c in ipairs(mods) do
-    check(type(c) == "table" and c.forward, "nn.Sequential", "element %d is not a module", i)
-    m._children[i] = {name = tostring(i), module = c}
-    m[i] = c
-  end
-  return m
+-- modules_of reads a container's arguments: a list {m1, m2, ...}, the
+-- modules themselves (m1, m2, ...), or nothing.
+local function modules_of(fn, ...)
+  local first = ...
+  if first == nil then return {} end
+  if is_module(first) then return {...} end
+  check(type(first) == "table" and select("#", ...) == 1, fn, "expected a table of modules")
+  return first
 end
+
+-- append_module adds m under the next index (its name "1", "2", ...).
+local function append_module(self, fn, m)
+  local i = #self + 1
+  check(is_module(m), fn, "element %d is not a module (got %s)", i, type(m))
+  self[i] = m
+  return self
+end
+
+-- Sequential{m1, m2, ...} or Sequential(m1, m2, ...): children named "1",
+-- "2", ...; seq[i] is the i-th, #seq their count, seq:add(m) appends.
+nn.Sequential = class("Sequential")
+function nn.Sequential:init(...)
+  for _, c in ipairs(modules_of("nn.Sequential", ...)) do append_module(self, "nn.Sequential", c) end
+end
+function nn.Sequential:add(m) return append_module(self, "Sequential:add", m) end
 function nn.Sequential:forward(x)
-  for _, c in ipairs(self._children) do x = c.module(x) end
+  for i = 1, #self do x = self[i](x) end
   return x
 end
-function nn.Sequential:describe()
-  local parts = {}
-  for _, c in ipairs(self._children) do parts[#parts + 1] = "  (" .. c.name .. "): " .. c.module:describe() end
-  return "Sequential(\n" .. table.concat(parts, "\n") .. "\n)"
+
+-- ModuleList{m1, m2, ...}: modules held, registered, not called: list[i],
+-- #list, ipairs(list), list:append(m), list:extend{m3, m4}.
+nn.ModuleList = class("ModuleList")
+function nn.ModuleList:init(...)
+  for _, c in ipairs(modules_of("nn.ModuleList", ...)) do append_module(self, "nn.ModuleList", c) end
+end
+function nn.ModuleList:append(m) return append_module(self, "ModuleList:append", m) end
+function nn.ModuleList:extend(mods)
+  if rawget(self, "__index") == self then return Module.extend(self, mods) end -- a subclass
+  check(type(mods) == "table", "ModuleList:extend", "expected a table of modules")
+  for _, m in ipairs(mods) do append_module(self, "ModuleList:extend", m) end
+  return self
+end
+function nn.ModuleList:forward()
+  error("ModuleList: a ModuleList is not called; call its modules (list[i](x), ipairs(list))", 2)
+end
+
+-- Identity(...) returns its input (its arguments are ignored, as PyTorch's).
+nn.Identity = class("Identity")
+function nn.Identity:forward(x) return x end
+
+-- Flatten(start_dim=2, end_dim=-1): x:flatten(start_dim, end_dim), which
+-- keeps the batch dim by default.
+nn.Flatten = class("Flatten")
+function nn.Flatten:init(start_dim, end_dim)
+  self.start_dim = start_dim or 2
+  self.end_dim = end_dim or -1
+end
+function nn.Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
+function nn.Flatten:describe()
+  return string.format("Flatten(start_dim=%d, end_dim=%d)", self.start_dim, self.end_dim)
 end
 
 -- Constructors are called as nn.Linear(2, 3) as well as nn.Linear.new(2, 3).
+-- class() makes classes callable; this loop only completes a class made
+-- some other way (it leaves one that is callable as it is).
 for _, name in ipairs{"Linear", "Embedding", "LayerNorm", "Dropout", "Sequential", "ReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Softmax", "LogSoftmax"} do
   local c = nn[name]
-  setmetatable(c, {__index = Module, __call = function(_, ...) return c.new(...) end})
+  if not (getmetatable(c) or {}).__call then
+    setmetatable(c, {__index = Module, __call = function(_, ...) return c.new(...) end})
+  end
 end
 nn.Module = Module
+
+-- Convolution, pooling and normalisation modules (nn.conv2d and the other
+-- functions are in luabind/nn_conv.go).
+
+-- pair_of reads an integer or {h, w} as two integers.
+local function pair_of(v, fn, what)
+  if type(v) == "number" then return v, v end
+  check(type(v) == "table" and #v == 2, fn, "%s must be an integer or a table of two integers, got %s", what, type(v))
+  return v[1], v[2]
+end
+
+-- known refuses options outside names.
+local function known(opts, fn, names)
+  for k in pairs(opts) do
+    local ok = false
+    for _, n in ipairs(names) do ok = ok or k == n end
+    check(ok, fn, "unknown option %s (expected %s)", tostring(k), table.concat(names, ", "))
+  end
+end
+
+-- conv_module makes Conv1d and Conv2d: weight [out, in/groups, k...] and
+-- bias [out], both uniform in ±1/sqrt(fan_in) as torch.nn's init
+-- (kaiming_uniform with a = sqrt(5)).
+local function conv_module(name, dims, fn)
+  local c = class(name)
+  function c:init(n_in, n_out, k, opts)
+    opts = opts or {}
+    local cname = "nn." .. name
+    check(type(n_in) == "number" and type(n_out) == "number" and n_in >= 1 and n_out >= 1, cname,
+      "expected positive channel counts (in, out), got %s and %s", tostring(n_in), tostring(n_out))
+    known(opts, cname, {"stride", "padding", "dilation", "groups", "bias"})
+    local groups = opts.groups or 1
+    check(type(groups) == "number" and groups >= 1 and n_in % groups == 0 and n_out % groups == 0, cname,
+      "groups %s must divide both in_channels %d and out_channels %d", tostring(groups), n_in, n_out)
+    local kh, kw = 1, k
+    if dims == 2 then kh, kw = pair_of(k, cname, "kernel size") end
+    check(type(kw) == "number" and kh >= 1 and kw >= 1, cname, "expected a positive kernel size")
+    local fan_in = n_in / groups * kh * kw
+    local bound = 1 / math.sqrt(fan_in)
+    local w
+    if dims == 2 then
+      w = tensor.rand(n_out, n_in / groups, kh, kw)
+    else
+      w = tensor.rand(n_out, n_in / groups, kw)
+    end
+    self.n_in, self.n_out, self.kernel, self.groups = n_in, n_out, k, groups
+    self.opts = {stride = opts.stride, padding = opts.padding, dilation = opts.dilation, groups = groups}
+    self.weight = tensor.param((w * 2 - 1) * bound)
+    if opts.bias ~= false then self.bias = tensor.param((tensor.rand(n_out) * 2 - 1) * bound) end
+  end
+  c.forward = function(self, x) return nn[fn](x, self.weight, self.bias, self.opts) end
+  c.describe = function(self)
+    local k = self.kernel
+    if type(k) == "table" then k = "(" .. k[1] .. ", " .. k[2] .. ")" end
+    return string.format("%s(%d, %d, kernel_size=%s)", name, self.n_in, self.n_out, tostring(k))
+  end
+  nn[name] = c
+end
+conv_module("Conv1d", 1, "conv1d")
+conv_module("Conv2d", 2, "conv2d")
+
+-- MaxPool2d(k [, {stride=k, padding=0}]) and AvgPool2d (count_include_pad).
+local function pool_module(name, fn)
+  local c = class(name)
+  function c:init(k, opts)
+    opts = opts or {}
+    known(opts, "nn." .. name, {"stride", "padding"})
+    self.kernel = k
+    self.opts = {stride = opts.stride, padding = opts.padding}
+  end
+  c.forward = function(self, x) return nn[fn](x, self.kernel, self.opts) end
+  nn[name] = c
+end
+pool_module("MaxPool2d", "max_pool2d")
+pool_module("AvgPool2d", "avg_pool2d")
+
+nn.AdaptiveAvgPool2d = class("AdaptiveAvgPool2d")
+function nn.AdaptiveAvgPool2d:init(out) self.output_size = out end
+function nn.AdaptiveAvgPool2d:forward(x) return nn.adaptive_avg_pool2d(x, self.output_size) end
+
+-- BatchNorm1d(C) on (N, C) or (N, C, L), BatchNorm2d(C) on (N, C, H, W):
+-- train() normalises by the batch and updates running_mean and
+-- running_var (buffers, not parameters), eval() normalises by those.
+local function batch_norm_module(name, ranks)
+  local c = class(name)
+  function c:init(n, opts)
+    opts = opts or {}
+    local cname = "nn." .. name
+    check(type(n) == "number" and n >= 1, cname, "expected a positive number of features, got %s", tostring(n))
+    known(opts, cname, {"eps", "momentum", "affine"})
+    self.num_features, self.eps, self.momentum = n, opts.eps or 1e-5, opts.momentum or 0.1
+    if opts.affine ~= false then
+      self.weight = tensor.param(tensor.ones(n))
+      self.bias = tensor.param(tensor.zeros(n))
+    end
+    self.running_mean, self.running_var = tensor.zeros(n), tensor.ones(n) -- buffers, not parameters
+  end
+  c.forward = function(self, x)
+    local ok = false
+    for _, r in ipairs(ranks) do ok = ok or x:dim() == r end
+    check(ok, name, "expected a %s-d input, got %d-d", table.concat(ranks, "- or "), x:dim())
+    return nn.batch_norm(x, self.running_mean, self.running_var, {weight = self.weight, bias = self.bias,
+      training = self.training, momentum = self.momentum, eps = self.eps})
+  end
+  c.to_gpu = function(self, scope)
+    Module.to_gpu(self, scope)
+    self.running_mean = to_gpu(self.running_mean, scope or "persistent")
+    self.running_var = to_gpu(self.running_var, scope or "persistent")
+    return self
+  end
+  c.describe = function(self) return string.format("%s(%d)", name, self.num_features) end
+  nn[name] = c
+end
+batch_norm_module("BatchNorm1d", {2, 3})
+batch_norm_module("BatchNorm2d", {4})
+
+-- GroupNorm(groups, C [, {eps=1e-5, affine=true}]).
+nn.GroupNorm = class("GroupNorm")
+function nn.GroupNorm:init(groups, n, opts)
+  opts = opts or {}
+  check(type(groups) == "number" and type(n) == "number" and groups >= 1 and n % groups == 0, "nn.GroupNorm",
+    "groups %s must divide the number of channels %s", tostring(groups), tostring(n))
+  known(opts, "nn.GroupNorm", {"eps", "affine"})
+  self.groups, self.num_channels, self.eps = groups, n, opts.eps or 1e-5
+  if opts.affine ~= false then
+    self.weight = tensor.param(tensor.ones(n))
+    self.bias = tensor.param(tensor.zeros(n))
+  end
+end
+function nn.GroupNorm:forward(x)
+  return nn.group_norm(x, self.groups, {weight = self.weight, bias = self.bias, eps = self.eps})
+end
+
+-- RMSNorm(normalized_shape [, {eps=, elementwise_affine=true}]), as
+-- PyTorch 2.4's: eps nil is float32's machine epsilon.
+nn.RMSNorm = class("RMSNorm")
+function nn.RMSNorm:init(shape, opts)
+  opts = opts or {}
+  known(opts, "nn.RMSNorm", {"eps", "elementwise_affine"})
+  if type(shape) == "number" then shape = {shape} end
+  check(type(shape) == "table" and #shape >= 1, "nn.RMSNorm", "expected a size or a table of sizes")
+  self.normalized_shape, self.eps = shape, opts.eps
+  if opts.elementwise_affine ~= false then self.weight = tensor.param(tensor.ones(unpack(shape))) end
+end
+function nn.RMSNorm:forward(x)
+  return nn.rms_norm(x, self.normalized_shape, {weight = self.weight, eps = self.eps})
+end

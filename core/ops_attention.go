@@ -1,0 +1,77 @@
+package core
+
+import "math"
+
+// Attention, composed of differentiable ops (matmul, masked_fill, softmax,
+// dropout), so its gradient needs nothing of its own.
+
+// AttentionOptions are scaled_dot_product_attention's options.
+type AttentionOptions struct {
+	// Mask (may be nil) broadcasts to the scores [.., Tq, Tk]: where it is
+	// nonzero a query attends to a key, where it is 0 it does not (the
+	// meaning of PyTorch's boolean attn_mask for this function).
+	Mask *Tensor
+	// Bias (may be nil) is added to the scores (PyTorch's float attn_mask).
+	Bias *Tensor
+	// Causal lets query i attend to keys 0..i only (top-left aligned, as
+	// PyTorch's is_causal).
+	Causal bool
+	// Scale multiplies q·kᵀ; 0 means 1/sqrt(D).
+	Scale float64
+	// DropoutP drops attention weights while Training.
+	DropoutP float64
+	Training bool
+}
+
+// ScaledDotProductAttention is softmax(q·kᵀ·scale + bias, masked) · v for
+// q [.., Tq, D], k [.., Tk, D], v [.., Tk, Dv] (batch dims broadcast). A
+// query that may attend to no key gets NaN, as in PyTorch.
+func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) (*Tensor, error) {
+	if q.Dim() < 2 || k.Dim() < 2 || v.Dim() < 2 || q.shape[q.Dim()-1] != k.shape[k.Dim()-1] || k.shape[k.Dim()-2] != v.shape[v.Dim()-2] {
+		return nil, shapeErrorf("scaled_dot_product_attention: shapes q %s, k %s, v %s do not fit (expected [.., Tq, D], [.., Tk, D], [.., Tk, Dv])", ShapeString(q.shape), ShapeString(k.shape), ShapeString(v.shape))
+	}
+	if !(o.DropoutP >= 0 && o.DropoutP < 1) {
+		return nil, argErrorf("scaled_dot_product_attention: dropout_p %g is outside [0, 1)", o.DropoutP)
+	}
+	scale := o.Scale
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(q.shape[q.Dim()-1]))
+	}
+	if math.IsNaN(scale) || math.IsInf(scale, 0) {
+		return nil, argErrorf("scaled_dot_product_attention: scale %g is not a finite number", scale)
+	}
+	tq, tk := q.shape[q.Dim()-2], k.shape[k.Dim()-2]
+	var c chain
+	kt := c.do(func() (*Tensor, error) { return e.Transpose(k, -1, -2) })
+	s := c.do(func() (*Tensor, error) { return e.Matmul(q, kt) })
+	s = c.do(func() (*Tensor, error) { return e.arithRight(OpMul, s, scale) })
+	if o.Bias != nil {
+		s = c.do(func() (*Tensor, error) { return e.Add(s, o.Bias) })
+	}
+	allowed := o.Mask
+	if o.Causal {
+		tri := make([]float32, tq*tk)
+		for i := range tq {
+			for j := 0; j <= i && j < tk; j++ {
+				tri[i*tk+j] = 1
+			}
+		}
+		causal := c.do(func() (*Tensor, error) { return FromFloat32(tri, tq, tk) })
+		if allowed == nil {
+			allowed = causal
+		} else {
+			m := c.do(func() (*Tensor, error) { return e.truth(allowed) })
+			allowed = c.do(func() (*Tensor, error) { return e.Mul(m, causal) })
+		}
+	}
+	if allowed != nil {
+		blocked := c.do(func() (*Tensor, error) { return e.LogicalNot(allowed) })
+		s = c.do(func() (*Tensor, error) { return e.MaskedFill(s, blocked, math.Inf(-1)) })
+	}
+	p := c.do(func() (*Tensor, error) { return e.Softmax(s, -1) })
+	if o.DropoutP > 0 && o.Training {
+		p = c.do(func() (*Tensor, error) { return e.Dropout(p, o.DropoutP, true) })
+	}
+	out := c.do(func() (*Tensor, error) { return e.Matmul(p, v) })
+	return out, c.err
+}

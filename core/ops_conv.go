@@ -1,0 +1,349 @@
+package core
+
+import (
+	"math"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Convolution and pooling, as PyTorch's conv1d/conv2d, max_pool2d,
+// avg_pool2d and adaptive_avg_pool2d (ceil_mode off). All are built on one
+// primitive, im2col: the patches of the input laid out as rows (ggml's
+// im2col), whose gradient adds each patch element back where it came from
+// (ggml's get_rows_back, by indices worked out here). A convolution is then
+// a matrix product per group, a pooling a max or a mean along each patch,
+// and their other gradients come from those ops. Every op used runs on the
+// CPU and the CUDA backends alike.
+
+// ConvOptions are a convolution's stride, padding and dilation, each
+// {along H, along W} (a 1-d convolution uses the W entry), and its groups.
+type ConvOptions struct {
+	Stride, Padding, Dilation [2]int
+	Groups                    int
+}
+
+// PoolOptions are a pooling's kernel size, stride and padding, each {along
+// H, along W}.
+type PoolOptions struct {
+	Kernel, Stride, Padding [2]int
+}
+
+// window is one im2col layout: the kernel, stride, padding and dilation,
+// {H, W}.
+type window struct {
+	k, s, p, d [2]int
+}
+
+// out is the number of kernel positions along H and W of an h×w input.
+func (wd window) out(h, w int) (int, int) {
+	f := func(n, i int) int { return (n+2*wd.p[i]-wd.d[i]*(wd.k[i]-1)-1)/wd.s[i] + 1 }
+	return f(h, 0), f(w, 1)
+}
+
+// check refuses strides, paddings and dilations ggml would reject, and a
+// kernel that does not fit in the padded input (x of shape [N, C, H, W]).
+func (wd window) check(op string, x *Tensor) error {
+	for i := range 2 {
+		if wd.s[i] < 1 || wd.d[i] < 1 || wd.p[i] < 0 || wd.k[i] < 1 || wd.s[i] > 1<<20 || wd.d[i] > 1<<20 || wd.p[i] > 1<<20 || wd.k[i] > 1<<20 {
+			return argErrorf("%s: stride %v and dilation %v must be >= 1, padding %v >= 0 (kernel %v)", op, wd.s, wd.d, wd.p, wd.k)
+		}
+	}
+	h, w := x.shape[2], x.shape[3]
+	if oh, ow := wd.out(h, w); oh < 1 || ow < 1 || h+2*wd.p[0] < wd.d[0]*(wd.k[0]-1)+1 || w+2*wd.p[1] < wd.d[1]*(wd.k[1]-1)+1 {
+		return shapeErrorf("%s: kernel %dx%d (dilation %v) is larger than the input %dx%d padded by %v (input shape %s)",
+			op, wd.k[0], wd.k[1], wd.d, h, w, wd.p, ShapeString(x.shape))
+	}
+	return nil
+}
+
+// im2col is the patches of x [N, C, H, W]: [N, OH, OW, C*KH*KW], element
+// c*KH*KW + kh*KW + kw of a patch being x[n, c, oh*sh + kh*dh - ph, ow*sw +
+// kw*dw - pw] (0 in the padding). wd must have been checked.
+func (e *Engine) im2col(op string, x *Tensor, wd window) (*Tensor, error) {
+	n, ch, h, w := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+	if _, st := x.layout(); st[3] != 1 || st[2] != int64(w) { // ggml needs packed planes
+		var err error
+		if x, err = e.Contiguous(x); err != nil {
+			return nil, err
+		}
+	}
+	oh, ow := wd.out(h, w)
+	kk := wd.k[0] * wd.k[1]
+	params := ggmlcgo.Im2colParams{
+		Kernel: [2]int{wd.k[1], wd.k[0]}, Stride: [2]int{wd.s[1], wd.s[0]},
+		Padding: [2]int{wd.p[1], wd.p[0]}, Dilation: [2]int{wd.d[1], wd.d[0]},
+	}
+	y, err := e.newOp(op, []int{n, oh, ow, ch * kk}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		// ggml reads only the kernel's shape, but the kernel is an operand
+		// and must have memory: a small computed tensor of that shape.
+		b := e.nodes(c)
+		kernel := b.reshape(b.set(c.Arange(0, float32(kk*ch), 1)), [4]int64{int64(wd.k[1]), int64(wd.k[0]), int64(ch), 1})
+		if b.err != nil {
+			return node{}, b.err
+		}
+		return c.Im2col(kernel, in[0], params)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, op, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.im2colBack(op, g, x.shape, wd)
+		return []*Tensor{gx}, err
+	})
+	return y, nil
+}
+
+// im2colBack is im2col's gradient: g [N, OH, OW, C*KH*KW] added back into
+// a zero [N, C, H, W]. Each patch element is a row of C values of g (after
+// moving C last) that lands on one pixel of the padded input, laid out as
+// rows of C too: one get_rows_back, then the padding cut off and C moved
+// back.
+func (e *Engine) im2colBack(op string, g *Tensor, shape []int, wd window) (*Tensor, error) {
+	n, ch, h, w := shape[0], shape[1], shape[2], shape[3]
+	oh, ow := wd.out(h, w)
+	kh, kw := wd.k[0], wd.k[1]
+	hp, wp := h+2*wd.p[0], w+2*wd.p[1]
+	rows := n * oh * ow * kh * kw
+	idx := make([]int, 0, rows)
+	for in := range n {
+		for y := range oh {
+			for x := range ow {
+				for i := range kh {
+					for j := range kw {
+						iy, ix := y*wd.s[0]+i*wd.d[0], x*wd.s[1]+j*wd.d[1]
+						idx = append(idx, (in*hp+iy)*wp+ix)
+					}
+				}
+			}
+		}
+	}
+	var c chain
+	do := c.do
+	it := do(func() (*Tensor, error) { return e.uploadInts(idx) })
+	g3 := do(func() (*Tensor, error) { return e.Reshape(g, n*oh*ow, ch, kh*kw) })
+	gt := do(func() (*Tensor, error) { return e.Transpose(g3, 1, 2) })
+	gr := do(func() (*Tensor, error) { return e.Reshape(gt, rows, ch) }) // a packed copy
+	padded := do(func() (*Tensor, error) {
+		like := []int{n * hp * wp, ch}
+		return e.newOp(op+"_back", like, []*Tensor{gr, it}, func(c ctx, in []node) (node, error) {
+			l, err := template(c, like)
+			if err != nil {
+				return node{}, err
+			}
+			return c.GetRowsBack(in[0], in[1], l)
+		})
+	})
+	p4 := do(func() (*Tensor, error) { return e.Reshape(padded, n, hp, wp, ch) })
+	if wd.p[0] > 0 {
+		p4 = do(func() (*Tensor, error) { return e.Narrow(p4, 1, wd.p[0], h) })
+	}
+	if wd.p[1] > 0 {
+		p4 = do(func() (*Tensor, error) { return e.Narrow(p4, 2, wd.p[1], w) })
+	}
+	gx := do(func() (*Tensor, error) { return e.Permute(p4, 0, 3, 1, 2) })
+	gx = do(func() (*Tensor, error) { return e.Contiguous(gx) })
+	return gx, c.err
+}
+
+// batched gives a 3-d (unbatched) x a batch of 1, as PyTorch accepts; undo
+// reshapes a result back.
+func (e *Engine) batched(op string, x *Tensor, dims int, what string) (*Tensor, func(*Tensor, error) (*Tensor, error), error) {
+	same := func(y *Tensor, err error) (*Tensor, error) { return y, err }
+	switch x.Dim() {
+	case dims:
+		return x, same, nil
+	case dims - 1:
+		b, err := e.Reshape(x, append([]int{1}, x.shape...)...)
+		undo := func(y *Tensor, err error) (*Tensor, error) {
+			if err != nil {
+				return nil, err
+			}
+			return e.Reshape(y, y.shape[1:]...)
+		}
+		return b, undo, err
+	}
+	return nil, nil, shapeErrorf("%s: input of shape %s, expected %s", op, ShapeString(x.shape), what)
+}
+
+// Conv2d is PyTorch's conv2d: x [N, C, H, W] (or [C, H, W]), w [OC,
+// C/groups, KH, KW], b [OC] or nil.
+func (e *Engine) Conv2d(x, w, b *Tensor, o ConvOptions) (*Tensor, error) {
+	x4, undo, err := e.batched("conv2d", x, 4, "(N, C, H, W) or (C, H, W)")
+	if err != nil {
+		return nil, err
+	}
+	if w.Dim() != 4 {
+		return nil, shapeErrorf("conv2d: weight of shape %s, expected (out_channels, in_channels/groups, kH, kW)", ShapeString(w.shape))
+	}
+	return undo(e.conv("conv2d", x4, w, b, o))
+}
+
+// Conv1d is PyTorch's conv1d: x [N, C, L] (or [C, L]), w [OC, C/groups,
+// K], b [OC] or nil; o's W entries are used.
+func (e *Engine) Conv1d(x, w, b *Tensor, o ConvOptions) (*Tensor, error) {
+	x3, undo, err := e.batched("conv1d", x, 3, "(N, C, L) or (C, L)")
+	if err != nil {
+		return nil, err
+	}
+	if w.Dim() != 3 {
+		return nil, shapeErrorf("conv1d: weight of shape %s, expected (out_channels, in_channels/groups, k)", ShapeString(w.shape))
+	}
+	var c chain
+	x4 := c.do(func() (*Tensor, error) { return e.Reshape(x3, x3.shape[0], x3.shape[1], 1, x3.shape[2]) })
+	w4 := c.do(func() (*Tensor, error) { return e.Reshape(w, w.shape[0], w.shape[1], 1, w.shape[2]) })
+	if c.err != nil {
+		return nil, c.err
+	}
+	o.Stride[0], o.Padding[0], o.Dilation[0] = 1, 0, 1
+	y := c.do(func() (*Tensor, error) { return e.conv("conv1d", x4, w4, b, o) })
+	y = c.do(func() (*Tensor, error) { return e.Reshape(y, y.shape[0], y.shape[1], y.shape[3]) })
+	return undo(y, c.err)
+}
+
+// conv is the convolution of x [N, C, H, W] by w [OC, C/groups, KH, KW]:
+// per group, the patches of its channels times its filters (one matrix
+// product), the groups joined along the channels, plus the bias.
+func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error) {
+	g := o.Groups
+	n, ch := x.shape[0], x.shape[1]
+	oc := w.shape[0]
+	shapes := func() string { return "input " + ShapeString(x.shape) + ", weight " + ShapeString(w.shape) }
+	if g < 1 || g > 1<<20 {
+		return nil, argErrorf("%s: groups must be >= 1, got %d", op, g)
+	}
+	if ch%g != 0 || oc%g != 0 {
+		return nil, shapeErrorf("%s: groups %d must divide both the input channels %d and the output channels %d (%s)", op, g, ch, oc, shapes())
+	}
+	if w.shape[1]*g != ch {
+		return nil, shapeErrorf("%s: the weight expects %d input channels (%d per group, groups %d), the input has %d (%s)", op, w.shape[1]*g, w.shape[1], g, ch, shapes())
+	}
+	if b != nil && (b.Dim() != 1 || b.shape[0] != oc) {
+		return nil, shapeErrorf("%s: bias of shape %s, expected (%d) for %d output channels", op, ShapeString(b.shape), oc, oc)
+	}
+	wd := window{k: [2]int{w.shape[2], w.shape[3]}, s: o.Stride, p: o.Padding, d: o.Dilation}
+	if err := wd.check(op, x); err != nil {
+		return nil, err
+	}
+	oh, ow := wd.out(x.shape[2], x.shape[3])
+	cg, og, kk := ch/g, oc/g, wd.k[0]*wd.k[1]
+	var c chain
+	do := c.do
+	parts := make([]*Tensor, 0, g)
+	for i := range g {
+		xg, wg := x, w
+		if g > 1 {
+			xg = do(func() (*Tensor, error) { return e.Narrow(x, 1, i*cg, cg) })
+			wg = do(func() (*Tensor, error) { return e.Narrow(w, 0, i*og, og) })
+		}
+		cols := do(func() (*Tensor, error) { return e.im2col(op, xg, wd) })
+		cols = do(func() (*Tensor, error) { return e.Reshape(cols, n*oh*ow, cg*kk) })
+		w2 := do(func() (*Tensor, error) { return e.Reshape(wg, og, cg*kk) })
+		parts = append(parts, do(func() (*Tensor, error) { return e.Linear(cols, w2) })) // [N*OH*OW, OCg]
+	}
+	y := parts[0]
+	if g > 1 {
+		y = do(func() (*Tensor, error) { return e.Cat(parts, 1) })
+	}
+	if b != nil {
+		y = do(func() (*Tensor, error) { return e.Add(y, b) })
+	}
+	y = do(func() (*Tensor, error) { return e.Reshape(y, n, oh, ow, oc) })
+	y = do(func() (*Tensor, error) { return e.Permute(y, 0, 3, 1, 2) })
+	y = do(func() (*Tensor, error) { return e.Contiguous(y) })
+	return y, c.err
+}
+
+// MaxPool2d is PyTorch's max_pool2d (dilation 1, ceil_mode off) of x [N,
+// C, H, W] (or [C, H, W]): the padding is -inf, a NaN is the maximum, the
+// gradient goes to the selected element, the first of ties.
+func (e *Engine) MaxPool2d(x *Tensor, o PoolOptions) (*Tensor, error) {
+	return e.pool("max_pool2d", x, o)
+}
+
+// AvgPool2d is PyTorch's avg_pool2d with count_include_pad (its default)
+// and ceil_mode off: the padding counts as zeros in every window's mean.
+func (e *Engine) AvgPool2d(x *Tensor, o PoolOptions) (*Tensor, error) {
+	return e.pool("avg_pool2d", x, o)
+}
+
+// AdaptiveAvgPool2d averages x [N, C, H, W] (or [C, H, W]) down to out =
+// {OH, OW}; H and W must be multiples of OH and OW (windows of one size).
+func (e *Engine) AdaptiveAvgPool2d(x *Tensor, out [2]int) (*Tensor, error) {
+	if x.Dim() != 3 && x.Dim() != 4 {
+		return nil, shapeErrorf("adaptive_avg_pool2d: input of shape %s, expected (N, C, H, W) or (C, H, W)", ShapeString(x.shape))
+	}
+	h, w := x.shape[x.Dim()-2], x.shape[x.Dim()-1]
+	if out[0] < 1 || out[1] < 1 {
+		return nil, argErrorf("adaptive_avg_pool2d: output size %v must be positive", out)
+	}
+	if h%out[0] != 0 || w%out[1] != 0 {
+		return nil, shapeErrorf("adaptive_avg_pool2d: input size %dx%d (shape %s) is not a multiple of the output size %dx%d; only that case is supported",
+			h, w, ShapeString(x.shape), out[0], out[1])
+	}
+	k := [2]int{h / out[0], w / out[1]}
+	return e.pool("adaptive_avg_pool2d", x, PoolOptions{Kernel: k, Stride: k})
+}
+
+func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
+	x4, undo, err := e.batched(op, x, 4, "(N, C, H, W) or (C, H, W)")
+	if err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		if o.Kernel[i] >= 1 && o.Padding[i] >= 0 && 2*o.Padding[i] > o.Kernel[i] {
+			return nil, argErrorf("%s: padding %v must be at most half the kernel size %v", op, o.Padding, o.Kernel)
+		}
+	}
+	wd := window{k: o.Kernel, s: o.Stride, p: o.Padding, d: [2]int{1, 1}}
+	if err := wd.check(op, x4); err != nil {
+		return nil, err
+	}
+	n, ch := x4.shape[0], x4.shape[1]
+	oh, ow := wd.out(x4.shape[2], x4.shape[3])
+	kk := wd.k[0] * wd.k[1]
+	var c chain
+	do := c.do
+	cols := do(func() (*Tensor, error) { return e.im2col(op, x4, wd) })
+	cols = do(func() (*Tensor, error) { return e.Reshape(cols, n, oh*ow, ch, kk) })
+	var y *Tensor
+	if op == "max_pool2d" {
+		if wd.p != [2]int{} {
+			pen := do(func() (*Tensor, error) { return FromFloat32(padPenalty(x4.shape[2], x4.shape[3], wd), 1, oh*ow, 1, kk) })
+			cols = do(func() (*Tensor, error) { return e.Add(cols, pen) })
+		}
+		y = do(func() (*Tensor, error) {
+			v, _, err := e.MaxDim(cols, -1, false)
+			return v, err
+		})
+	} else {
+		y = do(func() (*Tensor, error) { return e.MeanDim(cols, -1, false) })
+	}
+	y = do(func() (*Tensor, error) { return e.Reshape(y, n, oh, ow, ch) })
+	y = do(func() (*Tensor, error) { return e.Permute(y, 0, 3, 1, 2) })
+	y = do(func() (*Tensor, error) { return e.Contiguous(y) })
+	return undo(y, c.err)
+}
+
+// padPenalty is, for each window position and kernel element, -inf where
+// the element falls in the padding and 0 inside the input: added to the
+// patches, it makes the padding -inf for a max.
+func padPenalty(h, w int, wd window) []float32 {
+	oh, ow := wd.out(h, w)
+	out := make([]float32, 0, oh*ow*wd.k[0]*wd.k[1])
+	inf := float32(math.Inf(-1))
+	for y := range oh {
+		for x := range ow {
+			for i := range wd.k[0] {
+				for j := range wd.k[1] {
+					iy, ix := y*wd.s[0]+i-wd.p[0], x*wd.s[1]+j-wd.p[1]
+					v := float32(0)
+					if iy < 0 || iy >= h || ix < 0 || ix >= w {
+						v = inf
+					}
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,270 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The conv, pooling and norm families are checked against PyTorch's values
+// in testdata/torch_conv.json (scripts/reference/conv.py): each case's
+// output and the gradients of sum(output * cotangent), then by Gradcheck.
+
+func loadConvCases(t *testing.T) []torchCase {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/torch_conv.json")
+	require.NoError(t, err)
+	var ref struct {
+		Cases []torchCase `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &ref))
+	require.NotEmpty(t, ref.Cases)
+	return ref.Cases
+}
+
+// assertConvClose compares with PyTorch to 1e-5 absolute plus 1e-5
+// relative: sums of a few dozen float32 products, ordered differently.
+func assertConvClose(t require.TestingT, want []torchNum, got []float32, msg string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	require.Len(t, got, len(want), msg)
+	for i, w := range want {
+		wf := float64(w)
+		assert.InDelta(t, wf, float64(got[i]), 1e-5+1e-5*math.Abs(wf), "%s: element %d", msg, i+1)
+	}
+}
+
+// runConvTorchCases runs the reference cases of ops (forward, then the
+// backward of sum(output * cotangent)), then Gradcheck of each case but
+// those named in kinks.
+func runConvTorchCases(t *testing.T, ops map[string]torchOp, kinks map[string]bool) {
+	n := 0
+	cases := loadConvCases(t)
+	t.Run("reference", func(t *testing.T) {
+		e := newEngine(t)
+		for _, c := range cases {
+			f, ok := ops[c.Op]
+			if !ok {
+				continue
+			}
+			n++
+			t.Run(c.Name, func(t *testing.T) {
+				require.Len(t, c.Grads, len(c.Inputs))
+				in := make([]*Tensor, len(c.Inputs))
+				for i, x := range c.Inputs {
+					in[i] = x.host(t)
+					require.NoError(t, in[i].SetRequiresGrad(c.Grads[i] != nil))
+				}
+				var out, loss *Tensor
+				require.NoError(t, e.WithGradTape(func() error {
+					var err error
+					if out, err = f(t, e, c, in); err != nil {
+						return err
+					}
+					prod, err := e.Mul(out, c.Cotangent.host(t))
+					if err != nil {
+						return err
+					}
+					loss, err = e.Sum(prod)
+					return err
+				}))
+				assert.Equal(t, c.Output.Shape, out.Shape(), "output shape")
+				assertConvClose(t, c.Output.Values, values(t, out), "output")
+				_, err := e.Backward(loss)
+				require.NoError(t, err)
+				for i, g := range c.Grads {
+					if g == nil {
+						continue
+					}
+					require.NotNil(t, in[i].Grad(), "input %d has no gradient", i+1)
+					assertConvClose(t, g.Values, values(t, in[i].Grad()), fmt.Sprintf("gradient of input %d", i+1))
+				}
+			})
+		}
+	})
+	require.Positive(t, n, "no reference case for these ops")
+	t.Run("gradcheck", func(t *testing.T) {
+		e := newEngine(t)
+		for _, c := range cases {
+			f, ok := ops[c.Op]
+			if !ok || kinks[c.Name] {
+				continue
+			}
+			t.Run(c.Name, func(t *testing.T) {
+				in := make([]*Tensor, len(c.Inputs))
+				for i, x := range c.Inputs {
+					in[i] = x.host(t)
+				}
+				cot := c.Cotangent.host(t)
+				loss := func(xs []*Tensor) (*Tensor, error) {
+					return sumOf(e)(e.Mul(e.must(f(t, e, c, xs)), cot))
+				}
+				require.NoError(t, Gradcheck(e, loss, in, 1e-2, 2e-3, 2e-2))
+			})
+		}
+	})
+}
+
+func (c torchCase) ints(t *testing.T, key string) [2]int {
+	var v [2]int
+	require.True(t, c.arg(t, key, &v), "%s: argument %s", c.Name, key)
+	return v
+}
+
+func (c torchCase) int1(t *testing.T, key string) int {
+	var v int
+	require.True(t, c.arg(t, key, &v), "%s: argument %s", c.Name, key)
+	return v
+}
+
+// bias is the case's third input, or nil.
+func bias(in []*Tensor) *Tensor {
+	if len(in) > 2 {
+		return in[2]
+	}
+	return nil
+}
+
+var convTorchOps = map[string]torchOp{
+	"conv2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.Conv2d(in[0], in[1], bias(in), ConvOptions{Stride: c.ints(t, "stride"), Padding: c.ints(t, "padding"),
+			Dilation: c.ints(t, "dilation"), Groups: c.int1(t, "groups")})
+	},
+	"conv1d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.Conv1d(in[0], in[1], bias(in), ConvOptions{Stride: [2]int{1, c.int1(t, "stride")}, Padding: [2]int{0, c.int1(t, "padding")},
+			Dilation: [2]int{1, c.int1(t, "dilation")}, Groups: c.int1(t, "groups")})
+	},
+	"max_pool2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.MaxPool2d(in[0], PoolOptions{Kernel: c.ints(t, "kernel"), Stride: c.ints(t, "stride"), Padding: c.ints(t, "padding")})
+	},
+	"avg_pool2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.AvgPool2d(in[0], PoolOptions{Kernel: c.ints(t, "kernel"), Stride: c.ints(t, "stride"), Padding: c.ints(t, "padding")})
+	},
+	"adaptive_avg_pool2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.AdaptiveAvgPool2d(in[0], c.ints(t, "output"))
+	},
+}
+
+func TestConvMatchesTorch(t *testing.T) {
+	runConvTorchCases(t, convTorchOps, map[string]bool{"max_pool2d ties go to the first": true})
+}
+
+// TestConvCasesAreAllRun: every op of torch_conv.json belongs to the conv
+// or the norm family's test.
+func TestConvCasesAreAllRun(t *testing.T) {
+	for _, c := range loadConvCases(t) {
+		_, conv := convTorchOps[c.Op]
+		_, norm := normTorchOps[c.Op]
+		assert.True(t, conv || norm, "case %q: op %q is run by no test", c.Name, c.Op)
+	}
+}
+
+// A wrong im2col gradient (the padding offset forgotten) is caught by the
+// reference values: the check can fail.
+func TestConvReferenceCatchesAWrongGradient(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{1, 1, 3, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	require.NoError(t, x.SetRequiresGrad(true))
+	w := host(t, []int{1, 1, 2, 2}, 1, -1, 2, 0.5)
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		var err error
+		loss, err = sumOf(e)(e.Conv2d(x, w, nil, ConvOptions{Stride: [2]int{1, 1}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1}))
+		return err
+	}))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	// Every pixel is covered by all four kernel elements: its gradient is
+	// the kernel's sum, 2.5; a shifted scatter would give other values.
+	got := values(t, x.Grad())
+	for i, v := range got {
+		assert.InDelta(t, 2.5, v, 1e-6, "element %d", i+1)
+	}
+	// assertConvClose objects to a value off by 1e-4.
+	want := make([]torchNum, len(got))
+	for i := range want {
+		want[i] = 2.5
+	}
+	want[4] = 2.5001
+	var rec failures
+	assertConvClose(&rec, want, got, "gradient")
+	assert.Equal(t, 1, rec.n, "one element differs")
+}
+
+// failures counts the failures of an assertion, in place of a *testing.T.
+type failures struct{ n int }
+
+func (f *failures) Errorf(string, ...any) { f.n++ }
+func (f *failures) FailNow()              { f.n++ }
+
+func TestConvShapeErrors(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{1, 4, 5, 5}, make([]float32, 100)...)
+	opts := func(g int) ConvOptions {
+		return ConvOptions{Stride: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: g}
+	}
+	for _, c := range []struct {
+		name string
+		f    func() (*Tensor, error)
+		want []string
+	}{
+		{"channels", func() (*Tensor, error) {
+			return e.Conv2d(x, host(t, []int{2, 3, 3, 3}, make([]float32, 54)...), nil, opts(1))
+		},
+			[]string{"conv2d", "3 input channels", "input 1x4x5x5", "weight 2x3x3x3"}},
+		{"groups do not divide", func() (*Tensor, error) {
+			return e.Conv2d(x, host(t, []int{3, 2, 3, 3}, make([]float32, 54)...), nil, opts(2))
+		},
+			[]string{"conv2d", "groups 2", "output channels 3"}},
+		{"kernel too large", func() (*Tensor, error) {
+			return e.Conv2d(x, host(t, []int{1, 4, 6, 3}, make([]float32, 72)...), nil, opts(1))
+		},
+			[]string{"conv2d", "kernel 6x3", "larger than the input 5x5"}},
+		{"bias", func() (*Tensor, error) {
+			return e.Conv2d(x, host(t, []int{2, 4, 3, 3}, make([]float32, 72)...), host(t, []int{3}, 0, 0, 0), opts(1))
+		}, []string{"conv2d", "bias of shape 3,"}},
+		{"stride 0", func() (*Tensor, error) {
+			return e.Conv2d(x, host(t, []int{2, 4, 3, 3}, make([]float32, 72)...), nil, ConvOptions{Dilation: [2]int{1, 1}, Groups: 1})
+		}, []string{"conv2d", "stride"}},
+		{"conv1d rank", func() (*Tensor, error) {
+			return e.Conv1d(x, host(t, []int{2, 4, 3}, make([]float32, 24)...), nil, opts(1))
+		},
+			[]string{"conv1d", "(N, C, L)", "1x4x5x5"}},
+		{"pool padding", func() (*Tensor, error) {
+			return e.MaxPool2d(x, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}, Padding: [2]int{2, 0}})
+		}, []string{"max_pool2d", "padding", "half"}},
+		{"pool kernel", func() (*Tensor, error) {
+			return e.AvgPool2d(x, PoolOptions{Kernel: [2]int{6, 2}, Stride: [2]int{1, 1}})
+		}, []string{"avg_pool2d", "larger than the input 5x5"}},
+		{"adaptive not divisible", func() (*Tensor, error) { return e.AdaptiveAvgPool2d(x, [2]int{2, 5}) },
+			[]string{"adaptive_avg_pool2d", "5x5", "2x5", "not a multiple"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := c.f()
+			require.Error(t, err)
+			for _, s := range c.want {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+}
+
+// Unbatched inputs are accepted, as PyTorch's.
+func TestConvUnbatched(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{1, 2, 2}, 1, 2, 3, 4)
+	y, err := e.Conv2d(x, host(t, []int{1, 1, 1, 1}, 2), nil, ConvOptions{Stride: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 2, 2}, y.Shape())
+	assert.Equal(t, []float32{2, 4, 6, 8}, values(t, y))
+	p, err := e.MaxPool2d(x, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 1, 1}, p.Shape())
+	assert.Equal(t, []float32{4}, values(t, p))
+}

@@ -1,0 +1,210 @@
+package luabind
+
+import (
+	"math"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
+)
+
+// The convolution, pooling and normalisation functions of nn
+// (core/ops_conv.go, core/ops_norm.go): nn.conv1d, nn.conv2d,
+// nn.max_pool2d, nn.avg_pool2d, nn.adaptive_avg_pool2d, nn.batch_norm,
+// nn.group_norm, nn.rms_norm. Their modules are in nn.lua.
+
+func (env *Env) convFunctions() map[string]lua.LGFunction {
+	return map[string]lua.LGFunction{
+		"adaptive_avg_pool2d": env.adaptiveAvgPool2d,
+		"avg_pool2d":          env.pool2d("avg_pool2d", (*core.Engine).AvgPool2d),
+		"batch_norm":          env.batchNorm,
+		"conv1d":              env.conv("conv1d"),
+		"conv2d":              env.conv("conv2d"),
+		"group_norm":          env.groupNorm,
+		"max_pool2d":          env.pool2d("max_pool2d", (*core.Engine).MaxPool2d),
+		"rms_norm":            env.rmsNorm,
+	}
+}
+
+// intPair reads v as an integer or a table of two integers ({h, w}).
+func intPair(L *lua.LState, fn, what string, v lua.LValue) [2]int {
+	integer := func(x lua.LValue) (int, bool) {
+		n, ok := x.(lua.LNumber)
+		f := float64(n)
+		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<30 {
+			return 0, false
+		}
+		return int(f), true
+	}
+	if n, ok := integer(v); ok {
+		return [2]int{n, n}
+	}
+	if t, ok := v.(*lua.LTable); ok && t.Len() == 2 {
+		a, ok1 := integer(t.RawGetInt(1))
+		b, ok2 := integer(t.RawGetInt(2))
+		if ok1 && ok2 {
+			return [2]int{a, b}
+		}
+	}
+	argError(L, fn, "%s must be an integer or a table of two integers, got %s", what, luaTypeName(v))
+	return [2]int{}
+}
+
+// pairOpt is option key as an integer pair, def when absent.
+func pairOpt(o *optReader, key string, def [2]int) [2]int {
+	v := o.get(key)
+	if v == lua.LNil {
+		return def
+	}
+	return intPair(o.L, o.fn, "option "+key, v)
+}
+
+// conv: nn.conv2d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]),
+// each of stride, padding and dilation an integer or {h, w}; nn.conv1d
+// the same with integers.
+func (env *Env) conv(fn string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x := checkTensor(L, fn, 1)
+		w := checkTensor(L, fn, 2)
+		var b *core.Tensor
+		optsAt := 4
+		switch v := L.Get(3).(type) {
+		case *lua.LNilType:
+		case *lua.LTable:
+			optsAt = 3 // no bias: the options follow the weight
+		default:
+			if b = toTensor(v); b == nil {
+				argError(L, fn, "argument 3 (bias): expected a tensor, nil or an options table, got %s", luaTypeName(v))
+			}
+		}
+		o := readOpts(L, fn, optsAt)
+		opts := core.ConvOptions{
+			Stride: pairOpt(o, "stride", [2]int{1, 1}), Padding: pairOpt(o, "padding", [2]int{0, 0}),
+			Dilation: pairOpt(o, "dilation", [2]int{1, 1}),
+		}
+		g := o.number("groups", 1)
+		if g != math.Trunc(g) || g < 1 || g > 1<<20 {
+			argError(L, fn, "option groups must be a positive integer, got %g", g)
+		}
+		opts.Groups = int(g)
+		o.done()
+		var t *core.Tensor
+		var err error
+		if fn == "conv1d" {
+			for _, p := range [][2]int{opts.Stride, opts.Padding, opts.Dilation} {
+				if p[0] != p[1] {
+					argError(L, fn, "stride, padding and dilation are integers for a 1-d convolution")
+				}
+			}
+			t, err = env.Engine.Conv1d(x, w, b, opts)
+		} else {
+			t, err = env.Engine.Conv2d(x, w, b, opts)
+		}
+		return env.pushResult(L, t, err)
+	}
+}
+
+// pool2d: nn.max_pool2d(x, kernel [, {stride=kernel, padding=0}]).
+func (env *Env) pool2d(fn string, f func(*core.Engine, *core.Tensor, core.PoolOptions) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x := checkTensor(L, fn, 1)
+		k := intPair(L, fn, "argument 2 (kernel size)", L.Get(2))
+		o := readOpts(L, fn, 3)
+		opts := core.PoolOptions{Kernel: k, Stride: pairOpt(o, "stride", k), Padding: pairOpt(o, "padding", [2]int{})}
+		o.done()
+		t, err := f(env.Engine, x, opts)
+		return env.pushResult(L, t, err)
+	}
+}
+
+// nn.adaptive_avg_pool2d(x, output_size): an integer or {h, w}.
+func (env *Env) adaptiveAvgPool2d(L *lua.LState) int {
+	x := checkTensor(L, "adaptive_avg_pool2d", 1)
+	out := intPair(L, "adaptive_avg_pool2d", "argument 2 (output size)", L.Get(2))
+	t, err := env.Engine.AdaptiveAvgPool2d(x, out)
+	return env.pushResult(L, t, err)
+}
+
+// optTensor is option key as a tensor, or nil when absent.
+func optTensor(o *optReader, key string) *core.Tensor {
+	v := o.get(key)
+	if v == lua.LNil {
+		return nil
+	}
+	t := toTensor(v)
+	if t == nil {
+		argError(o.L, o.fn, "option %s must be a tensor, got %s", key, luaTypeName(v))
+	}
+	return t
+}
+
+// optionalTensor is argument n as a tensor, or nil when it is nil.
+func optionalTensor(L *lua.LState, fn string, n int) *core.Tensor {
+	if L.Get(n) == lua.LNil {
+		return nil
+	}
+	return checkTensor(L, fn, n)
+}
+
+// nn.batch_norm(x, running_mean, running_var [, {weight=, bias=,
+// training=false, momentum=0.1, eps=1e-5}]), as PyTorch's: in training the
+// running statistics (either may be nil, then both) are updated in place.
+func (env *Env) batchNorm(L *lua.LState) int {
+	const fn = "batch_norm"
+	x := checkTensor(L, fn, 1)
+	rm, rv := optionalTensor(L, fn, 2), optionalTensor(L, fn, 3)
+	o := readOpts(L, fn, 4)
+	w, b := optTensor(o, "weight"), optTensor(o, "bias")
+	opts := core.BatchNormOptions{Training: o.boolean("training", false), Momentum: o.number("momentum", 0.1), Eps: o.number("eps", 1e-5)}
+	o.done()
+	t, err := env.Engine.BatchNorm(x, rm, rv, w, b, opts)
+	return env.pushResult(L, t, err)
+}
+
+// nn.group_norm(x, groups [, {weight=, bias=, eps=1e-5}]).
+func (env *Env) groupNorm(L *lua.LState) int {
+	const fn = "group_norm"
+	x := checkTensor(L, fn, 1)
+	g := checkInteger(L, fn, 2)
+	o := readOpts(L, fn, 3)
+	w, b := optTensor(o, "weight"), optTensor(o, "bias")
+	eps := o.number("eps", 1e-5)
+	o.done()
+	t, err := env.Engine.GroupNorm(x, g, w, b, eps)
+	return env.pushResult(L, t, err)
+}
+
+// nn.rms_norm(x, normalized_shape [, {weight=, eps=}]): normalized_shape
+// an integer or a table of sizes (the trailing dims); eps defaults to
+// float32's machine epsilon, as PyTorch's.
+func (env *Env) rmsNorm(L *lua.LState) int {
+	const fn = "rms_norm"
+	x := checkTensor(L, fn, 1)
+	var shape []int
+	switch v := L.Get(2).(type) {
+	case lua.LNumber:
+		shape = []int{checkInteger(L, fn, 2)}
+	case *lua.LTable:
+		for i := 1; i <= v.Len(); i++ {
+			n, ok := v.RawGetInt(i).(lua.LNumber)
+			if !ok || float64(n) != math.Trunc(float64(n)) || n < 1 || n > 1<<30 {
+				argError(L, fn, "normalized_shape must hold positive integers, got %s at %d", luaTypeName(v.RawGetInt(i)), i)
+			}
+			shape = append(shape, int(n))
+		}
+	default:
+		argError(L, fn, "argument 2 (normalized_shape): expected an integer or a table of sizes, got %s", luaTypeName(v))
+	}
+	o := readOpts(L, fn, 3)
+	w := optTensor(o, "weight")
+	var eps *float64
+	if o.has("eps") {
+		v := o.number("eps", 0)
+		eps = &v
+	} else {
+		o.get("eps")
+	}
+	o.done()
+	t, err := env.Engine.RMSNorm(x, shape, w, eps)
+	return env.pushResult(L, t, err)
+}

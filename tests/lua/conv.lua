@@ -1,0 +1,133 @@
+-- Convolution, pooling and normalisation layers as a script uses them. The
+-- values are PyTorch's (worked out by hand here; core/testdata/torch_conv.json
+-- holds the full reference cases).
+
+local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-5) * (1 + math.abs(b)) end
+
+local function flat(t)
+  local out = {}
+  local function walk(v)
+    if type(v) == "table" then for _, x in ipairs(v) do walk(x) end else out[#out + 1] = v end
+  end
+  walk(t:totable())
+  return out
+end
+
+local function all_close(t, want, msg)
+  local got = flat(t)
+  assert(#got == #want, msg .. ": " .. #got .. " values, expected " .. #want)
+  for i = 1, #want do assert(close(got[i], want[i]), msg .. ": element " .. i .. " is " .. got[i] .. ", expected " .. want[i]) end
+end
+
+-- conv2d: a 1x1x3x3 input, a 2x2 kernel, padding 1; every pixel is under all
+-- four kernel elements, so its gradient is the kernel's sum.
+local x = tensor.param(tensor{{{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}}})
+local w = tensor.param(tensor{{{{1, -1}, {2, 0.5}}}})
+local b = tensor.param(tensor{0.25})
+local y = nn.conv2d(x, w, b, {padding = 1})
+assert(y:shape()[3] == 4 and y:shape()[4] == 4, "output 4x4")
+-- y[1][1] = 0.5 * x[1][1] + b; y[2][2] = 1*1 - 1*2 + 2*4 + 0.5*5 + b
+assert(close(y:totable()[1][1][1][1], 0.75) and close(y:totable()[1][1][2][2], 9.75))
+backward(with_grad_tape(function() return nn.conv2d(x, w, b, {padding = 1}):sum() end))
+for _, g in ipairs(flat(x.grad)) do assert(close(g, 2.5), "input gradient " .. g) end
+assert(close(b.grad:item(), 16), "bias gradient: one per output")
+all_close(w.grad, {45, 45, 45, 45}, "weight gradient: each kernel element sees every pixel")
+
+-- stride, dilation, groups and no bias; conv1d.
+local xs = tensor.ones(2, 4, 7, 6)
+local yg = nn.conv2d(xs, tensor.ones(6, 2, 3, 2), {stride = {2, 1}, dilation = {1, 2}, groups = 2})
+assert(table.concat(yg:shape(), ",") == "2,6,3,4", table.concat(yg:shape(), ","))
+assert(close(yg:totable()[2][6][3][4], 12), "2 channels x 3 x 2 ones")
+local y1 = nn.conv1d(tensor.ones(1, 2, 5), tensor.ones(3, 2, 3), tensor{1, 2, 3}, {stride = 2, padding = 1})
+assert(table.concat(y1:shape(), ",") == "1,3,3")
+all_close(y1, {5, 7, 5, 6, 8, 6, 7, 9, 7}, "conv1d with padding")
+
+-- Clear errors, before ggml is reached.
+local ok, err = pcall(nn.conv2d, tensor.ones(1, 3, 5, 5), tensor.ones(2, 2, 3, 3))
+assert(not ok and err:find("conv2d") and err:find("input 1x3x5x5"), err)
+ok, err = pcall(nn.conv2d, tensor.ones(1, 4, 5, 5), tensor.ones(3, 2, 3, 3), {groups = 2})
+assert(not ok and err:find("groups 2"), err)
+ok, err = pcall(nn.conv2d, tensor.ones(1, 1, 2, 2), tensor.ones(1, 1, 3, 3))
+assert(not ok and err:find("larger than the input 2x2"), err)
+ok, err = pcall(nn.conv2d, tensor.ones(1, 1, 4, 4), tensor.ones(1, 1, 3, 3), {strid = 2})
+assert(not ok and err:find("unknown option strid"), err)
+ok, err = pcall(nn.conv2d, tensor.ones(1, 1, 4, 4), tensor.ones(1, 1, 3, 3), {stride = 1.5})
+assert(not ok and err:find("stride"), err)
+
+-- Modules: shapes and PyTorch's init bound 1/sqrt(fan_in).
+tensor.manual_seed(12)
+local conv = nn.Conv2d(4, 6, 3, {padding = 1, groups = 2})
+assert(table.concat(conv.weight:shape(), ",") == "6,2,3,3")
+local bound = 1 / math.sqrt(2 * 9)
+for _, v in ipairs(flat(conv.weight)) do assert(math.abs(v) <= bound) end
+for _, v in ipairs(flat(conv.bias)) do assert(math.abs(v) <= bound) end
+assert(#conv:parameters() == 2)
+assert(#nn.Conv1d(3, 5, 2, {bias = false}):parameters() == 1)
+assert(table.concat(conv(tensor.ones(2, 4, 5, 5)):shape(), ",") == "2,6,5,5")
+
+-- Pooling: max (ties to the first), average counting the padding, adaptive.
+local p = tensor.param(tensor{{{{1, 3, 3, 0}, {2, 0, 1, 5}, {0, 4, 2, 2}, {1, 1, 6, 0}}}})
+all_close(nn.max_pool2d(p, 2), {3, 5, 4, 6}, "max_pool2d")
+backward(with_grad_tape(function() return nn.max_pool2d(p, 2):sum() end))
+all_close(p.grad, {0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0}, "max gradient to the first maximum")
+all_close(nn.avg_pool2d(tensor.ones(1, 1, 2, 2), 2, {stride = 1, padding = 1}), {0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25}, "count_include_pad")
+all_close(nn.AdaptiveAvgPool2d({2, 1})(tensor{{{{1, 2}, {3, 4}, {5, 6}, {7, 8}}}}), {2.5, 6.5}, "adaptive")
+ok, err = pcall(nn.adaptive_avg_pool2d, tensor.ones(1, 1, 5, 4), 2)
+assert(not ok and err:find("adaptive_avg_pool2d") and err:find("not a multiple"), err)
+assert(table.concat(nn.MaxPool2d(3, {stride = 2, padding = 1})(tensor.ones(1, 2, 7, 6)):shape(), ",") == "1,2,4,3")
+
+-- BatchNorm: batch statistics and running updates in train(), running
+-- statistics in eval().
+local bn = nn.BatchNorm1d(2)
+local xb = tensor{{1, 10}, {3, 20}}
+all_close(bn(xb), {-1, -1, 1, 1}, "normalised by the batch (biased variance)")
+-- running_mean = 0.9*0 + 0.1*mean; running_var = 0.9*1 + 0.1*unbiased var
+all_close(bn.running_mean, {0.2, 1.5}, "running mean")
+all_close(bn.running_var, {0.9 + 0.1 * 2, 0.9 + 0.1 * 50}, "running var")
+bn:eval()
+all_close(bn(tensor{{0.2, 1.5}}), {0, 0}, "eval uses the running mean")
+bn:train()
+local bn2 = nn.BatchNorm2d(3)
+assert(#bn2:parameters() == 2)
+local yb = bn2(tensor.randn(4, 3, 2, 2))
+assert(math.abs(yb:mean():item()) < 1e-5)
+ok, err = pcall(bn2, tensor.ones(3, 2))
+assert(not ok and err:find("BatchNorm2d"), err)
+
+-- GroupNorm and RMSNorm.
+all_close(nn.GroupNorm(1, 2)(tensor{{1, 3}}), {-1, 1}, "group_norm", 1e-4)
+local rms = nn.RMSNorm(2)
+all_close(rms(tensor{{3, 4}}), {3 / math.sqrt(12.5), 4 / math.sqrt(12.5)}, "rms_norm")
+all_close(nn.rms_norm(tensor{{3, 4}}, {2}, {eps = 12.5}), {3 / 5, 4 / 5}, "rms_norm eps")
+ok, err = pcall(nn.group_norm, tensor.ones(2, 3, 4), 2)
+assert(not ok and err:find("group_norm") and err:find("groups 2"), err)
+
+-- A small convolutional network trains.
+tensor.manual_seed(1)
+local net = nn.Sequential{nn.Conv2d(1, 4, 3, {padding = 1}), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+  nn.Conv2d(4, 2, 3), nn.AdaptiveAvgPool2d(1)}
+local data = tensor.randn(8, 1, 8, 8)
+local target = tensor.randn(8, 2, 1, 1)
+local opt = optim.adam(net:parameters(), {lr = 0.02})
+local first, last
+for i = 1, 30 do
+  opt:zero_grad()
+  local loss = with_grad_tape(function() return nn.mse_loss(net(data), target) end)
+  backward(loss)
+  opt:step()
+  last = loss:item()
+  first = first or last
+end
+assert(last < 0.7 * first, "loss " .. first .. " -> " .. last)
+net:eval()
+assert(table.concat(net(data):shape(), ",") == "8,2,1,1")
+
+-- Parameters and buffers: running statistics are not parameters.
+local seq = nn.Sequential{nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.GroupNorm(1, 2), nn.RMSNorm({2, 2})}
+local names = {}
+for name in pairs(seq:state_dict()) do names[#names + 1] = name end
+table.sort(names)
+assert(table.concat(names, ",") == "1.bias,1.weight,2.bias,2.weight,3.bias,3.weight,4.weight", table.concat(names, ","))
+assert(tostring(seq[1]) == "Conv2d(1, 2, kernel_size=3)", tostring(seq[1]))
+local out = seq(tensor.randn(2, 1, 4, 4))
+assert(table.concat(out:shape(), ",") == "2,2,2,2")

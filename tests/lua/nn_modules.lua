@@ -1,0 +1,223 @@
+-- Writing modules (nn.Module:extend), containers, nn.init.
+
+tensor.manual_seed(5)
+local function names_of(m)
+  local out = {}
+  for i, np in ipairs(m:named_parameters()) do out[i] = np[1] end
+  return table.concat(out, ",")
+end
+local function close(a, b, tol) return math.abs(a - b) <= (tol or 1e-5) * math.max(1, math.abs(b)) end
+
+-- A subclass: fields registered in the order assigned, own parameters
+-- before the children's (as PyTorch), plain fields ignored.
+local Net = nn.Module:extend("Net")
+function Net:init(n_in, n_out)
+  self.fc = nn.Linear(n_in, 4)
+  self.act = nn.Tanh()
+  self.size = n_out
+  self.head = nn.Linear(4, n_out, false)
+  self.scale = tensor.param(tensor.ones(n_out))
+  self.cache = tensor.zeros(2) -- not a parameter
+end
+function Net:forward(x) return self.head(self.act(self.fc(x))) * self.scale end
+local net = Net(3, 2)
+assert(names_of(net) == "scale,fc.weight,fc.bias,head.weight", names_of(net))
+assert(#net:parameters() == 4 and net:parameters()[1] == net.scale)
+assert(net(tensor{{1, 2, 3}}):shape()[2] == 2)
+assert(Net.new(3, 2).size == 2, "Class.new(...) is Class(...)")
+assert(tostring(net) == "Net(\n  (fc): Linear(3 -> 4)\n  (act): Tanh()\n  (head): Linear(4 -> 2)\n)", tostring(net))
+
+-- train/eval reach children; state_dict round trip; to_gpu keeps identity.
+net:eval()
+assert(not net.training and not net.fc.training and not net.act.training)
+net:train()
+assert(net.training and net.head.training)
+local other = Net(3, 2)
+other:load_state_dict(net:state_dict())
+local x = tensor{{0.5, -1, 2}}
+assert(close(other(x):totable()[1][2], net(x):totable()[1][2]))
+local sd = net:state_dict()
+sd.scale = nil
+local ok, err = pcall(other.load_state_dict, other, sd)
+assert(not ok and err:find("missing parameter scale"), err)
+local w = net.fc.weight
+net:to_gpu()
+assert(net.fc.weight == w and w:scope() == "persistent")
+
+-- Reassigning a field keeps its place; a parameter that becomes nil goes.
+net.scale = tensor.param(tensor.full({2}, 2))
+assert(names_of(net) == "scale,fc.weight,fc.bias,head.weight")
+net.head = nil
+assert(names_of(net) == "scale,fc.weight,fc.bias", names_of(net))
+net.head = nn.Linear(4, 2)
+assert(names_of(net) == "scale,fc.weight,fc.bias,head.weight,head.bias", names_of(net))
+
+-- A shared module is listed once by parameters (an optimizer steps it once).
+local Tied = nn.Module:extend("Tied")
+function Tied:init()
+  self.a = nn.Linear(2, 2)
+  self.b = self.a
+end
+function Tied:forward(v) return self.b(self.a(v)) end
+assert(#Tied():parameters() == 2)
+
+-- Subclass of a subclass, calling the parent's init.
+local Scaled = nn.Linear:extend("Scaled")
+function Scaled:init(n_in, n_out, k)
+  nn.Linear.init(self, n_in, n_out)
+  self.k = k
+end
+function Scaled:forward(v) return nn.Linear.forward(self, v) * self.k end
+local s = Scaled(2, 3, 10)
+assert(names_of(s) == "weight,bias" and getmetatable(s) == Scaled)
+local lin = s(tensor{{1, 1}}):totable()[1][1]
+local wt, bt = s.weight:totable(), s.bias:totable()
+assert(close(lin, 10 * (wt[1][1] + wt[1][2] + bt[1])))
+ok, err = pcall(Net(3, 2).extend, Net(3, 2), "X")
+assert(not ok and err:find("call it on a class"), err)
+local Bare = nn.Module:extend("Bare")
+ok, err = pcall(Bare(), tensor{1})
+assert(not ok and err:find("Bare: forward is not defined"), err)
+
+-- A module trained through an optimizer over parameters().
+local Affine = nn.Module:extend("Affine")
+function Affine:init() self.w = tensor.param(tensor{0}) self.b = tensor.param(tensor{0}) end
+function Affine:forward(v) return v * self.w + self.b end
+local aff = Affine()
+local opt = optim.sgd(aff:parameters(), {lr = 0.1})
+local xs, ys = tensor{1, 2, 3}, tensor{3, 5, 7}
+for _ = 1, 400 do
+  opt:zero_grad()
+  backward(with_grad_tape(function() return nn.mse_loss(aff(xs), ys) end))
+  opt:step()
+end
+assert(close(aff.w:item(), 2, 0.02) and close(aff.b:item(), 1, 0.05), aff.w:item() .. " " .. aff.b:item())
+
+-- Sequential: a list or the modules themselves, add, indexing, #.
+local seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+seq:add(nn.Linear(3, 1))
+assert(#seq == 3 and getmetatable(seq[3]) == nn.Linear and seq(tensor{{1, 2}}):shape()[2] == 1)
+assert(names_of(seq) == "1.weight,1.bias,3.weight,3.bias", names_of(seq))
+assert(#nn.Sequential{nn.Identity(), nn.Identity()} == 2 and #nn.Sequential() == 0)
+ok, err = pcall(seq.add, seq, 42)
+assert(not ok and err:find("element 4 is not a module"), err)
+ok, err = pcall(nn.Sequential, {nn.ReLU(), "relu"})
+assert(not ok and err:find("element 2 is not a module"), err)
+assert(tostring(nn.Sequential{nn.Flatten(), nn.Sequential{nn.ReLU()}}) ==
+  "Sequential(\n  (1): Flatten(start_dim=2, end_dim=-1)\n  (2): Sequential(\n    (1): ReLU()\n  )\n)")
+
+-- ModuleList: registered, indexed, ipairs-able, not callable.
+local Stack = nn.Module:extend("Stack")
+function Stack:init(n)
+  self.layers = nn.ModuleList()
+  for _ = 1, n do self.layers:append(nn.Linear(2, 2)) end
+end
+function Stack:forward(v)
+  for _, l in ipairs(self.layers) do v = l(v) end
+  return v
+end
+local st = Stack(3)
+assert(#st.layers == 3 and names_of(st):find("^layers.1.weight,layers.1.bias,layers.2.weight"), names_of(st))
+assert(#st:parameters() == 6 and st(tensor{{1, 1}}):shape()[2] == 2)
+local count = 0
+for i, l in ipairs(st.layers) do count = count + 1 assert(l == st.layers[i]) end
+assert(count == 3)
+st.layers:extend{nn.Linear(2, 2)}
+assert(#st.layers == 4 and #nn.ModuleList{nn.ReLU(), nn.Tanh()} == 2)
+ok, err = pcall(st.layers, tensor{1})
+assert(not ok and err:find("ModuleList"), err)
+local MyList = nn.ModuleList:extend("MyList")
+assert(#MyList{nn.ReLU()} == 1, "ModuleList:extend on the class makes a subclass")
+
+-- Identity, Flatten.
+local v4 = tensor.randn(2, 3, 4, 5)
+assert(nn.Identity(7, "ignored")(v4) == v4)
+local f = nn.Flatten()(v4):shape()
+assert(#f == 2 and f[1] == 2 and f[2] == 60)
+f = nn.Flatten(1, 2)(v4):shape()
+assert(#f == 3 and f[1] == 6 and f[3] == 5)
+f = nn.Flatten(2, 3)(v4):shape()
+assert(#f == 3 and f[2] == 12 and f[3] == 5)
+
+-- named_modules, modules, children, apply.
+local nm = {}
+for i, m in ipairs(st:named_modules()) do nm[i] = m[1] end
+assert(table.concat(nm, ",") == ",layers,layers.1,layers.2,layers.3,layers.4", table.concat(nm, ","))
+assert(#st:children() == 1 and #st:modules() == 6)
+local visited = 0
+st:apply(function(m)
+  visited = visited + 1
+  if getmetatable(m) == nn.Linear then nn.init.zeros_(m.bias) end
+end)
+assert(visited == 6 and st.layers[2].bias:totable()[1] == 0)
+
+-- nn.init: in place, returning the tensor, under the seeded generator.
+local function stats(t)
+  local n = t:numel()
+  local flat = t:reshape(n)
+  local mean = flat:mean():item()
+  local var = ((flat - mean) * (flat - mean)):sum():item() / (n - 1)
+  return mean, math.sqrt(var), flat:min():item(), flat:max():item()
+end
+local p = tensor.param(tensor.zeros(100, 200))
+assert(nn.init.uniform_(p, -0.5, 2) == p, "the same tensor back")
+local mean, std, lo, hi = stats(p)
+assert(lo >= -0.5 and hi <= 2 and close(mean, 0.75, 0.03) and close(std, 2.5 / math.sqrt(12), 0.03), mean .. " " .. std)
+nn.init.uniform_(p)
+mean, std, lo, hi = stats(p)
+assert(lo >= 0 and hi <= 1 and close(mean, 0.5, 0.03))
+nn.init.normal_(p, {mean = 3, std = 0.1})
+mean, std = stats(p)
+assert(close(mean, 3, 0.01) and close(std, 0.1, 0.03), mean .. " " .. std)
+nn.init.constant_(p, 0.25)
+mean, std, lo, hi = stats(p)
+assert(lo == 0.25 and hi == 0.25)
+nn.init.ones_(p)
+assert(p:sum():item() == 20000)
+nn.init.zeros_(p)
+assert(p:abs():sum():item() == 0)
+-- The same seed, the same values.
+tensor.manual_seed(9)
+local a1 = nn.init.xavier_uniform_(tensor.zeros(4, 4)):totable()
+tensor.manual_seed(9)
+local a2 = nn.init.xavier_uniform_(tensor.zeros(4, 4)):totable()
+assert(a1[3][2] == a2[3][2] and a1[1][1] ~= a1[1][2])
+-- Gains and fans as PyTorch's.
+assert(nn.init.calculate_gain("relu") == math.sqrt(2) and close(nn.init.calculate_gain("tanh"), 5 / 3))
+assert(close(nn.init.calculate_gain("leaky_relu"), math.sqrt(2 / (1 + 0.01 ^ 2))))
+assert(close(nn.init.calculate_gain("leaky_relu", 0.2), math.sqrt(2 / 1.04)) and nn.init.calculate_gain("conv2d") == 1)
+local fi, fo = nn.init.fans(tensor.zeros(16, 8, 3, 3))
+assert(fi == 72 and fo == 144)
+-- The bound of a default kaiming_uniform_(a=sqrt(5)) is nn.Linear's 1/sqrt(fan_in).
+local kw = nn.init.kaiming_uniform_(tensor.zeros(50, 400), math.sqrt(5))
+local _, _, klo, khi = stats(kw)
+assert(klo >= -1 / 20 and khi <= 1 / 20 and khi > 0.049, khi)
+-- orthogonal_: orthonormal rows (wide) or columns (tall), times gain.
+for _, shape in ipairs{{6, 4}, {4, 6}, {3, 2, 2}} do
+  local q = nn.init.orthogonal_(tensor.param(tensor.zeros(shape)), 2)
+  local m2 = q:reshape(shape[1], q:numel() / shape[1])
+  local g = (shape[1] >= m2:size(2)) and m2:t():matmul(m2) or m2:matmul(m2:t())
+  local gt = g:totable()
+  for i = 1, #gt do
+    for j = 1, #gt do assert(close(gt[i][j], i == j and 4 or 0, 1e-4), i .. "," .. j .. ": " .. gt[i][j]) end
+  end
+end
+-- Mistakes are errors that name the initialiser.
+for _, bad in ipairs{
+  {function() nn.init.xavier_uniform_(tensor.zeros(5)) end, "xavier_uniform_: fan in and fan out"},
+  {function() nn.init.kaiming_normal_(tensor.zeros(2, 2), {mode = "fan_avg"}) end, "mode must be"},
+  {function() nn.init.kaiming_normal_(tensor.zeros(2, 2), {moed = "fan_in"}) end, "unknown option moed"},
+  {function() nn.init.kaiming_uniform_(tensor.zeros(2, 2), 0, "fan_in", "swish") end, "unsupported nonlinearity swish"},
+  {function() nn.init.uniform_(tensor.zeros(2), 1, 0) end, "expected a <= b"},
+  {function() nn.init.normal_({1, 2}) end, "normal_: expected a tensor"},
+  {function() nn.init.orthogonal_(tensor.zeros(300, 300)) end, "too large"},
+  {function() nn.init.orthogonal_(tensor.zeros(3)) end, "2 or more dims"},
+} do
+  ok, err = pcall(bad[1])
+  assert(not ok and err:find(bad[2], 1, true), tostring(err))
+end
+-- Under a tape, init is not recorded: the parameter stays a leaf.
+local lp = tensor.param(tensor.zeros(3, 3))
+with_grad_tape(function() nn.init.normal_(lp) end)
+backward(with_grad_tape(function() return (lp * 2):sum() end))
+assert(lp.grad:totable()[2][2] == 2)
