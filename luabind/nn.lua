@@ -208,6 +208,12 @@ end
 
 function Module:to_gpu(scope)
   for _, p in ipairs(self:parameters()) do to_gpu(p, scope or "persistent") end
+  for _, m in ipairs(self:modules()) do
+    for _, n in ipairs(rawget(m, "_buffers") or {}) do
+      local b = rawget(m, n)
+      if b ~= nil then rawset(m, n, to_gpu(b, scope or "persistent")) end
+    end
+  end
   return self
 end
 
@@ -221,26 +227,62 @@ function Module:eval() return self:train(false) end
 
 function Module:zero_grad() tensor.zero_grad(self:parameters()) end
 
+-- register_buffer keeps a tensor that is state but not a parameter (a
+-- running mean): state_dict and load_state_dict carry it, to_gpu moves it,
+-- optimizers never see it. It is the field name, as in PyTorch.
+function Module:register_buffer(name, t)
+  check(type(name) == "string", "register_buffer", "expected a name, got %s", type(name))
+  check(t == nil or is_tensor(t), "register_buffer", "%s: expected a tensor, got %s", name, type(t))
+  local names = rawget(self, "_buffers")
+  if not names then
+    names = {}
+    rawset(self, "_buffers", names)
+  end
+  local known_name = false
+  for _, n in ipairs(names) do known_name = known_name or n == name end
+  if not known_name then names[#names + 1] = name end
+  rawset(self, name, t)
+  return t
+end
+
+-- named_buffers lists {name, tensor} pairs as named_parameters does.
+function Module:named_buffers(prefix, out)
+  out = out or {}
+  prefix = prefix or ""
+  for _, n in ipairs(rawget(self, "_buffers") or {}) do
+    local b = rawget(self, n)
+    if b ~= nil then out[#out + 1] = {prefix .. n, b} end
+  end
+  for _, c in ipairs(self:named_children()) do c[2]:named_buffers(prefix .. c[1] .. ".", out) end
+  return out
+end
+
+-- state_dict maps names to the module's parameters and buffers (the
+-- tensors themselves, not copies), as PyTorch's.
 function Module:state_dict()
   local sd = {}
   for _, np in ipairs(self:named_parameters()) do sd[np[1]] = np[2] end
+  for _, nb in ipairs(self:named_buffers()) do sd[nb[1]] = nb[2] end
   return sd
 end
 
--- load_state_dict copies values into the module's own parameters (in
--- place, wherever they live); missing or unexpected names are errors.
+-- load_state_dict copies values into the module's own parameters and
+-- buffers (in place, wherever they live); missing or unexpected names are
+-- errors.
 function Module:load_state_dict(sd)
   check(type(sd) == "table", "load_state_dict", "expected a table, got %s", type(sd))
   local seen = {}
-  for _, np in ipairs(self:named_parameters()) do
+  local targets = self:named_parameters()
+  for _, nb in ipairs(self:named_buffers()) do targets[#targets + 1] = nb end
+  for _, np in ipairs(targets) do
     local name, p = np[1], np[2]
     local v = sd[name]
-    check(v ~= nil, "load_state_dict", "missing parameter %s", name)
+    check(v ~= nil, "load_state_dict", "missing parameter or buffer %s", name)
     no_grad(function() p:copy_(v) end)
     seen[name] = true
   end
   for k in pairs(sd) do
-    check(seen[k], "load_state_dict", "unexpected parameter %s", tostring(k))
+    check(seen[k], "load_state_dict", "unexpected parameter or buffer %s", tostring(k))
   end
   return self
 end
@@ -514,7 +556,8 @@ local function batch_norm_module(name, ranks)
       self.weight = tensor.param(tensor.ones(n))
       self.bias = tensor.param(tensor.zeros(n))
     end
-    self.running_mean, self.running_var = tensor.zeros(n), tensor.ones(n) -- buffers, not parameters
+    self:register_buffer("running_mean", tensor.zeros(n))
+    self:register_buffer("running_var", tensor.ones(n))
   end
   c.forward = function(self, x)
     local ok = false
@@ -522,12 +565,6 @@ local function batch_norm_module(name, ranks)
     check(ok, name, "expected a %s-d input, got %d-d", table.concat(ranks, "- or "), x:dim())
     return nn.batch_norm(x, self.running_mean, self.running_var, {weight = self.weight, bias = self.bias,
       training = self.training, momentum = self.momentum, eps = self.eps})
-  end
-  c.to_gpu = function(self, scope)
-    Module.to_gpu(self, scope)
-    self.running_mean = to_gpu(self.running_mean, scope or "persistent")
-    self.running_var = to_gpu(self.running_var, scope or "persistent")
-    return self
   end
   c.describe = function(self) return string.format("%s(%d)", name, self.num_features) end
   nn[name] = c

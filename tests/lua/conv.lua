@@ -122,12 +122,14 @@ assert(last < 0.7 * first, "loss " .. first .. " -> " .. last)
 net:eval()
 assert(table.concat(net(data):shape(), ",") == "8,2,1,1")
 
--- Parameters and buffers: running statistics are not parameters.
+-- Parameters and buffers: running statistics are not parameters, but they
+-- are state (in the state dict, as PyTorch's buffers).
 local seq = nn.Sequential{nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.GroupNorm(1, 2), nn.RMSNorm({2, 2})}
 local names = {}
 for name in pairs(seq:state_dict()) do names[#names + 1] = name end
 table.sort(names)
-assert(table.concat(names, ",") == "1.bias,1.weight,2.bias,2.weight,3.bias,3.weight,4.weight", table.concat(names, ","))
+assert(table.concat(names, ",") == "1.bias,1.weight,2.bias,2.running_mean,2.running_var,2.weight,3.bias,3.weight,4.weight", table.concat(names, ","))
+assert(#seq:parameters() == 7)
 assert(tostring(seq[1]) == "Conv2d(1, 2, kernel_size=3)", tostring(seq[1]))
 local out = seq(tensor.randn(2, 1, 4, 4))
 assert(table.concat(out:shape(), ",") == "2,2,2,2")

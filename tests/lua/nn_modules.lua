@@ -39,7 +39,7 @@ assert(close(other(x):totable()[1][2], net(x):totable()[1][2]))
 local sd = net:state_dict()
 sd.scale = nil
 local ok, err = pcall(other.load_state_dict, other, sd)
-assert(not ok and err:find("missing parameter scale"), err)
+assert(not ok and err:find("missing parameter or buffer scale"), err)
 local w = net.fc.weight
 net:to_gpu()
 assert(net.fc.weight == w and w:scope() == "persistent")
@@ -221,3 +221,34 @@ local lp = tensor.param(tensor.zeros(3, 3))
 with_grad_tape(function() nn.init.normal_(lp) end)
 backward(with_grad_tape(function() return (lp * 2):sum() end))
 assert(lp.grad:totable()[2][2] == 2)
+
+-- Buffers: BatchNorm's running statistics are state, not parameters:
+-- state_dict carries them, load_state_dict restores them (an eval-mode
+-- model saved and loaded gives the same outputs), optimizers never see them.
+do
+  local bn = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4)}
+  assert(#bn:parameters() == 4, "running stats are not parameters")
+  local x = tensor.randn(8, 3)
+  bn:train()
+  no_grad(function() bn(x) end) -- updates the running stats
+  local sd = bn:state_dict()
+  assert(sd["2.running_mean"] and sd["2.running_var"], "buffers are in the state dict")
+  local names = {}
+  for _, nb in ipairs(bn:named_buffers()) do names[#names + 1] = nb[1] end
+  assert(table.concat(names, ",") == "2.running_mean,2.running_var", table.concat(names, ","))
+  bn:eval()
+  local want = bn(x):totable()
+  local copy = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4)}
+  copy:load_state_dict(sd)
+  copy:eval()
+  local got = copy(x):totable()
+  for i = 1, 8 do
+    for j = 1, 4 do assert(math.abs(got[i][j] - want[i][j]) < 1e-5, "restored model differs") end
+  end
+  local ok, err = pcall(function()
+    local partial = {}
+    for k, v in pairs(sd) do if k ~= "2.running_var" then partial[k] = v end end
+    copy:load_state_dict(partial)
+  end)
+  assert(not ok and err:find("missing parameter or buffer 2.running_var"), err)
+end
