@@ -33,34 +33,51 @@ func (e *Engine) Gather(x *Tensor, dim int, idx []int, idxShape []int) (*Tensor,
 	if err != nil {
 		return nil, err
 	}
-	if len(idxShape) != x.Dim() {
-		return nil, shapeErrorf("gather: index of shape %s for a %d-d tensor of shape %s (they need the same rank)", ShapeString(idxShape), x.Dim(), ShapeString(x.shape))
+	offsets, err := linearOffsets("gather", x.shape, d, idx, idxShape)
+	if err != nil {
+		return nil, err
+	}
+	var c chain
+	flat := c.do(func() (*Tensor, error) { return e.Reshape(x, int(x.Numel()), 1) })
+	picked := c.do(func() (*Tensor, error) { return e.indexRows(flat, offsets) })
+	out := c.do(func() (*Tensor, error) { return e.Reshape(picked, idxShape...) })
+	return out, c.err
+}
+
+// linearOffsets turns 0-based indices along dim d, laid out as idxShape,
+// into offsets in a contiguous tensor of shape: position p's offset is p's
+// with its coordinate along d replaced by idx at p. idxShape has shape's
+// rank and no dim larger outside d (PyTorch's rule for gather and
+// scatter); each index is checked.
+func linearOffsets(op string, shape []int, d int, idx []int, idxShape []int) ([]int, error) {
+	if len(idxShape) != len(shape) {
+		return nil, shapeErrorf("%s: index of shape %s for a %d-d tensor of shape %s (they need the same rank)", op, ShapeString(idxShape), len(shape), ShapeString(shape))
 	}
 	n, err := checkShape(idxShape)
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(idx)) != n {
-		return nil, shapeErrorf("gather: %d indices for an index of shape %s", len(idx), ShapeString(idxShape))
+		return nil, shapeErrorf("%s: %d indices for an index of shape %s", op, len(idx), ShapeString(idxShape))
 	}
 	for i := range idxShape {
-		if i != d && idxShape[i] > x.shape[i] {
-			return nil, shapeErrorf("gather: index of shape %s is larger than %s outside dim %d", ShapeString(idxShape), ShapeString(x.shape), d+1)
+		if i != d && idxShape[i] > shape[i] {
+			return nil, shapeErrorf("%s: index of shape %s is larger than %s outside dim %d", op, ShapeString(idxShape), ShapeString(shape), d+1)
 		}
 	}
-	xStrides := contiguousStrides(x.shape)
+	strides := contiguousStrides(shape)
 	offsets := make([]int, len(idx))
 	coord := make([]int, len(idxShape))
 	for p, v := range idx {
-		if v < 0 || v >= x.shape[d] {
-			return nil, argErrorf("gather: index %d (element %d) is out of range for dim %d of size %d", v+1, p+1, d+1, x.shape[d])
+		if v < 0 || v >= shape[d] {
+			return nil, argErrorf("%s: index %d (element %d) is out of range for dim %d of size %d", op, v+1, p+1, d+1, shape[d])
 		}
 		off := 0
 		for i, c := range coord {
 			if i == d {
 				c = v
 			}
-			off += c * int(xStrides[i])
+			off += c * int(strides[i])
 		}
 		offsets[p] = off
 		for i := len(coord) - 1; i >= 0; i-- { // the next position, row-major
@@ -70,11 +87,7 @@ func (e *Engine) Gather(x *Tensor, dim int, idx []int, idxShape []int) (*Tensor,
 			coord[i] = 0
 		}
 	}
-	var c chain
-	flat := c.do(func() (*Tensor, error) { return e.Reshape(x, int(x.Numel()), 1) })
-	picked := c.do(func() (*Tensor, error) { return e.indexRows(flat, offsets) })
-	out := c.do(func() (*Tensor, error) { return e.Reshape(picked, idxShape...) })
-	return out, c.err
+	return offsets, nil
 }
 
 // Sort sorts x along dim and returns the values and their 0-based indices

@@ -23,13 +23,19 @@ type statsCase struct {
 		Keepdim, Descending, Largest bool
 		Index                        []int
 		IndexShape                   []int `json:"index_shape"`
+		Src                          []torchNum
+		SrcShape                     []int `json:"src_shape"`
+		Mask                         []float32
+		MaskShape                    []int `json:"mask_shape"`
 	}
 	X, Out, W, Grad torchTensor
+	GradSrc         *torchTensor `json:"grad_src"`
 	Indices         []int
 }
 
-// run computes the case's op; indices (0-based) for sort and topk.
-func (c statsCase) run(e *Engine, x *Tensor) (y, idx *Tensor, err error) {
+// run computes the case's op (src is the scatters' source); indices
+// (0-based) for sort and topk.
+func (c statsCase) run(e *Engine, x, src *Tensor) (y, idx *Tensor, err error) {
 	a := c.Args
 	switch c.Op {
 	case "var":
@@ -50,6 +56,15 @@ func (c statsCase) run(e *Engine, x *Tensor) (y, idx *Tensor, err error) {
 		y, idx, err = e.TopK(x, a.K, a.Dim, a.Largest)
 	case "gather":
 		y, err = e.Gather(x, a.Dim, a.Index, a.IndexShape)
+	case "index_add":
+		y, err = e.IndexAdd(x, a.Dim, a.Index, src)
+	case "scatter_add":
+		y, err = e.ScatterAdd(x, a.Dim, a.Index, src)
+	case "masked_select":
+		var mask *Tensor
+		if mask, err = FromFloat32(a.Mask, a.MaskShape...); err == nil {
+			y, err = e.MaskedSelect(x, mask)
+		}
 	default:
 		err = fmt.Errorf("unknown op %s", c.Op)
 	}
@@ -85,10 +100,15 @@ func TestStatsAsTorch(t *testing.T) {
 		t.Run(fmt.Sprintf("%d %s", i+1, c.Op), func(t *testing.T) {
 			x := c.X.host(t)
 			require.NoError(t, x.SetRequiresGrad(true))
+			var src *Tensor
+			if c.Args.Src != nil {
+				src = torchTensor{Shape: c.Args.SrcShape, Values: c.Args.Src}.host(t)
+				require.NoError(t, src.SetRequiresGrad(true))
+			}
 			var y, idx, loss *Tensor
 			require.NoError(t, e.WithGradTape(func() error {
 				var err error
-				if y, idx, err = c.run(e, x); err != nil {
+				if y, idx, err = c.run(e, x, src); err != nil {
 					return err
 				}
 				loss, err = sumOf(e)(e.Mul(y, c.W.host(t)))
@@ -104,6 +124,10 @@ func TestStatsAsTorch(t *testing.T) {
 			sameNumbers(t, c.Out.Values, values(t, y), "output")
 			require.NotNil(t, x.Grad(), "no gradient")
 			sameNumbers(t, c.Grad.Values, values(t, x.Grad()), "gradient")
+			if c.GradSrc != nil {
+				require.NotNil(t, src.Grad(), "no gradient of src")
+				sameNumbers(t, c.GradSrc.Values, values(t, src.Grad()), "gradient of src")
+			}
 			if c.Indices != nil {
 				got := values(t, idx)
 				for i, want := range c.Indices {
@@ -126,6 +150,11 @@ func TestStatsErrors(t *testing.T) {
 		"gather rank":      func() error { _, err := e.Gather(x, 0, []int{0}, []int{1}); return err },
 		"gather range":     func() error { _, err := e.Gather(x, 1, []int{3}, []int{1, 1}); return err },
 		"gather too big":   func() error { _, err := e.Gather(x, 1, make([]int, 9), []int{3, 3}); return err },
+		"index_add shape":  func() error { _, err := e.IndexAdd(x, 1, []int{0}, x); return err },
+		"index_add range":  func() error { _, err := e.IndexAdd(x, 0, []int{2}, host(t, []int{1, 3}, 1, 2, 3)); return err },
+		"scatter_add rank": func() error { _, err := e.ScatterAdd(x, 0, []int{0}, host(t, []int{1}, 1)); return err },
+		"masked none":      func() error { _, err := e.MaskedSelect(x, host(t, []int{3}, 0, 0, 0)); return err },
+		"masked shape":     func() error { _, err := e.MaskedSelect(x, host(t, []int{2}, 1, 1)); return err },
 	} {
 		assert.Error(t, bad(), name)
 	}

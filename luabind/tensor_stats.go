@@ -2,6 +2,7 @@ package luabind
 
 import (
 	"math"
+	"slices"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -125,26 +126,67 @@ func (env *Env) topk(L *lua.LState) int {
 	return 2
 }
 
-// gather(x, dim, index): index a tensor (or nested table) of 1-based
-// indices of x's rank.
-func (env *Env) gather(L *lua.LState) int {
-	x := checkTensor(L, "gather", 1)
-	d := checkDim(L, "gather", 2)
+// indexArg reads argument n, 1-based indices as a tensor or a nested
+// table, as 0-based ints and their shape.
+func indexArg(L *lua.LState, fn string, n int) ([]int, []int) {
 	var it *core.Tensor
-	if tbl, ok := L.Get(3).(*lua.LTable); ok {
-		it = tensorFromLua(L, "gather", tbl)
+	if tbl, ok := L.Get(n).(*lua.LTable); ok {
+		it = tensorFromLua(L, fn, tbl)
 	} else {
-		it = checkTensor(L, "gather", 3)
+		it = checkTensor(L, fn, n)
 	}
 	vals, err := it.Float32s()
 	raise(L, err)
 	idx := make([]int, len(vals))
 	for i, v := range vals {
 		if float64(v) != math.Trunc(float64(v)) {
-			argError(L, "gather", "index %g at position %d is not an integer", v, i+1)
+			argError(L, fn, "index %g at position %d is not an integer", v, i+1)
 		}
 		idx[i] = int(v) - 1
 	}
-	t, err := env.Engine.Gather(x, d, idx, it.Shape())
+	return idx, it.Shape()
+}
+
+// gather(x, dim, index): index a tensor (or nested table) of 1-based
+// indices of x's rank.
+func (env *Env) gather(L *lua.LState) int {
+	x := checkTensor(L, "gather", 1)
+	d := checkDim(L, "gather", 2)
+	idx, shape := indexArg(L, "gather", 3)
+	t, err := env.Engine.Gather(x, d, idx, shape)
+	return env.pushResult(L, t, err)
+}
+
+// indexAddValue is index_add(x, dim, index, source) (and index_add_'s
+// value).
+func (env *Env) indexAddValue(L *lua.LState, x *core.Tensor) *core.Tensor {
+	d := checkDim(L, "index_add", 2)
+	idx, _ := indexArg(L, "index_add", 3)
+	t, err := env.Engine.IndexAdd(x, d, idx, checkTensor(L, "index_add", 4))
+	raise(L, err)
+	return t
+}
+
+// scatterAddValue is scatter_add(x, dim, index, src) (and scatter_add_'s).
+func (env *Env) scatterAddValue(L *lua.LState, x *core.Tensor) *core.Tensor {
+	d := checkDim(L, "scatter_add", 2)
+	idx, shape := indexArg(L, "scatter_add", 3)
+	src := checkTensor(L, "scatter_add", 4)
+	if !slices.Equal(shape, src.Shape()) {
+		argError(L, "scatter_add", "index of shape %s and src of shape %s differ", core.ShapeString(shape), core.ShapeString(src.Shape()))
+	}
+	t, err := env.Engine.ScatterAdd(x, d, idx, src)
+	raise(L, err)
+	return t
+}
+
+// outOf binds a value function of a method as the method itself.
+func (env *Env) outOf(name string, f func(L *lua.LState, x *core.Tensor) *core.Tensor) lua.LGFunction {
+	return func(L *lua.LState) int { return env.pushResult(L, f(L, checkTensor(L, name, 1)), nil) }
+}
+
+// masked_select(x, mask): the selected elements, 1-d.
+func (env *Env) maskedSelect(L *lua.LState) int {
+	t, err := env.Engine.MaskedSelect(checkTensor(L, "masked_select", 1), checkTensor(L, "masked_select", 2))
 	return env.pushResult(L, t, err)
 }

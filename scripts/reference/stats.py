@@ -28,7 +28,7 @@ def flat(t):
     return [num(float(v)) for v in t.detach().flatten().tolist()]
 
 
-def run(op, x, args):
+def run(op, x, args, src=None):
     if op == "var":
         return torch.var(x, dim=args["dim"], correction=args["correction"], keepdim=args["keepdim"]), None
     if op == "std":
@@ -47,6 +47,14 @@ def run(op, x, args):
     if op == "topk":
         r = torch.topk(x, args["k"], dim=args["dim"], largest=args["largest"])
         return r.values, r.indices
+    if op == "index_add":
+        return x.index_add(args["dim"], torch.tensor(args["index"]), src), None
+    if op == "scatter_add":
+        idx = torch.tensor(args["index"]).reshape(args["index_shape"])
+        return x.scatter_add(args["dim"], idx, src), None
+    if op == "masked_select":
+        mask = torch.tensor(args["mask"]).reshape(args["mask_shape"]).bool()
+        return torch.masked_select(x, mask), None
     if op == "gather":
         idx = torch.tensor(args["index"]).reshape(args["index_shape"])
         return torch.gather(x, args["dim"], idx), None
@@ -84,10 +92,22 @@ cases = [
     ("gather", m, {"dim": 1, "index": [2, 0, 0, 1, 1, 1], "index_shape": [2, 3]}),
     ("gather", m, {"dim": 0, "index": [1, 0, 1], "index_shape": [1, 3]}),
 ]
+cases += [
+    ("index_add", m, {"dim": 1, "index": [2, 0, 2], "src": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]}),
+    ("index_add", m, {"dim": 0, "index": [1], "src": [[10.0, 20.0, 30.0]]}),
+    ("scatter_add", m, {"dim": 1, "index": [0, 0, 2, 1], "index_shape": [2, 2], "src": [[1.0, 2.0], [3.0, 4.0]]}),
+    ("scatter_add", m, {"dim": 0, "index": [1, 0, 1], "index_shape": [1, 3], "src": [[5.0, 6.0, 7.0]]}),
+    ("masked_select", m, {"mask": [1, 0, 1, 0, 0, 1], "mask_shape": [2, 3]}),
+    ("masked_select", m, {"mask": [0, 1, 1], "mask_shape": [3]}),
+]
 out = []
 for op, xv, args in cases:
     x = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
-    y, idx = run(op, x, args)
+    src = None
+    if "src" in args:
+        src = torch.tensor(args["src"], dtype=torch.float64, requires_grad=True)
+        args = dict(args, src_shape=list(src.shape), src=src.detach().flatten().tolist())
+    y, idx = run(op, x, args, src)
     w = torch.randn(y.shape, dtype=torch.float64).round(decimals=2)
     (y * w).sum().backward()
     g = x.grad if x.grad is not None else torch.zeros_like(x)
@@ -98,5 +118,6 @@ for op, xv, args in cases:
         "indices": None if idx is None else idx.flatten().tolist(),
         "w": {"shape": list(y.shape) or [1], "values": flat(w)},
         "grad": {"shape": list(x.shape), "values": flat(g)},
+        "grad_src": None if src is None else {"shape": list(src.shape), "values": flat(src.grad)},
     })
 json.dump(out, open(1, "w"), indent=1)

@@ -1,0 +1,136 @@
+package core
+
+// Scatters, the transposes of the gathers (ops_sort.go, IndexSelect):
+// index_add, scatter_add, and masked_select (a gather whose indices come
+// from a mask). Each adds rows with ggml's get_rows_back, whose own
+// gradient is the row lookup again.
+
+// scatterRows is a [rows, cols] tensor of zeros with row i of src [n,
+// cols] added to row idx[i] (0-based, checked; repeats add up). Its
+// gradient to src picks the rows back.
+func (e *Engine) scatterRows(src *Tensor, idx []int, rows int) (*Tensor, error) {
+	it, err := e.uploadInts(idx)
+	if err != nil {
+		return nil, err
+	}
+	shape := []int{rows, src.shape[1]}
+	like, err := Zeros(shape...)
+	if err != nil {
+		return nil, err
+	}
+	y, err := e.newOp("scatter", shape, []*Tensor{src, it, like}, func(c ctx, in []node) (node, error) {
+		return c.GetRowsBack(in[0], in[1], in[2])
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "scatter", []*Tensor{src, it, like}, func(g *Tensor) ([]*Tensor, error) {
+		gs, err := e.indexRows(g, idx)
+		return []*Tensor{gs, nil, nil}, err
+	})
+	return y, nil
+}
+
+// IndexAdd is x with source's slices along dim added at the 0-based
+// positions idx (source's size along dim is len(idx); its other dims are
+// x's): PyTorch's index_add. Repeated indices add up.
+func (e *Engine) IndexAdd(x *Tensor, dim int, idx []int, source *Tensor) (*Tensor, error) {
+	d, err := checkDim("index_add", x.shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	want := x.Shape()
+	want[d] = len(idx)
+	if len(idx) == 0 || !sameShape(source.shape, want) {
+		return nil, shapeErrorf("index_add: source of shape %s for %d indices into dim %d of shape %s (expected %s)", ShapeString(source.shape), len(idx), d+1, ShapeString(x.shape), ShapeString(want))
+	}
+	for i, v := range idx {
+		if v < 0 || v >= x.shape[d] {
+			return nil, argErrorf("index_add: index %d (position %d) is out of range for dim %d of size %d", v+1, i+1, d+1, x.shape[d])
+		}
+	}
+	// Move dim d first, flatten the rest into rows, scatter, move back.
+	axes := []int{d}
+	for i := range x.shape {
+		if i != d {
+			axes = append(axes, i)
+		}
+	}
+	inverse := make([]int, len(axes))
+	for i, ax := range axes {
+		inverse[ax] = i
+	}
+	cols := int(x.Numel()) / x.shape[d]
+	var c chain
+	front := c.do(func() (*Tensor, error) { return e.permute("index_add", source, axes) })
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(front, len(idx), cols) })
+	added := c.do(func() (*Tensor, error) { return e.scatterRows(rows, idx, x.shape[d]) })
+	shape := make([]int, len(axes))
+	for i, ax := range axes {
+		shape[i] = x.shape[ax]
+	}
+	back := c.do(func() (*Tensor, error) { return e.Reshape(added, shape...) })
+	moved := c.do(func() (*Tensor, error) { return e.permute("index_add", back, inverse) })
+	out := c.do(func() (*Tensor, error) { return e.Add(x, moved) })
+	return out, c.err
+}
+
+// ScatterAdd is x with each element of src added at the position of x
+// that index names: src's position with its coordinate along dim replaced
+// by index's value there (0-based; index has src's shape, no dim larger
+// than x's outside dim): PyTorch's scatter_add.
+func (e *Engine) ScatterAdd(x *Tensor, dim int, idx []int, src *Tensor) (*Tensor, error) {
+	d, err := checkDim("scatter_add", x.shape, dim)
+	if err != nil {
+		return nil, err
+	}
+	if src.Dim() != x.Dim() || int64(len(idx)) != src.Numel() {
+		return nil, shapeErrorf("scatter_add: src of shape %s with %d indices for a tensor of shape %s (index and src have one shape, of x's rank)", ShapeString(src.shape), len(idx), ShapeString(x.shape))
+	}
+	offsets, err := linearOffsets("scatter_add", x.shape, d, idx, src.shape)
+	if err != nil {
+		return nil, err
+	}
+	var c chain
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(src, int(src.Numel()), 1) })
+	added := c.do(func() (*Tensor, error) { return e.scatterRows(rows, offsets, int(x.Numel())) })
+	back := c.do(func() (*Tensor, error) { return e.Reshape(added, x.shape...) })
+	out := c.do(func() (*Tensor, error) { return e.Add(x, back) })
+	return out, c.err
+}
+
+// MaskedSelect is the elements of x where mask (broadcast to x's shape) is
+// nonzero, in order, as a 1-d tensor; its gradient goes back to them. The
+// mask is read on the host (the result's size depends on it). No element
+// selected is an error: gglua has no empty tensors.
+func (e *Engine) MaskedSelect(x, mask *Tensor) (*Tensor, error) {
+	shape, err := broadcastShape("masked_select", x.shape, mask.shape)
+	if err != nil {
+		return nil, err
+	}
+	if !sameShape(shape, x.shape) {
+		return nil, shapeErrorf("masked_select: mask of shape %s does not broadcast to the tensor's shape %s", ShapeString(mask.shape), ShapeString(x.shape))
+	}
+	full, err := e.expandConst(mask, shape)
+	if err != nil {
+		return nil, err
+	}
+	m, err := full.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	var picked []int
+	for i, v := range m {
+		if v != 0 {
+			picked = append(picked, i)
+		}
+	}
+	if len(picked) == 0 {
+		return nil, argErrorf("masked_select: the mask selects no element (gglua has no empty tensors)")
+	}
+	var c chain
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(x, int(x.Numel()), 1) })
+	sel := c.do(func() (*Tensor, error) { return e.indexRows(rows, picked) })
+	out := c.do(func() (*Tensor, error) { return e.Reshape(sel, len(picked)) })
+	return out, c.err
+}
