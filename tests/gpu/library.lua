@@ -1,0 +1,153 @@
+-- tests/gpu/library.lua - issue [12]'s library on the CPU and on the GPU:
+-- every case computes values and the gradients of its inputs on each
+-- device (device.use), and the two are compared with a TF32-level
+-- tolerance. A case that fails on one device (an op the backend lacks) is
+-- reported by name; the script fails if any case fails or disagrees.
+--   gglua tests/gpu/library.lua cuda
+local gpu = arg and arg[1] or "cuda"
+
+local function P(t) return tensor.param(t) end
+
+-- Each case returns a function of fresh inputs that returns a loss and a
+-- table of tensors to compare (values), after which the inputs' gradients
+-- are compared too.
+local cases = {}
+local function case(name, inputs, f) cases[#cases + 1] = {name = name, inputs = inputs, f = f} end
+
+local function seeded(...)
+  tensor.manual_seed(5)
+  return tensor.randn(...)
+end
+
+case("index and ranges", function() return {P(seeded(3, 4))} end, function(x)
+  local y = x[2] * 2 + x[{ {}, {2, 3} }]:sum(2):reshape(3)[1] + x:select(2, 4):sum()
+  return y:sum(), {y}
+end)
+case("shape ops", function() return {P(seeded(2, 3, 4))} end, function(x)
+  local a = x:unsqueeze(1):squeeze(1):flatten(2):unflatten(2, {3, 4})
+  local b = tensor.stack({x, x:flip(3)}, 2):sum(2)
+  local c = x:chunk(2, 3)[2]:tile(1, 1, 2) + x:expand(2, 3, 4)
+  local parts = x:split({1, 2}, 2)
+  return (a * b):sum() + c:sum() + parts[2]:sum(), {a, b, c, parts[1]}
+end)
+case("math and masks", function() return {P(seeded(4, 5))} end, function(x)
+  local s = x:sin() + x:cos() * 0.5 + (x * 3):round() + x:floor() + x:ceil() + x:trunc() + x:sign()
+  local r = (x:abs() + 1):rsqrt() + (x:abs() + 1):log1p() + (x:abs() + 0.5):reciprocal() + x:square()
+  local m = tensor.where(x:gt(0), x, x * 0.1) + x:masked_fill(x:lt(-0.5), 7) + x:tril(1) + x:triu()
+  local e = tensor.maximum(x, x:t():t() * 0.5) + tensor.minimum(x, x * -1)
+  local masks = x:ge(0):logical_and(x:le(1)) + x:isnan() + x:isfinite() + x:ne(0):any(2):reshape(4, 1)
+  return (s + r + m + e):sum() + masks:sum(), {s, r, m, e, masks}
+end)
+case("reductions", function() return {P(seeded(3, 6))} end, function(x)
+  local v = x:var(2) + x:std(2, false) + x:logsumexp(2) + x:norm(2, 2) + x:norm(1, 2) + x:norm(3, 2) + x:prod(2)
+  local c = x:cumsum(2)
+  return v:sum() + (c * c):sum(), {v, c}
+end)
+case("sort and gather", function() return {P(seeded(3, 6))} end, function(x)
+  local s, i = x:sort(2, true)
+  local t = x:topk(3, 2)
+  local g = x:gather(2, {{1, 2}, {6, 5}, {3, 3}})
+  local sa = x:scatter_add(2, {{1, 1}, {2, 3}, {6, 6}}, g)
+  local ia = x:index_add(1, {3, 1}, x:narrow(1, 1, 2))
+  local ms = x:masked_select(x:gt(0))
+  return (s * s):sum() + t:sum() + (sa * ia):sum() + ms:sum(), {s, i, t, g, sa, ia, ms}
+end)
+case("matmul 4-d", function() return {P(seeded(2, 3, 4, 5)), P(seeded(3, 5, 2))} end, function(a, b)
+  local y = a:matmul(b)
+  local d = a[1][1][1]:dot(a[2][3][4]) + a[1][1][1]:outer(a[1][1][2]):sum()
+  return y:sum() + d:sum(), {y, d}
+end)
+case("conv and pooling", function() return {P(seeded(2, 3, 9, 9)), P(seeded(4, 3, 3, 3)), P(seeded(4))} end, function(x, w, b)
+  local y = nn.conv2d(x, w, b, {stride = 2, padding = 1})
+  local g = nn.conv2d(x, seeded(6, 1, 3, 3), nil, {groups = 3, dilation = 2})
+  local p = nn.max_pool2d(y, 2) + nn.avg_pool2d(y, 2)
+  local a = nn.adaptive_avg_pool2d(g, 1)
+  local c1 = nn.conv1d(x[1], seeded(2, 9, 3), nil, {padding = 1})
+  return (p * p):sum() + a:sum() + (c1 * c1):sum(), {y, g, p, a, c1}
+end)
+case("norms", function() return {P(seeded(4, 6, 3, 3))} end, function(x)
+  local rm, rv = tensor.zeros(6), tensor.ones(6)
+  local bn = nn.batch_norm(x, rm, rv, {training = true})
+  local gn = nn.group_norm(x, 2)
+  local rn = nn.rms_norm(x, {3, 3})
+  local ln = x:layer_norm()
+  return (bn * gn):sum() + (rn * rn):sum() + ln:sum(), {bn, gn, rn, rm, rv}
+end)
+case("attention", function() return {P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 4))} end, function(q, k, v)
+  local y = nn.scaled_dot_product_attention(q, k, v, {is_causal = true})
+  local m = nn.scaled_dot_product_attention(q, k, v, {attn_mask = tensor.ones(5, 5):tril(1)})
+  return (y * m):sum(), {y, m}
+end)
+case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
+  tensor.manual_seed(9)
+  local mha = nn.MultiheadAttention(8, 2)
+  local y, w = mha(x, x, x, {is_causal = true})
+  return (y * y):sum(), {y, w}
+end)
+case("recurrent", function() return {P(seeded(6, 2, 4))} end, function(x)
+  tensor.manual_seed(3)
+  local rnn, gru, lstm = nn.RNN(4, 5), nn.GRU(4, 5, {num_layers = 2}), nn.LSTM(4, 5, {bidirectional = true})
+  local a, ha = rnn(x)
+  local b, hb = gru(x)
+  local c, st = lstm(x)
+  return (a * a):sum() + (b * b):sum() + (c * c):sum() + st[2]:sum(), {a, ha, b, hb, c, st[1], st[2]}
+end)
+case("losses", function() return {P(seeded(6, 4)), P(seeded(6, 4))} end, function(x, y)
+  local labels = {1, 4, 2, 3, 3, 1}
+  local l = nn.nll_loss(x:log_softmax(2), labels) + nn.binary_cross_entropy_with_logits(x, y:sigmoid())
+    + nn.l1_loss(x, y) + nn.smooth_l1_loss(x, y) + nn.huber_loss(x, y, {delta = 0.5})
+    + nn.kl_div(x:log_softmax(2), y:softmax(2), {reduction = "batchmean"})
+  return l, {l}
+end)
+
+local function run(c)
+  local inputs = c.inputs()
+  local loss, vals
+  with_grad_tape(function()
+    loss, vals = c.f(unpack(inputs))
+    loss:backward()
+  end)
+  local r = {loss = loss:item(), values = {}, grads = {}}
+  for i, v in ipairs(vals) do r.values[i] = v:totable() end
+  for i, x in ipairs(inputs) do r.grads[i] = x.grad and x.grad:totable() or "none" end
+  return r
+end
+
+local function max_err(a, b, path, worst)
+  if type(a) == "table" then
+    for k, v in pairs(a) do worst = max_err(v, b[k], path .. "." .. tostring(k), worst) end
+    return worst
+  end
+  if type(a) ~= "number" then
+    if a ~= b then worst.err, worst.path = math.huge, path end
+    return worst
+  end
+  if a ~= a or b ~= b then -- NaN must be NaN on both
+    if (a ~= a) ~= (b ~= b) then worst.err, worst.path = math.huge, path end
+    return worst
+  end
+  if a == b then return worst end
+  local err = math.abs(a - b) / (1 + math.abs(b))
+  if err > worst.err then worst.err, worst.path = err, path end
+  return worst
+end
+
+local failed = 0
+for _, c in ipairs(cases) do
+  device.use("cpu")
+  local ok_cpu, cpu = pcall(run, c)
+  device.use(gpu)
+  local ok_gpu, g = pcall(run, c)
+  device.use("cpu")
+  if not ok_cpu or not ok_gpu then
+    failed = failed + 1
+    print(string.format("FAIL %-22s cpu: %s | gpu: %s", c.name, ok_cpu and "ok" or tostring(cpu), ok_gpu and "ok" or tostring(g)))
+  else
+    local worst = max_err(g, cpu, "", {err = 0, path = ""})
+    local verdict = worst.err < 1e-3 and "ok  " or "DIFF"
+    if worst.err >= 1e-3 then failed = failed + 1 end
+    print(string.format("%s %-22s largest difference %.2e at %s", verdict, c.name, worst.err, worst.path))
+  end
+end
+print(string.format("%d of %d cases failed or disagree", failed, #cases))
+assert(failed == 0, "the library differs between the CPU and " .. gpu)
