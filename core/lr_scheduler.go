@@ -4,28 +4,30 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
-// Scheduler sets an optimizer's learning rate from the number of times
+// Scheduler sets an optimizer's learning rates from the number of times
 // Step was called, as torch.optim.lr_scheduler does: making it is step 0
-// (last_epoch 0), each Step advances one. Its base rate is the optimizer's
-// initial_lr, which the first scheduler made on an optimizer sets from the
-// rate it finds and the optimizer's state dict keeps: a scheduler made
-// after load_state_dict starts from the same base as the one before the
-// save. StateDict and LoadStateDict carry the scheduler's own progress.
+// (last_epoch 0), each Step advances one. It drives every parameter group's
+// rate, each from its own base: the group's initial_lr, which the first
+// scheduler made on an optimizer sets from the rate it finds and the
+// optimizer's state dict keeps: a scheduler made after load_state_dict
+// starts from the same bases as the one before the save. StateDict and
+// LoadStateDict carry the scheduler's own progress.
 //
-// StepLR and CosineLR are torch's chainable forms: each step computes the
-// new rate from the optimizer's current one, so the numbers are those torch
+// StepLR and CosineLR are torch's chainable forms: each step computes a
+// group's new rate from its current one, so the numbers are those torch
 // produces when step() is called repeatedly (a rate set by hand in between
 // carries on, as in torch).
 type Scheduler struct {
 	kind   string
-	rate   *Rate
-	base   float64 // torch's base_lrs[0]
-	last   float64 // the rate the last step set (torch's _last_lr[0])
-	epoch  int     // torch's last_epoch
+	rates  []*Rate
+	base   []float64 // torch's base_lrs
+	last   []float64 // the rates the last step set (torch's _last_lr)
+	epoch  int       // torch's last_epoch
 	params []SchedulerParam
-	// at is the rate at epoch, given the current rate and the base.
+	// at is a group's rate at epoch, given its current rate and its base.
 	at func(epoch int, cur, base float64) (float64, error)
 }
 
@@ -35,34 +37,67 @@ type SchedulerParam struct {
 	Value float64
 }
 
-// newScheduler makes a scheduler of base initial_lr (set from the current
-// rate if the optimizer has none; setInitial overrides it) and takes step 0.
-// It changes the rate only once nothing can fail.
-func newScheduler(kind string, r *Rate, params []SchedulerParam, setInitial *float64, at func(epoch int, cur, base float64) (float64, error)) (*Scheduler, error) {
-	base, ok := r.InitialLR()
-	if !ok {
-		base = r.LR()
+// newScheduler makes a scheduler whose bases are the groups' initial_lr
+// (set from the current rate where a group has none; setInitial overrides
+// them all) and takes step 0. It changes the rates only once nothing can
+// fail.
+func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *float64, at func(epoch int, cur, base float64) (float64, error)) (*Scheduler, error) {
+	rates := on.Rates()
+	if len(rates) == 0 {
+		return nil, argErrorf("%s scheduler: nothing to schedule", kind)
 	}
 	if setInitial != nil {
-		base, ok = *setInitial, false
-		if err := checkRate(kind+" scheduler", "initial_lr", base); err != nil {
+		if err := checkRate(kind+" scheduler", "initial_lr", *setInitial); err != nil {
 			return nil, err
 		}
 	}
-	s := &Scheduler{kind: kind, rate: r, base: base, params: params, at: at}
-	lr, err := at(0, r.LR(), base)
+	s := &Scheduler{kind: kind, rates: rates, params: params, at: at}
+	setBase := make([]bool, len(rates))
+	for g, r := range rates {
+		base, ok := r.InitialLR()
+		if !ok {
+			base = r.LR()
+		}
+		if setInitial != nil {
+			base, ok = *setInitial, false
+		}
+		setBase[g] = !ok
+		s.base = append(s.base, base)
+	}
+	lrs, err := s.ratesAt(0)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkScheduled(kind, 0, lr); err != nil {
-		return nil, err
+	for g, r := range rates {
+		if setBase[g] {
+			r.initial, r.hasInitial = s.base[g], true
+		}
 	}
-	if !ok {
-		r.initial, r.hasInitial = base, true
-	}
-	s.last = lr
-	r.set(lr)
+	s.set(lrs)
 	return s, nil
+}
+
+// ratesAt computes every group's rate at epoch, checked.
+func (s *Scheduler) ratesAt(epoch int) ([]float64, error) {
+	lrs := make([]float64, len(s.rates))
+	for g, r := range s.rates {
+		lr, err := s.at(epoch, r.LR(), s.base[g])
+		if err == nil {
+			err = checkScheduled(s.kind, epoch, lr)
+		}
+		if err != nil {
+			return nil, err
+		}
+		lrs[g] = lr
+	}
+	return lrs, nil
+}
+
+func (s *Scheduler) set(lrs []float64) {
+	s.last = lrs
+	for g, r := range s.rates {
+		r.set(lrs[g])
+	}
 }
 
 // checkScheduled refuses a rate a schedule cannot set (negative, NaN).
@@ -73,38 +108,63 @@ func checkScheduled(kind string, epoch int, lr float64) error {
 	return nil
 }
 
-// Step advances the schedule by one and sets the learning rate. A step the
-// schedule refuses (one_cycle past its total) changes nothing.
+// Step advances the schedule by one and sets every group's learning rate.
+// A step the schedule refuses (one_cycle past its total) changes nothing.
 func (s *Scheduler) Step() error {
-	lr, err := s.at(s.epoch+1, s.rate.LR(), s.base)
-	if err == nil {
-		err = checkScheduled(s.kind, s.epoch+1, lr)
-	}
+	lrs, err := s.ratesAt(s.epoch + 1)
 	if err != nil {
 		return err
 	}
 	s.epoch++
-	s.last = lr
-	s.rate.set(lr)
+	s.set(lrs)
 	return nil
 }
 
-// LR is the optimizer's current learning rate.
-func (s *Scheduler) LR() float64 { return s.rate.LR() }
+// LR is the optimizer's current learning rate (its first group's).
+func (s *Scheduler) LR() float64 { return s.rates[0].LR() }
+
+// LRs are every group's current learning rates.
+func (s *Scheduler) LRs() []float64 {
+	out := make([]float64, len(s.rates))
+	for g, r := range s.rates {
+		out[g] = r.LR()
+	}
+	return out
+}
+
+// LastLRs are the rates the last step set (torch's get_last_lr()).
+func (s *Scheduler) LastLRs() []float64 { return slices.Clone(s.last) }
 
 // LastEpoch is the number of Step calls (torch's last_epoch).
 func (s *Scheduler) LastEpoch() int { return s.epoch }
 
 // BaseLR is the rate the schedule starts from (torch's base_lrs[0]).
-func (s *Scheduler) BaseLR() float64 { return s.base }
+func (s *Scheduler) BaseLR() float64 { return s.base[0] }
+
+// BaseLRs are every group's base rate (torch's base_lrs).
+func (s *Scheduler) BaseLRs() []float64 { return slices.Clone(s.base) }
 
 // Kind names the schedule: "step", "cosine", "warmup_cosine", "one_cycle".
 func (s *Scheduler) Kind() string { return s.kind }
 
-// StateDict is the scheduler's progress (last_epoch, base_lr, last_lr) and
+// groupKey names group g's entry of a state dict: "base_lr" for the first
+// group, "base_lr.2" for the second...
+func groupKey(name string, g int) string {
+	if g == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s.%d", name, g+1)
+}
+
+// StateDict is the scheduler's progress (last_epoch; base_lr and last_lr,
+// the first group's, and base_lr.<g> and last_lr.<g> for group g >= 2) and
 // its settings, by name.
 func (s *Scheduler) StateDict() (kind string, nums map[string]float64) {
-	nums = map[string]float64{"last_epoch": float64(s.epoch), "base_lr": s.base, "last_lr": s.last}
+	nums = map[string]float64{"last_epoch": float64(s.epoch)}
+	for g := range s.rates {
+		nums[groupKey("base_lr", g)] = s.base[g]
+		nums[groupKey("last_lr", g)] = s.last[g]
+	}
 	for _, p := range s.params {
 		nums[p.Name] = p.Value
 	}
@@ -112,16 +172,19 @@ func (s *Scheduler) StateDict() (kind string, nums map[string]float64) {
 }
 
 // LoadStateDict restores what StateDict returned. The state must be of the
-// same kind of schedule with the same settings (torch would silently take
-// the saved settings over the ones this scheduler was made with); as in
-// torch, the optimizer's rate is left as it is (its own load_state_dict
-// restores it).
+// same kind of schedule with the same settings and as many groups (torch
+// would silently take the saved settings over the ones this scheduler was
+// made with); as in torch, the optimizer's rates are left as they are (its
+// own load_state_dict restores them).
 func (s *Scheduler) LoadStateDict(kind string, nums map[string]float64) error {
 	const fn = "scheduler load_state_dict"
 	if kind != s.kind {
 		return argErrorf("%s: the state is of a %q scheduler, this one is %q", fn, kind, s.kind)
 	}
-	names := []string{"last_epoch", "base_lr", "last_lr"}
+	names := []string{"last_epoch"}
+	for g := range s.rates {
+		names = append(names, groupKey("base_lr", g), groupKey("last_lr", g))
+	}
 	for _, p := range s.params {
 		names = append(names, p.Name)
 		v, ok := nums[p.Name]
@@ -134,6 +197,9 @@ func (s *Scheduler) LoadStateDict(kind string, nums map[string]float64) error {
 	}
 	for k := range nums {
 		if !slices.Contains(names, k) {
+			if len(s.rates) == 1 && (strings.HasPrefix(k, "base_lr.") || strings.HasPrefix(k, "last_lr.")) {
+				return argErrorf("%s: unexpected entry %q (the state is of more parameter groups than this optimizer's one)", fn, k)
+			}
 			return argErrorf("%s: unexpected entry %q", fn, k)
 		}
 	}
@@ -141,19 +207,21 @@ func (s *Scheduler) LoadStateDict(kind string, nums map[string]float64) error {
 	if !ok || epoch < 0 || epoch != math.Trunc(epoch) || epoch > 1<<53 {
 		return argErrorf("%s: last_epoch must be an integer >= 0, got %g", fn, epoch)
 	}
-	base, ok := nums["base_lr"]
-	if !ok {
-		return argErrorf("%s: base_lr is missing", fn)
-	}
-	if err := checkRate(fn, "base_lr", base); err != nil {
-		return err
-	}
-	last, ok := nums["last_lr"]
-	if !ok {
-		return argErrorf("%s: last_lr is missing", fn)
-	}
-	if err := checkRate(fn, "last_lr", last); err != nil {
-		return err
+	base, last := make([]float64, len(s.rates)), make([]float64, len(s.rates))
+	for g := range s.rates {
+		for _, c := range []struct {
+			name string
+			into *float64
+		}{{groupKey("base_lr", g), &base[g]}, {groupKey("last_lr", g), &last[g]}} {
+			v, ok := nums[c.name]
+			if !ok {
+				return argErrorf("%s: %s is missing (this optimizer has %d parameter groups)", fn, c.name, len(s.rates))
+			}
+			if err := checkRate(fn, c.name, v); err != nil {
+				return err
+			}
+			*c.into = v
+		}
 	}
 	s.epoch, s.base, s.last = int(epoch), base, last
 	return nil
@@ -171,7 +239,7 @@ func schedParams(kind string, ps ...SchedulerParam) ([]SchedulerParam, error) {
 
 // StepLR is torch's StepLR: the rate is multiplied by gamma every stepSize
 // steps.
-func StepLR(r *Rate, stepSize int, gamma float64) (*Scheduler, error) {
+func StepLR(r Rated, stepSize int, gamma float64) (*Scheduler, error) {
 	ps, err := schedParams("step", SchedulerParam{"step_size", float64(stepSize)}, SchedulerParam{"gamma", gamma})
 	if err != nil {
 		return nil, err
@@ -190,7 +258,7 @@ func StepLR(r *Rate, stepSize int, gamma float64) (*Scheduler, error) {
 // CosineLR is torch's CosineAnnealingLR: from the base rate down to etaMin
 // over tMax steps along a cosine, and on past tMax as the same cosine, back
 // up to the base rate at 2·tMax (period 2·tMax), in torch's recursive form.
-func CosineLR(r *Rate, tMax int, etaMin float64) (*Scheduler, error) {
+func CosineLR(r Rated, tMax int, etaMin float64) (*Scheduler, error) {
 	ps, err := schedParams("cosine", SchedulerParam{"t_max", float64(tMax)}, SchedulerParam{"eta_min", etaMin})
 	if err != nil {
 		return nil, err
@@ -219,7 +287,7 @@ func cosineBetween(from, to, frac float64) float64 {
 // WarmupCosineLR (not a torch scheduler) rises linearly from
 // base/(warmup+1) to the base rate over warmup steps, then anneals to etaMin
 // by total steps and stays there.
-func WarmupCosineLR(r *Rate, warmup, total int, etaMin float64) (*Scheduler, error) {
+func WarmupCosineLR(r Rated, warmup, total int, etaMin float64) (*Scheduler, error) {
 	ps, err := schedParams("warmup_cosine", SchedulerParam{"warmup", float64(warmup)}, SchedulerParam{"total", float64(total)},
 		SchedulerParam{"eta_min", etaMin})
 	if err != nil {
@@ -238,9 +306,9 @@ func WarmupCosineLR(r *Rate, warmup, total int, etaMin float64) (*Scheduler, err
 
 // OneCycleLR is torch's OneCycleLR (cosine annealing, two phases, no
 // momentum cycling): from maxLR/div up to maxLR over pctStart of total
-// steps, then down to maxLR/div/finalDiv. As torch, it sets the optimizer's
+// steps, then down to maxLR/div/finalDiv. As torch, it sets every group's
 // initial_lr to maxLR/div, and stepping past total is an error.
-func OneCycleLR(r *Rate, maxLR float64, total int, pctStart, div, finalDiv float64) (*Scheduler, error) {
+func OneCycleLR(r Rated, maxLR float64, total int, pctStart, div, finalDiv float64) (*Scheduler, error) {
 	ps, err := schedParams("one_cycle", SchedulerParam{"max_lr", maxLR}, SchedulerParam{"total", float64(total)},
 		SchedulerParam{"pct_start", pctStart}, SchedulerParam{"div_factor", div}, SchedulerParam{"final_div_factor", finalDiv})
 	if err != nil {

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -88,15 +87,59 @@ func checkFinite(fn, name string, v float64, nonNeg bool) error {
 	return nil
 }
 
+// Rated is what a scheduler drives: one rate per parameter group (an
+// optimizer), or a single Rate.
+type Rated interface{ Rates() []*Rate }
+
+// Rates is r alone, so a scheduler can drive a host's own rate.
+func (r *Rate) Rates() []*Rate { return []*Rate{r} }
+
+// Parameter groups are torch's: each group holds its parameters and its own
+// settings (learning rate included), given by the caller as the defaults
+// overridden by the group's own (luabind does the merging, as torch's
+// constructor does). The parameters' positions, across the groups in order,
+// name their state ("state.<i>.<slot>", 1-based), as torch's state_dict
+// numbers them.
+
+// paramGroup is one group: its parameters and its rate, which drives the
+// float32 lr in the optimizer's options for the group.
+type paramGroup struct {
+	params []*Tensor
+	rate   *Rate
+}
+
+// GroupState is one parameter group as an optimizer's state dict holds it
+// (an entry of torch's param_groups): the 1-based positions of its
+// parameters, its rate, initial_lr if one was set, and its other settings,
+// an SGDOptions for SGD or an AdamOptions for Adam(W) (their LR is not
+// used: LR is the group's rate).
+type GroupState struct {
+	Params       []int
+	LR           float64
+	InitialLR    float64
+	HasInitialLR bool
+	Options      any
+}
+
+// OptimizerState is an optimizer's whole state dict: the state tensors
+// ("state.<i>.<slot>"), the numbers ("lr" and "initial_lr", group 1's, and
+// Adam's "step") and the groups. Groups nil in a state to load is the
+// older flat form, which only an optimizer of one group takes.
+type OptimizerState struct {
+	Tensors map[string]*Tensor
+	Nums    map[string]float64
+	Groups  []GroupState
+}
+
 type optimizer struct {
 	e      *Engine
-	params []*Tensor
+	params []*Tensor // every group's, in order
+	groups []paramGroup
 	state  map[*Tensor][]*Tensor
 	// live: the parameter's state holds what a step wrote (one that ran,
 	// or one still queued); state that is allocated but not live is zero
 	// and the next step starts it afresh.
 	live   map[*Tensor]bool
-	rate   Rate
 	queued []queuedStep // steps queued whose fate is not known yet
 	steps  int          // steps that ran
 }
@@ -107,28 +150,78 @@ type queuedStep struct {
 	fresh   []*Tensor // parameters whose state the step writes first
 }
 
-func newOptimizer(e *Engine, params []*Tensor, lr *float32) (optimizer, error) {
-	if len(params) == 0 {
-		return optimizer{}, errors.New("optimizer: no parameters given")
+// newOptimizer checks the groups (none empty, no parameter twice) and
+// makes their parameters resident; lrs[g] is the float32 group g's rate
+// drives.
+func newOptimizer(e *Engine, fn string, groups [][]*Tensor, lrs []*float32) (optimizer, error) {
+	if len(groups) == 0 {
+		return optimizer{}, argErrorf("optimizer: no parameters given")
+	}
+	seen := map[*Tensor]int{}
+	var params []*Tensor
+	for g, ps := range groups {
+		if len(ps) == 0 {
+			if len(groups) == 1 {
+				return optimizer{}, argErrorf("optimizer: no parameters given")
+			}
+			return optimizer{}, argErrorf("%s: parameter group %d has no parameters", fn, g+1)
+		}
+		for _, p := range ps {
+			if p == nil {
+				return optimizer{}, argErrorf("%s: parameter %d is nil", fn, len(params)+1)
+			}
+			if h, ok := seen[p]; ok {
+				if h == g && len(groups) == 1 {
+					return optimizer{}, argErrorf("%s: parameter %d is given twice", fn, len(params)+1)
+				}
+				if h == g {
+					return optimizer{}, argErrorf("%s: a parameter appears twice in parameter group %d", fn, g+1)
+				}
+				return optimizer{}, argErrorf("%s: a parameter appears in more than one parameter group (groups %d and %d)", fn, h+1, g+1)
+			}
+			seen[p] = g
+			params = append(params, p)
+		}
 	}
 	for i, p := range params {
 		if !p.IsLeaf() {
 			return optimizer{}, fmt.Errorf("optimizer: parameter %d is not a leaf tensor", i+1)
 		}
+	}
+	for i, p := range params {
 		p.requiresGrad = true
 		if err := p.MoveToDevice(e, residency.Persistent); err != nil { // weights stay resident
 			return optimizer{}, fmt.Errorf("optimizer: parameter %d: %w", i+1, err)
 		}
 	}
-	return optimizer{e: e, params: params, state: map[*Tensor][]*Tensor{}, live: map[*Tensor]bool{},
-		rate: Rate{lr: lr, lr64: float64(*lr)}}, nil
+	o := optimizer{e: e, params: params, state: map[*Tensor][]*Tensor{}, live: map[*Tensor]bool{}}
+	for g, ps := range groups {
+		o.groups = append(o.groups, paramGroup{params: ps, rate: NewRate(lrs[g])})
+	}
+	return o, nil
 }
 
-// Params are the optimized tensors.
+// Params are the optimized tensors, every group's, in order.
 func (o *optimizer) Params() []*Tensor { return o.params }
 
-// Rate is the optimizer's learning rate, as schedulers drive it.
-func (o *optimizer) Rate() *Rate { return &o.rate }
+// NumGroups is the number of parameter groups.
+func (o *optimizer) NumGroups() int { return len(o.groups) }
+
+// GroupParams are group g's parameters (g 0-based).
+func (o *optimizer) GroupParams(g int) []*Tensor { return o.groups[g].params }
+
+// Rate is the first parameter group's learning rate, as schedulers drive
+// it (the optimizer's only one, when made from a list of parameters).
+func (o *optimizer) Rate() *Rate { return o.groups[0].rate }
+
+// Rates are every group's learning rates, in order.
+func (o *optimizer) Rates() []*Rate {
+	out := make([]*Rate, len(o.groups))
+	for g := range o.groups {
+		out[g] = o.groups[g].rate
+	}
+	return out
+}
 
 // ZeroGrad clears the parameters' gradients.
 func (o *optimizer) ZeroGrad() { ZeroGrad(o.params) }
@@ -201,12 +294,13 @@ func (o *optimizer) slots(p *Tensor, n int) ([]*Tensor, error) {
 
 // stateDict is a snapshot of the state tensors, named "state.<i>.<slot>"
 // (i is the 1-based parameter position) as torch's optimizer state_dict
-// names them, and the rates: everything queued is computed first, so the
-// values are those after the last step, and they are host copies, which
-// later steps do not change.
-func (o *optimizer) stateDict(slotNames []string) (map[string]*Tensor, map[string]float64, error) {
+// names them, the first group's rates ("lr", "initial_lr") and every
+// group (opts gives group g's settings): everything queued is computed
+// first, so the values are those after the last step, and they are host
+// copies, which later steps do not change.
+func (o *optimizer) stateDict(slotNames []string, opts func(g int) any) (OptimizerState, error) {
 	if err := o.realized(); err != nil {
-		return nil, nil, fmt.Errorf("state_dict: %w", err)
+		return OptimizerState{}, fmt.Errorf("state_dict: %w", err)
 	}
 	out := map[string]*Tensor{}
 	for i, p := range o.params {
@@ -216,41 +310,120 @@ func (o *optimizer) stateDict(slotNames []string) (map[string]*Tensor, map[strin
 		for j, t := range o.state[p] {
 			h, err := t.ToHost()
 			if err != nil {
-				return nil, nil, fmt.Errorf("state_dict: %w", err)
+				return OptimizerState{}, fmt.Errorf("state_dict: %w", err)
 			}
 			out[fmt.Sprintf("state.%d.%s", i+1, slotNames[j])] = h
 		}
 	}
-	nums := map[string]float64{"lr": o.rate.LR()}
-	if v, ok := o.rate.InitialLR(); ok {
+	first := o.groups[0].rate
+	nums := map[string]float64{"lr": first.LR()}
+	if v, ok := first.InitialLR(); ok {
 		nums["initial_lr"] = v
 	}
-	return out, nums, nil
+	groups := make([]GroupState, len(o.groups))
+	pos := 1
+	for g, pg := range o.groups {
+		gs := GroupState{LR: pg.rate.LR(), Options: opts(g)}
+		gs.InitialLR, gs.HasInitialLR = pg.rate.InitialLR()
+		for range pg.params {
+			gs.Params = append(gs.Params, pos)
+			pos++
+		}
+		groups[g] = gs
+	}
+	return OptimizerState{Tensors: out, Nums: nums, Groups: groups}, nil
 }
 
-// loadStateDict copies saved state tensors into the optimizer's own and
-// restores the rates (initial_lr too: absent, it is unset, as torch's
-// param_groups are replaced whole). extra are the optimizer's own number
-// keys, checked by the caller.
-func (o *optimizer) loadStateDict(slotNames []string, tensors map[string]*Tensor, nums map[string]float64, extra ...string) error {
+// loadState copies saved state tensors into the optimizer's own and
+// restores every group's rates (initial_lr too: absent, it is unset, as
+// torch's param_groups are replaced whole) and settings. extra are the
+// optimizer's own number keys, checked by the caller; setOpts checks group
+// g's saved settings and returns what sets them. With groups, the saved
+// groups' parameter positions map the saved state onto this optimizer's
+// parameters, group by group and in order, as torch's load_state_dict
+// does; without, the positions are this optimizer's. Nothing changes
+// unless everything checks.
+func (o *optimizer) loadState(slotNames []string, st OptimizerState, setOpts func(g int, opts any) (func(), error), extra ...string) error {
+	const fn = "load_state_dict"
 	if err := o.realized(); err != nil {
-		return fmt.Errorf("load_state_dict: %w", err)
+		return fmt.Errorf("%s: %w", fn, err)
 	}
+	nums := st.Nums
 	for k := range nums {
 		if k != "lr" && k != "initial_lr" && !slices.Contains(extra, k) {
-			return argErrorf("load_state_dict: unexpected entry %q", k)
+			return argErrorf("%s: unexpected entry %q", fn, k)
 		}
 	}
 	lr, hasLR := nums["lr"]
 	if hasLR {
-		if err := checkRate("load_state_dict", "lr", lr); err != nil {
+		if err := checkRate(fn, "lr", lr); err != nil {
 			return err
 		}
 	}
 	initial, hasInitial := nums["initial_lr"]
 	if hasInitial {
-		if err := checkRate("load_state_dict", "initial_lr", initial); err != nil {
+		if err := checkRate(fn, "initial_lr", initial); err != nil {
 			return err
+		}
+	}
+	// byID maps a saved position to the parameter it now is.
+	byID := map[int]*Tensor{}
+	var commits []func()
+	type rates struct {
+		lr, initial       float64
+		hasLR, hasInitial bool
+	}
+	newRates := make([]rates, len(o.groups))
+	if st.Groups == nil {
+		if len(o.groups) > 1 {
+			return argErrorf("%s: the state has no param_groups, this optimizer has %d parameter groups", fn, len(o.groups))
+		}
+		for i, p := range o.params {
+			byID[i+1] = p
+		}
+		newRates[0] = rates{lr, initial, hasLR, hasInitial}
+	} else {
+		if len(st.Groups) != len(o.groups) {
+			return argErrorf("%s: the state has %d parameter groups, this optimizer has %d", fn, len(st.Groups), len(o.groups))
+		}
+		for g, gs := range st.Groups {
+			if len(gs.Params) != len(o.groups[g].params) {
+				return argErrorf("%s: parameter group %d of the state has %d parameters, this optimizer's has %d", fn, g+1, len(gs.Params), len(o.groups[g].params))
+			}
+			for k, id := range gs.Params {
+				if id < 1 {
+					return argErrorf("%s: parameter group %d: parameter positions are integers >= 1, got %d", fn, g+1, id)
+				}
+				if _, dup := byID[id]; dup {
+					return argErrorf("%s: parameter %d appears twice in the state's param_groups", fn, id)
+				}
+				byID[id] = o.groups[g].params[k]
+			}
+			what := fmt.Sprintf("param_groups[%d].lr", g+1)
+			if err := checkRate(fn, what, gs.LR); err != nil {
+				return err
+			}
+			if gs.HasInitialLR {
+				if err := checkRate(fn, fmt.Sprintf("param_groups[%d].initial_lr", g+1), gs.InitialLR); err != nil {
+					return err
+				}
+			}
+			if gs.Options != nil {
+				commit, err := setOpts(g, gs.Options)
+				if err != nil {
+					return fmt.Errorf("%s: parameter group %d: %w", fn, g+1, err)
+				}
+				commits = append(commits, commit)
+			}
+			newRates[g] = rates{gs.LR, gs.InitialLR, true, gs.HasInitialLR}
+		}
+		// The flat "lr" and "initial_lr" are group 1's: they must agree.
+		g1 := st.Groups[0]
+		if hasLR && lr != g1.LR {
+			return argErrorf("%s: lr %g differs from param_groups[1].lr %g", fn, lr, g1.LR)
+		}
+		if hasInitial && (!g1.HasInitialLR || initial != g1.InitialLR) {
+			return argErrorf("%s: initial_lr %g differs from param_groups[1].initial_lr", fn, initial)
 		}
 	}
 	known := map[string]bool{}
@@ -261,23 +434,29 @@ func (o *optimizer) loadStateDict(slotNames []string, tensors map[string]*Tensor
 		key string
 	}
 	var copies []copyOf
-	for i, p := range o.params {
+	ids := make([]int, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		p := byID[id]
 		for j, name := range slotNames {
-			key := fmt.Sprintf("state.%d.%s", i+1, name)
-			src, ok := tensors[key]
+			key := fmt.Sprintf("state.%d.%s", id, name)
+			src, ok := st.Tensors[key]
 			if !ok {
 				continue
 			}
 			known[key] = true
 			if !sameShape(src.shape, p.shape) {
-				return shapeErrorf("load_state_dict: %s has shape %s, parameter %d has %s", key, ShapeString(src.shape), i+1, ShapeString(p.shape))
+				return shapeErrorf("%s: %s has shape %s, its parameter has %s", fn, key, ShapeString(src.shape), ShapeString(p.shape))
 			}
 			copies = append(copies, copyOf{p, j, src, key})
 		}
 	}
-	for k := range tensors {
+	for k := range st.Tensors {
 		if !known[k] {
-			return argErrorf("load_state_dict: unexpected entry %q", k)
+			return argErrorf("%s: unexpected entry %q", fn, k)
 		}
 	}
 	for _, c := range copies {
@@ -286,56 +465,77 @@ func (o *optimizer) loadStateDict(slotNames []string, tensors map[string]*Tensor
 			return err
 		}
 		if err := o.e.Assign(st[c.j], c.src); err != nil {
-			return fmt.Errorf("load_state_dict: %s: %w", c.key, err)
+			return fmt.Errorf("%s: %s: %w", fn, c.key, err)
 		}
 		o.live[c.p] = true
 	}
-	if hasLR {
-		o.rate.set(lr)
+	for g, r := range newRates {
+		rate := o.groups[g].rate
+		if r.hasLR {
+			rate.set(r.lr)
+		}
+		rate.initial, rate.hasInitial = r.initial, r.hasInitial
 	}
-	o.rate.initial, o.rate.hasInitial = initial, hasInitial
+	for _, c := range commits {
+		c()
+	}
 	// The copies run now: a load is whole once it returns.
 	if err := o.e.Realize(); err != nil {
-		return fmt.Errorf("load_state_dict: %w", err)
+		return fmt.Errorf("%s: %w", fn, err)
 	}
 	return nil
 }
 
-// prepare allocates, for every parameter with a gradient, the n state
-// tensors a step needs, before anything is queued: a step that cannot get
-// its memory fails whole and changes nothing. It returns the parameters
-// with a gradient and those whose state the step starts (momentum starts
-// from the first gradient; moments from zero).
-func (o *optimizer) prepare(n int) (withGrad, fresh []*Tensor, err error) {
+// prepare allocates, for every parameter with a gradient, the state
+// tensors a step needs (slots(g): group g's number), before anything is
+// queued: a step that cannot get its memory fails whole and changes
+// nothing. It returns, per group, the parameters with a gradient, and the
+// parameters whose state the step starts (momentum starts from the first
+// gradient; moments from zero).
+func (o *optimizer) prepare(slots func(g int) int) (withGrad [][]*Tensor, fresh []*Tensor, err error) {
 	o.settle()
 	var allocated []*Tensor
-	for _, p := range o.params {
-		if p.Grad() == nil {
-			continue
-		}
-		withGrad = append(withGrad, p)
-		if n == 0 || o.live[p] {
-			continue
-		}
-		fresh = append(fresh, p)
-		st, had := o.state[p]
-		if had {
-			// Allocated by a step that did not run (a cancelled compute
-			// may have written part of it): zero again.
-			for _, t := range st {
-				if err := t.handle.Zero(); err != nil {
-					return nil, nil, fmt.Errorf("optimizer step: %w", err)
+	withGrad = make([][]*Tensor, len(o.groups))
+	for g, pg := range o.groups {
+		n := slots(g)
+		for _, p := range pg.params {
+			if p.Grad() == nil {
+				continue
+			}
+			withGrad[g] = append(withGrad[g], p)
+			if n == 0 || o.live[p] {
+				continue
+			}
+			fresh = append(fresh, p)
+			st, had := o.state[p]
+			if had {
+				// Allocated by a step that did not run (a cancelled compute
+				// may have written part of it): zero again.
+				for _, t := range st {
+					if err := t.handle.Zero(); err != nil {
+						return nil, nil, fmt.Errorf("optimizer step: %w", err)
+					}
 				}
+				continue
 			}
-			continue
-		}
-		if _, err := o.slots(p, n); err != nil {
-			for _, q := range allocated { // give back what this step allocated
-				delete(o.state, q)
+			if _, err := o.slots(p, n); err != nil {
+				for _, q := range allocated { // give back what this step allocated
+					delete(o.state, q)
+				}
+				return nil, nil, fmt.Errorf("optimizer step: %w", err)
 			}
-			return nil, nil, fmt.Errorf("optimizer step: %w", err)
+			allocated = append(allocated, p)
 		}
-		allocated = append(allocated, p)
 	}
 	return withGrad, fresh, nil
+}
+
+// noneToUpdate reports whether no group has a parameter to update.
+func noneToUpdate(withGrad [][]*Tensor) bool {
+	for _, ps := range withGrad {
+		if len(ps) > 0 {
+			return false
+		}
+	}
+	return true
 }

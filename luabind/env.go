@@ -54,6 +54,7 @@ var libraries = []struct {
 	{"autograd", openAutograd}, // with_grad_tape, no_grad, backward, detect_anomaly, sync
 	{"data", openData},
 	{"device", openDevice},
+	{"help", openHelp}, // help (help.go, docs.txt)
 	{"nn", openNN},
 	{"optim", openOptim},
 	{"progress", openProgress},

@@ -18,13 +18,17 @@ import (
 //	          div_factor=25, final_div_factor=1e4})         cycling); stepping past total is an error
 //	warmup_cosine(opt, {warmup=, total=, eta_min=0})        linear warm-up, then cosine to eta_min
 //
-// A scheduler has step(), get_lr() (the optimizer's rate), last_epoch()
-// (the number of step() calls), state_dict() and load_state_dict(sd).
+// A scheduler has step(), get_lr() (the optimizer's rate, its first
+// group's), get_last_lr() (torch's: the list of every group's rate the last
+// step set), last_epoch() (the number of step() calls), state_dict() and
+// load_state_dict(sd).
 //
-// The schedule starts from the optimizer's initial_lr (torch's), which the
-// first scheduler made on an optimizer sets from its rate (one_cycle sets it
-// to max_lr/div_factor) and opt:state_dict() keeps. To resume training, save
-// the optimizer's and the scheduler's state and restore both:
+// A scheduler drives every parameter group's rate, each from the group's
+// own initial_lr (torch's), which the first scheduler made on an optimizer
+// sets from the group's rate (one_cycle sets it to max_lr/div_factor) and
+// opt:state_dict() keeps. Its state_dict holds base_lr and last_lr for the
+// first group, base_lr.2, last_lr.2... for the others. To resume training,
+// save the optimizer's and the scheduler's state and restore both:
 //
 //	tensor.save(path, {model = model:state_dict(), opt = opt:state_dict(),
 //	                   sched = sched:state_dict(), epoch = epoch})
@@ -32,7 +36,8 @@ import (
 //	local ck = tensor.load(path)
 //	model:load_state_dict(ck.model)
 //	local opt = optim.adam(model:parameters(), {lr = 1e-3})
-//	opt:load_state_dict(ck.opt)         -- moments, step count, lr, initial_lr
+//	opt:load_state_dict(ck.opt)         -- moments, step count, every group's
+//	                                    -- lr, initial_lr and settings
 //	local sched = optim.lr_scheduler.cosine(opt, {t_max = 1000})
 //	sched:load_state_dict(ck.sched)     -- last_epoch: carries on where it stopped
 //
@@ -50,7 +55,7 @@ func (env *Env) schedulerFunctions() map[string]lua.LGFunction {
 
 // makeScheduler reads the options and returns the constructor to call once
 // every option was checked (a refused scheduler leaves the rate alone).
-type makeScheduler func(o *optReader) func(r *core.Rate) (*core.Scheduler, error)
+type makeScheduler func(o *optReader) func(r core.Rated) (*core.Scheduler, error)
 
 // countOpt reads a required whole-number option (a size or a number of steps).
 func countOpt(o *optReader, key string) int {
@@ -61,25 +66,25 @@ func countOpt(o *optReader, key string) int {
 	return int(v)
 }
 
-func stepLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+func stepLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	size, gamma := countOpt(o, "step_size"), o.number("gamma", 0.1)
-	return func(r *core.Rate) (*core.Scheduler, error) { return core.StepLR(r, size, gamma) }
+	return func(r core.Rated) (*core.Scheduler, error) { return core.StepLR(r, size, gamma) }
 }
 
-func cosineLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+func cosineLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	tMax, etaMin := countOpt(o, "t_max"), o.number("eta_min", 0)
-	return func(r *core.Rate) (*core.Scheduler, error) { return core.CosineLR(r, tMax, etaMin) }
+	return func(r core.Rated) (*core.Scheduler, error) { return core.CosineLR(r, tMax, etaMin) }
 }
 
-func warmupCosineLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+func warmupCosineLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	warmup, total, etaMin := countOpt(o, "warmup"), countOpt(o, "total"), o.number("eta_min", 0)
-	return func(r *core.Rate) (*core.Scheduler, error) { return core.WarmupCosineLR(r, warmup, total, etaMin) }
+	return func(r core.Rated) (*core.Scheduler, error) { return core.WarmupCosineLR(r, warmup, total, etaMin) }
 }
 
-func oneCycleLR(o *optReader) func(*core.Rate) (*core.Scheduler, error) {
+func oneCycleLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	maxLR, total := o.required("max_lr"), countOpt(o, "total")
 	pct, div, final := o.number("pct_start", 0.3), o.number("div_factor", 25), o.number("final_div_factor", 1e4)
-	return func(r *core.Rate) (*core.Scheduler, error) { return core.OneCycleLR(r, maxLR, total, pct, div, final) }
+	return func(r core.Rated) (*core.Scheduler, error) { return core.OneCycleLR(r, maxLR, total, pct, div, final) }
 }
 
 func (env *Env) scheduler(name string, make makeScheduler) lua.LGFunction {
@@ -89,10 +94,11 @@ func (env *Env) scheduler(name string, make makeScheduler) lua.LGFunction {
 		r := readOpts(L, fn, 2)
 		build := make(r)
 		r.done()
-		s, err := build(o.o.Rate())
+		s, err := build(o.o)
 		raise(L, err)
 		tbl := L.NewTable()
 		L.SetFuncs(tbl, functions("scheduler:", map[string]lua.LGFunction{
+			"get_last_lr":     func(L *lua.LState) int { return pushRates(L, s.LastLRs()) },
 			"get_lr":          func(L *lua.LState) int { L.Push(lua.LNumber(s.LR())); return 1 },
 			"last_epoch":      func(L *lua.LState) int { L.Push(lua.LNumber(s.LastEpoch())); return 1 },
 			"load_state_dict": func(L *lua.LState) int { return schedulerLoad(L, s) },
@@ -102,6 +108,15 @@ func (env *Env) scheduler(name string, make makeScheduler) lua.LGFunction {
 		L.Push(tbl)
 		return 1
 	}
+}
+
+func pushRates(L *lua.LState, v []float64) int {
+	out := L.NewTable()
+	for _, x := range v {
+		out.Append(lua.LNumber(x))
+	}
+	L.Push(out)
+	return 1
 }
 
 func schedulerState(L *lua.LState, s *core.Scheduler) int {

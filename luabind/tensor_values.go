@@ -14,7 +14,7 @@ import (
 // totable, ...), tensor{...} from nested tables, and printing.
 
 func tensorShape(L *lua.LState) int {
-	L.Push(intList(L, checkTensor(L, "shape", 1).Shape()))
+	L.Push(shapeList(L, checkTensor(L, "shape", 1).Shape())) // prints as [2, 3] (help.go)
 	return 1
 }
 

@@ -1,0 +1,116 @@
+"""Writes PyTorch's values for gglua's optimizer parameter groups (issue 12).
+
+Run by hand where PyTorch is installed (written against torch 1.13):
+
+    python3 scripts/reference/optim_groups.py
+
+It writes core/testdata/torch_optim_groups.json. Each case runs a torch
+optimizer made from two parameter groups (a weight w [3, 2] and a bias b
+[2]; each group's own settings override the defaults given beside them)
+for a few steps on the fixed loss sum((x @ w + b - 1)^2), with a scheduler
+stepped after every optimizer step, and records after every step the
+parameters, every group's lr and the optimizer's state (momentum buffers,
+moments) by gglua's names ("state.<i>.<slot>", i 1-based). A case may set
+a group's lr by hand after a step ("set_lr": {"after": step, "group":
+1-based, "lr": value}), as torch users write param_groups[i]["lr"] = v.
+The Go test (core/optim_test.go) reads the file; CI does not run PyTorch.
+The data and loss are those of the "optim" section of torch_losses.json
+(scripts/reference/losses.py), whose runs this file extends.
+"""
+import json
+import math
+import os
+
+import torch
+
+
+def enc(v):
+    if isinstance(v, (list, tuple)):
+        return [enc(x) for x in v]
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def tensor_json(t):
+    return {"shape": list(t.shape), "values": enc(t.detach().reshape(-1).tolist())}
+
+
+SLOTS = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
+
+
+def run(name, kind, defaults, groups, sched, steps=5, set_lr=None):
+    torch.manual_seed(5)
+    w = torch.randn(3, 2)
+    b = torch.randn(2)
+    x = torch.randn(4, 3)
+    w0, b0 = w.clone(), b.clone()
+    w.requires_grad_(True)
+    b.requires_grad_(True)
+    tg = []
+    for g, p in zip(groups, [w, b]):
+        g = dict(g)
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+        g["params"] = [p]
+        tg.append(g)
+    d = dict(defaults)
+    if "betas" in d:
+        d["betas"] = tuple(d["betas"])
+    opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind](tg, **d)
+    if sched["kind"] == "step":
+        s = torch.optim.lr_scheduler.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
+    else:
+        s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=sched["t_max"], eta_min=sched["eta_min"])
+    trace = []
+    for i in range(1, steps + 1):
+        opt.zero_grad()
+        loss = ((x @ w + b - 1.0) ** 2).sum()
+        loss.backward()
+        opt.step()
+        s.step()
+        if set_lr and set_lr["after"] == i:
+            opt.param_groups[set_lr["group"] - 1]["lr"] = set_lr["lr"]
+        state = {}
+        for j, p in enumerate([w, b]):
+            for slot in SLOTS[kind]:
+                if slot in opt.state[p]:
+                    state["state.%d.%s" % (j + 1, slot)] = enc(opt.state[p][slot].reshape(-1).tolist())
+        trace.append({"w": enc(w.detach().reshape(-1).tolist()), "b": enc(b.detach().reshape(-1).tolist()),
+                      "lrs": [g["lr"] for g in opt.param_groups], "state": state})
+    sd = opt.state_dict()
+    keep = ["lr", "initial_lr", "momentum", "dampening", "weight_decay", "nesterov", "betas", "eps"]
+    pg = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k in keep} for g in sd["param_groups"]]
+    for g, saved in zip(pg, sd["param_groups"]):
+        g["params"] = [i + 1 for i in saved["params"]]
+    return {"name": name, "kind": kind, "defaults": defaults, "groups": groups, "scheduler": sched,
+            "set_lr": set_lr, "w": tensor_json(w0), "b": tensor_json(b0), "x": tensor_json(x),
+            "steps": trace, "param_groups": pg}
+
+
+step_lr = {"kind": "step", "step_size": 2, "gamma": 0.5}
+cases = [
+    run("sgd momentum, weight decay and lr per group", "sgd", {"lr": 0.1, "momentum": 0.9},
+        [{"weight_decay": 0.1, "lr": 0.05}, {"weight_decay": 0.0}], step_lr),
+    run("sgd momentum, dampening and nesterov per group", "sgd", {"lr": 0.02, "momentum": 0.5, "dampening": 0.1},
+        [{"weight_decay": 0.05}, {"momentum": 0.8, "dampening": 0.0, "nesterov": True, "lr": 0.05}],
+        {"kind": "cosine", "t_max": 3, "eta_min": 0.001}),
+    run("sgd lr set by hand mid-schedule", "sgd", {"lr": 0.1, "momentum": 0.9},
+        [{"weight_decay": 0.1, "lr": 0.05}, {}], step_lr, set_lr={"after": 3, "group": 1, "lr": 0.02}),
+    run("adam betas, eps and weight decay per group", "adam", {"lr": 0.1},
+        [{"weight_decay": 0.1, "lr": 0.05, "betas": [0.8, 0.99], "eps": 1e-6}, {"weight_decay": 0.0}], step_lr),
+    run("adamw two groups, cosine", "adamw", {"lr": 0.1, "weight_decay": 0.01},
+        [{"weight_decay": 0.1, "lr": 0.05}, {"weight_decay": 0.0}], {"kind": "cosine", "t_max": 3, "eta_min": 0.0}),
+    run("adamw two groups, step lr", "adamw", {"lr": 0.1},
+        [{"weight_decay": 0.1, "lr": 0.05}, {"weight_decay": 0.0}], step_lr),
+]
+
+out = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_optim_groups.json")
+with open(out, "w") as f:
+    f.write('{"torch": %s, "script": "scripts/reference/optim_groups.py", "cases": [\n' % json.dumps(torch.__version__))
+    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+    f.write("\n]}\n")
+print(f"{len(cases)} optimizer runs -> {out}")
