@@ -174,8 +174,12 @@ func (s *Scheduler) StateDict() (kind string, nums map[string]float64) {
 // LoadStateDict restores what StateDict returned. The state must be of the
 // same kind of schedule with the same settings and as many groups (torch
 // would silently take the saved settings over the ones this scheduler was
-// made with); as in torch, the optimizer's rates are left as they are (its
-// own load_state_dict restores them).
+// made with). It also sets each group's rate to the one the scheduler last
+// set, where torch leaves the optimizer's rates alone: a scheduler made
+// after the optimizer's state was loaded has just taken its step 0 (for
+// warmup_cosine the warm-up's first rate), and the first resumed step
+// would train at it. Saved together, the optimizer's and the scheduler's
+// rates agree, so the order of the two loads no longer matters.
 func (s *Scheduler) LoadStateDict(kind string, nums map[string]float64) error {
 	const fn = "scheduler load_state_dict"
 	if kind != s.kind {
@@ -223,7 +227,8 @@ func (s *Scheduler) LoadStateDict(kind string, nums map[string]float64) error {
 			*c.into = v
 		}
 	}
-	s.epoch, s.base, s.last = int(epoch), base, last
+	s.epoch, s.base = int(epoch), base
+	s.set(last)
 	return nil
 }
 

@@ -173,3 +173,34 @@ do
   g.dampening = 0.5
   assert(g.dampening == 0.5 and opt.param_groups[1].dampening == 0, "one group's setting")
 end
+
+-- Resuming: a scheduler made after the optimizer's state was loaded takes
+-- its step 0 (warm-up's first rate); its load_state_dict puts back the rate
+-- it had set, so the first resumed step trains at the saved rate whatever
+-- the order of the loads.
+do
+  local p = {tensor.param(tensor.ones(2))}
+  local o = optim.adamw(p, {lr = 1e-2})
+  local s = optim.lr_scheduler.warmup_cosine(o, {warmup = 2, total = 10})
+  for _ = 1, 3 do
+    o:zero_grad()
+    backward(with_grad_tape(function() return (p[1] * p[1]):sum() end))
+    o:step()
+    s:step()
+  end
+  local so, ss, want = o:state_dict(), s:state_dict(), o:get_lr()
+  for _, optimizer_first in ipairs({true, false}) do
+    local o2 = optim.adamw({tensor.param(tensor.ones(2))}, {lr = 1e-2})
+    local s2
+    if optimizer_first then
+      o2:load_state_dict(so)
+      s2 = optim.lr_scheduler.warmup_cosine(o2, {warmup = 2, total = 10})
+      s2:load_state_dict(ss)
+    else
+      s2 = optim.lr_scheduler.warmup_cosine(o2, {warmup = 2, total = 10})
+      o2:load_state_dict(so)
+      s2:load_state_dict(ss)
+    end
+    assert(math.abs(o2:get_lr() - want) < 1e-9, "resumed rate " .. o2:get_lr() .. ", saved " .. want)
+  end
+end
