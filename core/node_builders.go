@@ -155,8 +155,12 @@ func (b *nodes) where(cond, x, y node) node {
 		return node{}
 	}
 	ne, n := x.Ne(), x.Nelements()
-	c1 := b.reshape(cond, [4]int64{1, n, 1, 1})
-	scores := b.concat(b.scaleBias(c1, -1, 1), c1, 0) // ne (2, n)
+	// The concats keep their second and third dims within CUDA's grid
+	// limit (gridLayout); the results, contiguous, are reshaped to the
+	// (2, n) scores and (1, 2, n) pairs that argmax and get_rows read.
+	l := gridLayout(n)
+	c1 := b.reshape(cond, [4]int64{1, l[0], l[1], l[2]})
+	scores := b.reshape(b.concat(b.scaleBias(c1, -1, 1), c1, 0), [4]int64{2, n, 1, 1})
 	if b.err != nil {
 		return node{}
 	}
@@ -164,11 +168,34 @@ func (b *nodes) where(cond, x, y node) node {
 	if b.err == nil {
 		idx = b.set(b.c.View(idx, [4]int64{1, n, 1, 1}, [3]int64{4, 4 * n, 4 * n}, 0))
 	}
-	pair := b.concat(b.reshape(y, [4]int64{1, 1, n, 1}), b.reshape(x, [4]int64{1, 1, n, 1}), 1) // ne (1, 2, n)
+	side := [4]int64{1, 1, l[0], l[1] * l[2]}
+	pair := b.reshape(b.concat(b.reshape(y, side), b.reshape(x, side), 1), [4]int64{1, 2, n, 1}) // ne (1, 2, n)
 	if b.err != nil {
 		return node{}
 	}
 	return b.reshape(b.set(b.c.GetRows(pair, idx)), ne)
+}
+
+// cudaGridLimit is CUDA's limit on a launch grid's second and third
+// dimensions, which ggml-cuda's concat (and get_rows_back) give a
+// tensor's ne1 and ne2: past it the launch fails and ggml aborts.
+const cudaGridLimit = 65535
+
+// gridLayout splits n elements into (a, b, c) with a*b*c = n and a, b
+// within cudaGridLimit (c, the outermost, is looped over on the host): a
+// and b the largest divisors that fit.
+func gridLayout(n int64) [3]int64 {
+	divisor := func(m int64) int64 {
+		for d := min(m, cudaGridLimit); d > 1; d-- {
+			if m%d == 0 {
+				return d
+			}
+		}
+		return 1
+	}
+	a := divisor(n)
+	b := divisor(n / a)
+	return [3]int64{a, b, n / a / b}
 }
 
 // notNaN is 1 where a is a number (±inf included), 0 where it is NaN.

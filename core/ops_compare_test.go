@@ -236,3 +236,35 @@ func TestMathMistakesAreErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestWhereOnLongTensors: where's concats are laid out so that no grid
+// dimension of a CUDA launch passes 65535 (a 70,000-element mask crashed
+// ggml-cuda: "CONCAT failed"); the layout must not change the values.
+func TestWhereOnLongTensors(t *testing.T) {
+	for _, n := range []int64{12, 65535, 65536, 70001, 131072, 2 * 65537} {
+		l := gridLayout(n)
+		assert.Equal(t, n, l[0]*l[1]*l[2], "n = %d", n)
+		assert.LessOrEqual(t, l[0], int64(cudaGridLimit))
+		assert.LessOrEqual(t, l[1], int64(cudaGridLimit))
+	}
+	e := newEngine(t)
+	n := 70001 // a prime: the layout is (1, 1, n)
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i%7) - 3
+	}
+	x := host(t, []int{n}, v...)
+	m, err := e.Compare(OpGT, Operand{T: x}, Operand{N: 0})
+	require.NoError(t, err)
+	y, err := e.MaskedFill(x, m, -1)
+	require.NoError(t, err)
+	got := values(t, y)
+	for i, want := range v {
+		if want > 0 {
+			want = -1
+		}
+		if got[i] != want {
+			t.Fatalf("element %d: %g, want %g", i, got[i], want)
+		}
+	}
+}

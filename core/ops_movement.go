@@ -227,6 +227,9 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 			}
 		}
 		shape[d] += t.shape[d]
+		if err := e.fitsGPUGrid("cat", shape); err != nil {
+			return nil, err
+		}
 		a, b := out, t
 		k := len(shape) - 1 - d
 		joined, err := e.newOp("cat", shape, []*Tensor{a, b}, func(c ctx, in []node) (node, error) { return c.Concat(in[0], in[1], k) })
@@ -244,6 +247,23 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 		out = joined
 	}
 	return out, nil
+}
+
+// fitsGPUGrid refuses, on a GPU backend, an op whose result has a dim
+// that ggml-cuda's concat or get_rows_back would launch as a grid
+// dimension past CUDA's limit (ne1, ne2, ne3 above 65535): the launch
+// fails and ggml aborts the process.
+func (e *Engine) fitsGPUGrid(op string, shape []int) error {
+	if e.backend.IsCPU() {
+		return nil
+	}
+	ne := ne4(shape)
+	for i := 1; i < 4; i++ {
+		if ne[i] > cudaGridLimit {
+			return shapeErrorf("%s: shape %s has a dim of %d, past the %d that ggml-cuda launches this op with (run it on the CPU, or split the tensor)", op, ShapeString(shape), ne[i], cudaGridLimit)
+		}
+	}
+	return nil
 }
 
 // uploadInts puts 0-based indices on the device (pass pool) as i32.
@@ -318,6 +338,9 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 		return nil, err
 	}
 	e.record(y, "index_select", []*Tensor{x, it}, func(g *Tensor) ([]*Tensor, error) {
+		if err := e.fitsGPUGrid("index_select's gradient", x.shape); err != nil {
+			return nil, err
+		}
 		gx, err := e.newOp("index_select_back", x.shape, []*Tensor{g, it, x}, func(c ctx, in []node) (node, error) {
 			return c.GetRowsBack(in[0], in[1], in[2])
 		})

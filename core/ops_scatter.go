@@ -9,6 +9,9 @@ package core
 // cols] added to row idx[i] (0-based, checked; repeats add up). Its
 // gradient to src picks the rows back.
 func (e *Engine) scatterRows(src *Tensor, idx []int, rows int) (*Tensor, error) {
+	if err := e.fitsGPUGrid("scatter", []int{rows, src.shape[1]}); err != nil {
+		return nil, err
+	}
 	it, err := e.uploadInts(idx)
 	if err != nil {
 		return nil, err

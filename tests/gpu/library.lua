@@ -60,7 +60,9 @@ end)
 case("conv and pooling", function() return {P(seeded(2, 3, 9, 9)), P(seeded(4, 3, 3, 3)), P(seeded(4))} end, function(x, w, b)
   local y = nn.conv2d(x, w, b, {stride = 2, padding = 1})
   local g = nn.conv2d(x, seeded(6, 1, 3, 3), nil, {groups = 3, dilation = 2})
-  local p = nn.max_pool2d(y, 2) + nn.avg_pool2d(y, 2)
+  -- max pooling of x itself: after a TF32 convolution a near-tie can pick
+  -- another element on the GPU, which moves a whole gradient.
+  local p = nn.avg_pool2d(y, 2) + nn.max_pool2d(x, 3, {stride = 4}):sum()
   local a = nn.adaptive_avg_pool2d(g, 1)
   local c1 = nn.conv1d(x[1], seeded(2, 9, 3), nil, {padding = 1})
   return (p * p):sum() + a:sum() + (c1 * c1):sum(), {y, g, p, a, c1}
