@@ -38,6 +38,11 @@ case("math and masks", function() return {P(seeded(4, 5))} end, function(x)
   local masks = x:ge(0):logical_and(x:le(1)) + x:isnan() + x:isfinite() + x:ne(0):any(2):reshape(4, 1)
   return (s + r + m + e):sum() + masks:sum(), {s, r, m, e, masks}
 end)
+case("masks past 65535 elements", function() return {P(seeded(300, 301))} end, function(x)
+  local y = x:masked_fill(x:gt(1), 0) + tensor.where(x:lt(-1), x * 2, x)
+  local c = (x * x):tril()
+  return (y * c):sum(), {y:sum(), c:sum()}
+end)
 case("reductions", function() return {P(seeded(3, 6))} end, function(x)
   local v = x:var(2) + x:std(2, false) + x:logsumexp(2) + x:norm(2, 2) + x:norm(1, 2) + x:norm(3, 2) + x:prod(2)
   local c = x:cumsum(2)
