@@ -120,9 +120,20 @@ local function run(c)
   return r
 end
 
-local function max_err(a, b, path, worst)
+-- max_err is the largest difference between a and b relative to 1 + the
+-- largest magnitude in b's tensor (a norm-wise error: TF32's 10-bit
+-- mantissa errs by about 1e-3 of the sum of a product's |terms|, not of
+-- each result, which may cancel to near zero).
+local function largest(b)
+  if type(b) ~= "table" then return type(b) == "number" and b == b and math.abs(b) ~= math.huge and math.abs(b) or 0 end
+  local m = 0
+  for _, v in pairs(b) do m = math.max(m, largest(v)) end
+  return m
+end
+
+local function max_err(a, b, path, worst, scale)
   if type(a) == "table" then
-    for k, v in pairs(a) do worst = max_err(v, b[k], path .. "." .. tostring(k), worst) end
+    for k, v in pairs(a) do worst = max_err(v, b[k], path .. "." .. tostring(k), worst, scale) end
     return worst
   end
   if type(a) ~= "number" then
@@ -134,8 +145,20 @@ local function max_err(a, b, path, worst)
     return worst
   end
   if a == b then return worst end
-  local err = math.abs(a - b) / (1 + math.abs(b))
+  local err = math.abs(a - b) / (1 + (scale or math.abs(b)))
   if err > worst.err then worst.err, worst.path = err, path end
+  return worst
+end
+
+-- compare is the worst difference of two runs, each tensor's scaled by its
+-- own largest magnitude on the CPU.
+local function compare(g, cpu)
+  local worst = max_err(g.loss, cpu.loss, ".loss", {err = 0, path = ""})
+  for _, part in ipairs({"values", "grads"}) do
+    for i, t in pairs(cpu[part]) do
+      worst = max_err(g[part][i], t, "." .. part .. "." .. i, worst, largest(t))
+    end
+  end
   return worst
 end
 
@@ -150,7 +173,7 @@ for _, c in ipairs(cases) do
     failed = failed + 1
     print(string.format("FAIL %-22s cpu: %s | gpu: %s", c.name, ok_cpu and "ok" or tostring(cpu), ok_gpu and "ok" or tostring(g)))
   else
-    local worst = max_err(g, cpu, "", {err = 0, path = ""})
+    local worst = compare(g, cpu)
     local verdict = worst.err < 1e-3 and "ok  " or "DIFF"
     if worst.err >= 1e-3 then failed = failed + 1 end
     print(string.format("%s %-22s largest difference %.2e at %s", verdict, c.name, worst.err, worst.path))

@@ -37,7 +37,14 @@ end
 
 local function close(got, want, tol, what)
   -- On a GPU, f32 matmuls run as TF32 (about 1e-3 relative).
-  if device.current() ~= "cpu" then tol = math.max(tol, 2e-3) end
+  -- On a GPU, f32 matmuls run as TF32 (about 1e-3 relative); Adam divides
+  -- by the gradient's size, so where a gradient is near zero TF32's rounding
+  -- decides the sign of a whole step: its values are compared on the CPU
+  -- only (CI), its course on a GPU by tests/gpu/compare.lua.
+  if device.current() ~= "cpu" then
+    if what:find("adam") then return end
+    tol = math.max(tol, 2e-3)
+  end
   local flat = flatten(got)
   assert(#flat == #want, what .. ": " .. #flat .. " values, expected " .. #want)
   for i = 1, #want do
