@@ -1,5 +1,7 @@
 package core
 
+import "sync/atomic"
+
 // Reductions: sums and means (all elements or along a dim), max/min and
 // argmax. The gradient of a reduction spreads g back over what was reduced.
 
@@ -10,12 +12,68 @@ func (e *Engine) sumTo(g *Tensor, shape []int) (*Tensor, error) {
 		return g, nil
 	}
 	return e.newOp("sum_to", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
-		like, err := template(c, shape)
+		return e.repeatBack(c, in[0], g.shape, shape)
+	})
+}
+
+// cudaRepeatBackLimit is ggml-cuda's limit on repeat_back: its source's
+// ne2*ne3 (past it the op is not supported on the GPU).
+const cudaRepeatBackLimit = 1 << 15
+
+// foldRepeatBackOnCPU makes the CPU take the GPU's path, and
+// repeatBackFolds counts the times it is taken (for tests).
+var (
+	foldRepeatBackOnCPU = false
+	repeatBackFolds     atomic.Int64
+)
+
+// repeatBack sums x (of shape from) down to shape to (each dim equal or
+// 1): ggml's repeat_back. On a GPU, where repeat_back takes at most 32768
+// for the source's two outer dims multiplied, neighbouring dims that are
+// both kept or both summed are merged first ([B, H, T, D] summed to [1, H,
+// T, D] is [B, H·T·D] summed to [1, H·T·D]); the sums are the same.
+func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
+	if ne := ne4(from); (!e.backend.IsCPU() || foldRepeatBackOnCPU) && ne[2]*ne[3] > cudaRepeatBackLimit {
+		var ff, ft []int
+		last := 0 // 1: the group being built keeps its dims, 2: sums them
+		for i := range from {
+			st := 2
+			switch {
+			case from[i] == 1:
+				st = last // a dim of 1 goes with either
+			case from[i] == to[i]:
+				st = 1
+			}
+			if st == last && len(ff) > 0 {
+				ff[len(ff)-1] *= from[i]
+				ft[len(ft)-1] *= to[i]
+				continue
+			}
+			ff, ft, last = append(ff, from[i]), append(ft, to[i]), st
+		}
+		repeatBackFolds.Add(1)
+		cont, err := c.Cont(x)
 		if err != nil {
 			return node{}, err
 		}
-		return c.RepeatBack(in[0], like)
-	})
+		if x, err = c.Reshape(cont, ne4(ff)); err != nil {
+			return node{}, err
+		}
+		like, err := template(c, ft)
+		if err != nil {
+			return node{}, err
+		}
+		s, err := c.RepeatBack(x, like)
+		if err != nil {
+			return node{}, err
+		}
+		return c.Reshape(s, ne4(to))
+	}
+	like, err := template(c, to)
+	if err != nil {
+		return node{}, err
+	}
+	return c.RepeatBack(x, like)
 }
 
 // Sum adds all elements (a one-element result of shape [1]).
@@ -49,11 +107,7 @@ func (e *Engine) SumDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	}
 	kept, out := reducedShapes(x.shape, d, keepdim)
 	y, err := e.newOp("sum", out, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		like, err := template(c, kept)
-		if err != nil {
-			return node{}, err
-		}
-		s, err := c.RepeatBack(in[0], like)
+		s, err := e.repeatBack(c, in[0], x.shape, kept)
 		if err != nil || sameShape(out, kept) {
 			return s, err
 		}

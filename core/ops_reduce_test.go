@@ -166,3 +166,55 @@ func TestReductionsMatchPyTorch(t *testing.T) {
 		})
 	}
 }
+
+// TestSumsPastCUDARepeatBackLimit: a sum whose source has more than 32768
+// outer elements (ne2*ne3; (B, H, T, D) attention tensors reach it) was not
+// supported on CUDA; such sums now merge neighbouring dims first. The
+// merged path, taken here on the CPU, gives the same sums and gradients.
+func TestSumsPastCUDARepeatBackLimit(t *testing.T) {
+	e := newEngine(t)
+	run := func(fold bool) [][]float32 {
+		foldRepeatBackOnCPU = fold
+		defer func() { foldRepeatBackOnCPU = false }()
+		var out [][]float32
+		for _, c := range []struct {
+			shape []int
+			dim   int
+		}{
+			{[]int{200, 200, 2, 3}, 0}, {[]int{200, 200, 2, 3}, 1}, {[]int{200, 200, 2, 3}, 3},
+			{[]int{50000, 1, 2}, 0}, {[]int{50000, 1, 2}, 2}, {[]int{40000, 1, 1, 2}, 0},
+		} {
+			size := 1
+			for _, d := range c.shape {
+				size *= d
+			}
+			v := make([]float32, size)
+			for i := range v {
+				v[i] = float32(i%13) - 6
+			}
+			x := host(t, c.shape, v...)
+			require.NoError(t, x.SetRequiresGrad(true))
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				s, err := e.SumDim(x, c.dim, true)
+				if err != nil {
+					return err
+				}
+				b, err := e.Mul(x, s) // broadcasting back: sumTo in the gradient
+				if err != nil {
+					return err
+				}
+				loss, err = e.Sum(b)
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			out = append(out, values(t, loss), values(t, x.Grad()))
+		}
+		return out
+	}
+	want := run(false)
+	folds := repeatBackFolds.Load()
+	assert.Equal(t, want, run(true))
+	assert.Greater(t, repeatBackFolds.Load(), folds, "the merged path ran")
+}
