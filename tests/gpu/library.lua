@@ -43,6 +43,11 @@ case("masks past 65535 elements", function() return {P(seeded(300, 301))} end, f
   local c = (x * x):tril()
   return (y * c):sum(), {y:sum(), c:sum()}
 end)
+case("sums past repeat_back's limit", function() return {P(seeded(256, 160, 2, 2)), P(seeded(160, 2, 2))} end, function(x, b)
+  -- ne2*ne3 = 160*256 > 32768: ggml-cuda's repeat_back takes at most 32768
+  local y = (x + b) * x:sum(2, true) + x:sum(1, true)
+  return (y * y):mean(), {y:sum(), x:sum(3)}
+end)
 case("reductions", function() return {P(seeded(3, 6))} end, function(x)
   local v = x:var(2) + x:std(2, false) + x:logsumexp(2) + x:norm(2, 2) + x:norm(1, 2) + x:norm(3, 2) + x:prod(2)
   local c = x:cumsum(2)
