@@ -34,6 +34,7 @@ var (
 // T, D] is [B, H·T·D] summed to [1, H·T·D]); the sums are the same.
 func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
 	if ne := ne4(from); (!e.backend.IsCPU() || foldRepeatBackOnCPU) && ne[2]*ne[3] > cudaRepeatBackLimit {
+		padded := append(ones(len(from)-len(to)), to...) // to may have fewer dims (broadcasting)
 		var ff, ft []int
 		last := 0 // 1: the group being built keeps its dims, 2: sums them
 		for i := range from {
@@ -41,15 +42,15 @@ func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
 			switch {
 			case from[i] == 1:
 				st = last // a dim of 1 goes with either
-			case from[i] == to[i]:
+			case from[i] == padded[i]:
 				st = 1
 			}
 			if st == last && len(ff) > 0 {
 				ff[len(ff)-1] *= from[i]
-				ft[len(ft)-1] *= to[i]
+				ft[len(ft)-1] *= padded[i]
 				continue
 			}
-			ff, ft, last = append(ff, from[i]), append(ft, to[i]), st
+			ff, ft, last = append(ff, from[i]), append(ft, padded[i]), st
 		}
 		repeatBackFolds.Add(1)
 		cont, err := c.Cont(x)
