@@ -11,6 +11,9 @@ func (e *Engine) sumTo(g *Tensor, shape []int) (*Tensor, error) {
 	if sameShape(g.shape, shape) {
 		return g, nil
 	}
+	if out, done, err := e.sumToFront(g, shape); done || err != nil {
+		return out, err
+	}
 	return e.newOp("sum_to", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
 		return e.repeatBack(c, in[0], g.shape, shape)
 	})
@@ -33,26 +36,9 @@ var (
 // both kept or both summed are merged first ([B, H, T, D] summed to [1, H,
 // T, D] is [B, H·T·D] summed to [1, H·T·D]); the sums are the same.
 func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
-	if ne := ne4(from); (!e.backend.IsCPU() || foldRepeatBackOnCPU) && ne[2]*ne[3] > cudaRepeatBackLimit {
-		padded := append(ones(len(from)-len(to)), to...) // to may have fewer dims (broadcasting)
-		var ff, ft []int
-		last := 0 // 1: the group being built keeps its dims, 2: sums them
-		for i := range from {
-			st := 2
-			switch {
-			case from[i] == 1:
-				st = last // a dim of 1 goes with either
-			case from[i] == padded[i]:
-				st = 1
-			}
-			if st == last && len(ff) > 0 {
-				ff[len(ff)-1] *= from[i]
-				ft[len(ft)-1] *= padded[i]
-				continue
-			}
-			ff, ft, last = append(ff, from[i]), append(ft, padded[i]), st
-		}
+	if e.foldRepeatBack(from) {
 		repeatBackFolds.Add(1)
+		ff, ft := foldedShapes(from, to)
 		cont, err := c.Cont(x)
 		if err != nil {
 			return node{}, err
@@ -75,6 +61,69 @@ func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
 		return node{}, err
 	}
 	return c.RepeatBack(x, like)
+}
+
+// foldRepeatBack reports whether a repeat_back from shape from takes the
+// GPU's limited path.
+func (e *Engine) foldRepeatBack(from []int) bool {
+	ne := ne4(from)
+	return (!e.backend.IsCPU() || foldRepeatBackOnCPU) && ne[2]*ne[3] > cudaRepeatBackLimit
+}
+
+// foldedShapes merges neighbouring dims of from that are both kept or both
+// summed in to (which may have fewer dims: broadcasting), and returns the
+// merged shapes.
+func foldedShapes(from, to []int) (ff, ft []int) {
+	padded := append(ones(len(from)-len(to)), to...)
+	last := 0 // 1: the group being built keeps its dims, 2: sums them
+	for i := range from {
+		st := 2
+		switch {
+		case from[i] == 1:
+			st = last // a dim of 1 goes with either
+		case from[i] == padded[i]:
+			st = 1
+		}
+		if st == last && len(ff) > 0 {
+			ff[len(ff)-1] *= from[i]
+			ft[len(ft)-1] *= padded[i]
+			continue
+		}
+		ff, ft, last = append(ff, from[i]), append(ft, padded[i]), st
+	}
+	return ff, ft
+}
+
+// sumToFront is sumTo for the case merging cannot bring within the GPU's
+// repeat_back limit (a summed dim between two kept ones whose outer part
+// is large): the summed dims move to the front, the rest is flattened, one
+// [S, K] -> [1, K] sum, and the result takes shape's layout back. It is
+// made of recorded ops, so it is differentiable.
+func (e *Engine) sumToFront(g *Tensor, shape []int) (*Tensor, bool, error) {
+	if !e.foldRepeatBack(g.shape) {
+		return nil, false, nil
+	}
+	if ff, _ := foldedShapes(g.shape, shape); ne4(ff)[2]*ne4(ff)[3] <= cudaRepeatBackLimit {
+		return nil, false, nil // merging is enough: repeatBack does it
+	}
+	padded := append(ones(g.Dim()-len(shape)), shape...)
+	var summed, kept []int
+	s, k := 1, 1
+	for i := range g.shape {
+		if padded[i] == g.shape[i] {
+			kept = append(kept, i)
+			k *= g.shape[i]
+		} else {
+			summed = append(summed, i)
+			s *= g.shape[i]
+		}
+	}
+	var c chain
+	front := c.do(func() (*Tensor, error) { return e.permute("sum_to", g, append(summed, kept...)) })
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(front, s, k) })
+	sum := c.do(func() (*Tensor, error) { return e.SumDim(rows, 0, true) }) // recorded, unlike sumTo
+	out := c.do(func() (*Tensor, error) { return e.Reshape(sum, shape...) })
+	return out, true, c.err
 }
 
 // Sum adds all elements (a one-element result of shape [1]).
@@ -107,6 +156,12 @@ func (e *Engine) SumDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 		return nil, err
 	}
 	kept, out := reducedShapes(x.shape, d, keepdim)
+	if s, done, err := e.sumToFront(x, kept); done || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return e.Reshape(s, out...)
+	}
 	y, err := e.newOp("sum", out, []*Tensor{x}, func(c ctx, in []node) (node, error) {
 		s, err := e.repeatBack(c, in[0], x.shape, kept)
 		if err != nil || sameShape(out, kept) {
