@@ -27,29 +27,7 @@ import torch.nn.functional as F
 torch.manual_seed(12)
 
 
-def enc(v):
-    if isinstance(v, (list, tuple)):
-        return [enc(x) for x in v]
-    if v is None:
-        return None
-    v = float(v)
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return v
-
-
-def tensor_json(t):
-    return {"shape": list(t.shape), "values": enc(t.detach().reshape(-1).tolist())}
-
-
-def cotangent(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    v = [(0.5 + ((i * 7919) % 13) / 13.0) * (1 if i % 3 else -1) for i in range(n)]
-    return torch.tensor(v, dtype=torch.float32).reshape(shape)
+from torchref import cotangent, enc, tensor_json  # noqa: E402 (shared helpers)
 
 
 cases = []
