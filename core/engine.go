@@ -32,6 +32,7 @@ type Engine struct {
 	// Lazy work (lazy.go): op nodes are described in nodeCtxs, which belong
 	// to the current pass, and computed together by Realize.
 	nodeCtxs []*ggmlcgo.Context
+	threads  threadChoosers // CPU: one thread or all, by measured speed (threads.go)
 	pending  []*Tensor
 	eager    bool
 	stats    Stats

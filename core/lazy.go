@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
@@ -314,21 +315,32 @@ func (e *Engine) Realize() error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	choice, chooser := -1, (*threadChooser)(nil) // for a large CPU graph
 	if e.backend.IsCPU() {
 		// Below about 64K produced elements, splitting the nodes across
 		// threads costs more in synchronisation than it saves
-		// (BenchmarkTinyCompute, config c in docs/BENCHMARKS.md).
+		// (BenchmarkTinyCompute, config c in docs/BENCHMARKS.md); above,
+		// the chooser (threads.go) picks by measured speed.
 		threads := e.backend.Threads()
 		if g.Work() < 1<<16 {
 			threads = 1
+		} else if threads > 1 {
+			chooser = e.threads.forGraph(g.NNodes(), g.Work())
+			if choice = chooser.pick(); choice == 0 {
+				threads = 1
+			}
 		}
 		e.backend.UseThreads(threads)
 	}
+	started := time.Now()
 	if err := e.backend.ComputeContext(ctx, g); err != nil {
 		// A cancelled step is abandoned whole: its work is dropped rather
 		// than retried, since some in-place updates may already have run.
 		e.dropPending()
 		return fmt.Errorf("realize: %w", err)
+	}
+	if choice >= 0 {
+		chooser.record(choice, g.Work(), time.Since(started))
 	}
 	e.stats.GraphComputes++
 	e.stats.NodesComputed += int64(g.NNodes())
