@@ -266,6 +266,69 @@ func (e *Engine) fitsGPUGrid(op string, shape []int) error {
 	return nil
 }
 
+// rowsBack is ggml's get_rows_back: a [rows, cols] tensor of zeros with
+// row i of g [n, cols] added to row idx[i] (it is idx uploaded). ggml-cuda
+// launches it with a grid row per output row, at most 65535: on a GPU a
+// larger output is built in blocks of rows, each from the indices shifted
+// by the block's start (its kernel skips the rows an index does not name),
+// joined along a third dim and cut to size.
+func (e *Engine) rowsBack(name string, g *Tensor, idx []int, it *Tensor, rows int) (*Tensor, error) {
+	cols := g.shape[1]
+	if e.backend.IsCPU() || rows <= cudaGridLimit {
+		shape := []int{rows, cols}
+		return e.newOp(name, shape, []*Tensor{g, it}, func(c ctx, in []node) (node, error) {
+			like, err := template(c, shape)
+			if err != nil {
+				return node{}, err
+			}
+			return c.GetRowsBack(in[0], in[1], like)
+		})
+	}
+	k := (rows + cudaGridLimit - 1) / cudaGridLimit
+	b := (rows + k - 1) / k
+	inputs := []*Tensor{g}
+	for j := range k {
+		shifted := make([]int, len(idx))
+		for i, v := range idx {
+			shifted[i] = v - j*b
+		}
+		t, err := e.uploadInts(shifted)
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, t)
+	}
+	full, err := e.newOp(name, []int{k * b, cols}, inputs, func(c ctx, in []node) (node, error) {
+		like, err := template(c, []int{b, cols})
+		if err != nil {
+			return node{}, err
+		}
+		var out node
+		for j := range k {
+			part, err := c.GetRowsBack(in[0], in[1+j], like)
+			if err == nil {
+				part, err = c.Reshape(part, [ggmlcgo.MaxDims]int64{int64(cols), int64(b), 1, 1})
+			}
+			if err == nil && j > 0 {
+				part, err = c.Concat(out, part, 2)
+			}
+			if err != nil {
+				return node{}, err
+			}
+			out = part
+		}
+		return c.Reshape(out, ne4([]int{k * b, cols}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	cut, err := e.Narrow(full, 0, 0, rows)
+	if err != nil {
+		return nil, err
+	}
+	return e.Contiguous(cut)
+}
+
 // uploadInts puts 0-based indices on the device (pass pool) as i32.
 func (e *Engine) uploadInts(idx []int) (*Tensor, error) {
 	h, err := e.res.Upload(residency.Request{Shape: []int{len(idx)}, Type: ggmlcgo.I32}, encodeInts(idx))
@@ -338,12 +401,7 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 		return nil, err
 	}
 	e.record(y, "index_select", []*Tensor{x, it}, func(g *Tensor) ([]*Tensor, error) {
-		if err := e.fitsGPUGrid("index_select's gradient", x.shape); err != nil {
-			return nil, err
-		}
-		gx, err := e.newOp("index_select_back", x.shape, []*Tensor{g, it, x}, func(c ctx, in []node) (node, error) {
-			return c.GetRowsBack(in[0], in[1], in[2])
-		})
+		gx, err := e.rowsBack("index_select_back", g, idx, it, x.shape[0])
 		return []*Tensor{gx, nil}, err
 	})
 	return y, nil

@@ -9,27 +9,17 @@ package core
 // cols] added to row idx[i] (0-based, checked; repeats add up). Its
 // gradient to src picks the rows back.
 func (e *Engine) scatterRows(src *Tensor, idx []int, rows int) (*Tensor, error) {
-	if err := e.fitsGPUGrid("scatter", []int{rows, src.shape[1]}); err != nil {
-		return nil, err
-	}
 	it, err := e.uploadInts(idx)
 	if err != nil {
 		return nil, err
 	}
-	shape := []int{rows, src.shape[1]}
-	like, err := Zeros(shape...)
+	y, err := e.rowsBack("scatter", src, idx, it, rows)
 	if err != nil {
 		return nil, err
 	}
-	y, err := e.newOp("scatter", shape, []*Tensor{src, it, like}, func(c ctx, in []node) (node, error) {
-		return c.GetRowsBack(in[0], in[1], in[2])
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.record(y, "scatter", []*Tensor{src, it, like}, func(g *Tensor) ([]*Tensor, error) {
+	e.record(y, "scatter", []*Tensor{src}, func(g *Tensor) ([]*Tensor, error) {
 		gs, err := e.indexRows(g, idx)
-		return []*Tensor{gs, nil, nil}, err
+		return []*Tensor{gs}, err
 	})
 	return y, nil
 }

@@ -48,6 +48,15 @@ case("sums past repeat_back's limit", function() return {P(seeded(256, 160, 2, 2
   local y = (x + b) * x:sum(2, true) + x:sum(1, true)
   return (y * y):mean(), {y:sum(), x:sum(3)}
 end)
+case("row gradients past 65535", function() return {P(seeded(70000, 4)), P(seeded(300, 301))} end, function(w, x)
+  -- get_rows_back (the gradient of index_select, gather, sort; the
+  -- scatters) launches a grid row per output row: at most 65535 on CUDA
+  local e = w:index_select(1, {1, 69999, 70000, 5, 69999})
+  local g = x:gather(2, {{1, 301}, {300, 2}})
+  local s = x:reshape(90300):sort()
+  local sc = tensor.zeros(70000, 4):index_add(1, {70000, 3}, e:narrow(1, 1, 2))
+  return (e * e):sum() + g:sum() + (s * tensor.arange(90300) / 90300):sum() + (sc * sc):sum(), {e, g, s:narrow(1, 1, 5), sc:sum()}
+end)
 case("reductions", function() return {P(seeded(3, 6))} end, function(x)
   local v = x:var(2) + x:std(2, false) + x:logsumexp(2) + x:norm(2, 2) + x:norm(1, 2) + x:norm(3, 2) + x:prod(2)
   local c = x:cumsum(2)
