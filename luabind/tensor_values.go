@@ -22,14 +22,17 @@ func tensorShape(L *lua.LState) int {
 func tensorSize(L *lua.LState) int {
 	t := checkTensor(L, "size", 1)
 	if L.GetTop() < 2 {
-		L.Push(intList(L, t.Shape()))
+		L.Push(shapeList(L, t.Shape())) // prints as a shape, as shape() does
 		return 1
 	}
-	d := checkInteger(L, "size", 2)
-	if d < 1 || d > t.Dim() {
-		argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1-based)", d, t.Dim(), core.ShapeString(t.Shape()))
+	d := checkDim(L, "size", 2) // 1-based, or negative from the end, as PyTorch's size(-1)
+	if d < 0 {
+		d += t.Dim()
 	}
-	L.Push(lua.LNumber(t.Shape()[d-1]))
+	if d < 0 || d >= t.Dim() {
+		argError(L, "size", "dim %d out of range for a %d-d tensor of shape %s (dims are 1..%d, or -1..-%d from the end)", int(L.CheckNumber(2)), t.Dim(), core.ShapeString(t.Shape()), t.Dim(), t.Dim())
+	}
+	L.Push(lua.LNumber(t.Shape()[d]))
 	return 1
 }
 

@@ -77,3 +77,12 @@ local g = with_grad_tape(function()
   loss:backward()
 end)
 same(w.grad, {{1, 0}, {11, 20}}, "gradient of x[i] and a range")
+
+-- size(): the shape (printing as one), size(d) with negative dims, as PyTorch.
+local z = tensor.zeros(2, 3, 4)
+assert(tostring(z:size()) == "[2, 3, 4]" and z:size()[3] == 4)
+assert(z:size(-1) == 4 and z:size(1) == 2 and z:size(-3) == 2)
+for _, d in ipairs({0, 4, -4}) do
+  local ok, err = pcall(function() return z:size(d) end)
+  assert(not ok and err:find("size"), tostring(err))
+end
