@@ -532,6 +532,11 @@ local function pool_module(name, fn)
     self.opts = {stride = opts.stride, padding = opts.padding}
   end
   c.forward = function(self, x) return nn[fn](x, self.kernel, self.opts) end
+  c.describe = function(self) -- as PyTorch prints it
+    local size = function(v) return type(v) == "table" and "(" .. table.concat(v, ", ") .. ")" or tostring(v) end
+    return string.format("%s(kernel_size=%s, stride=%s, padding=%s)", name, size(self.kernel),
+      size(self.opts.stride or self.kernel), size(self.opts.padding or 0))
+  end
   nn[name] = c
 end
 pool_module("MaxPool2d", "max_pool2d")

@@ -133,3 +133,7 @@ assert(#seq:parameters() == 7)
 assert(tostring(seq[1]) == "Conv2d(1, 2, kernel_size=3)", tostring(seq[1]))
 local out = seq(tensor.randn(2, 1, 4, 4))
 assert(table.concat(out:shape(), ",") == "2,2,2,2")
+
+-- Pooling modules print their settings, as PyTorch's.
+assert(tostring(nn.MaxPool2d(3, {stride = 2})) == "MaxPool2d(kernel_size=3, stride=2, padding=0)", tostring(nn.MaxPool2d(3, {stride = 2})))
+assert(tostring(nn.AvgPool2d({2, 3})) == "AvgPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0)")
