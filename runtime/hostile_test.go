@@ -162,7 +162,11 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 				assert.True(t, errors.Is(err, c.want), "errors.Is(%v, %v)", err, c.want)
 			}
 			assert.Contains(t, err.Error(), c.text)
-			assert.Less(t, took, d+2*time.Second, "ends soon after its deadline")
+			slack := 2 * time.Second
+			if raceDetector { // a 2 GB copy runs several times slower under -race
+				slack = 8 * time.Second
+			}
+			assert.Less(t, took, d+slack, "ends soon after its deadline")
 			grows := c.grows
 			if grows == 0 {
 				grows = 3
