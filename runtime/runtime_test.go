@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,16 +130,33 @@ func TestCloseFreesEveryDeviceBuffer(t *testing.T) {
 	assert.Zero(t, res.Ledger().TotalBufferBytes)
 }
 
-// cancelWithin cancels a running script after a moment and reports how
-// long it took to return after the cancel.
+// cancelWithin cancels a running script 200 ms after it has called the Go
+// function computing() (a script that has no such call: after 300 ms), and
+// reports how long it took to return after the cancel. computing() lets a
+// script say that it is past its Lua part (under load, building a graph
+// can take longer than any fixed wait).
 func cancelWithin(t *testing.T, rt *runtime.Runtime, code string) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	started := make(chan struct{}, 1)
+	rt.Register("computing", func([]any) ([]any, error) {
+		started <- struct{}{}
+		return nil, nil
+	})
 	go func() {
 		_, err := rt.DoString(ctx, code)
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	if strings.Contains(code, "computing()") {
+		select {
+		case <-started:
+			time.Sleep(200 * time.Millisecond)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the script did not reach computing()")
+		}
+	} else {
+		time.Sleep(300 * time.Millisecond)
+	}
 	start := time.Now()
 	cancel()
 	select {
@@ -158,14 +176,16 @@ func TestCancellationStopsScriptsAndGraphs(t *testing.T) {
 	elapsed, _ := cancelWithin(t, rt, `while true do end`)
 	assert.Less(t, elapsed, time.Second, "between VM instructions")
 
-	// One graph of thousands of 512x512 matmuls (seconds of work even with
-	// fast kernels), cancelled while it computes: the CPU backend stops
-	// between nodes.
+	// One graph of a 4096x1024x4096 product (seconds of work even with
+	// fast kernels; built in row blocks), cancelled while it computes: the
+	// CPU backend stops between nodes.
 	elapsed, err = cancelWithin(t, rt, `
-		local x = tensor.randn(512, 512) * 0.01
-		local w = tensor.randn(512, 512) * 0.01
-		for i = 1, 3000 do x = x:linear(w) end
-		sync()`)
+		local a, b = tensor.randn(4096, 1024), tensor.randn(1024, 4096)
+		return with_grad_tape(function() -- a step is never computed early
+			local s = a:matmul(b):sum()
+			computing()
+			return s:item()
+		end)`)
 	assert.Less(t, elapsed, time.Second, "between graph nodes")
 	assert.ErrorContains(t, err, "aborted")
 
