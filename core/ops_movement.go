@@ -406,3 +406,31 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 	})
 	return y, nil
 }
+
+// To is x stored as dtype (f32, f16 or bf16): x itself when it already is,
+// else a copy whose values are rounded to dtype (PyTorch's .to(dtype),
+// .half(), .bfloat16(), .float()). Ops compute on half-precision storage
+// in f32 (see input); the gradient passes back unchanged, in f32, as
+// PyTorch's does.
+func (e *Engine) To(x *Tensor, dtype ggmlcgo.Type) (*Tensor, error) {
+	switch dtype {
+	case ggmlcgo.F32, ggmlcgo.F16, ggmlcgo.BF16:
+	default:
+		return nil, argErrorf("to: dtype %s is not one a tensor computes with here (f32, f16, bf16)", dtype)
+	}
+	if x.dtype == dtype {
+		return x, nil
+	}
+	y, err := e.newOp("to_"+dtype.String(), x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		if dtype == ggmlcgo.F32 {
+			return c.Cont(in[0]) // input has cast x's half storage to f32 already
+		}
+		return c.Cast(in[0], dtype)
+	})
+	if err != nil {
+		return nil, err
+	}
+	y.dtype = dtype
+	e.record(y, "to", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) { return []*Tensor{g}, nil })
+	return y, nil
+}

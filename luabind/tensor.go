@@ -7,6 +7,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // The tensor library: its whole Lua surface in two sorted tables. Methods
@@ -25,6 +26,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"argsort":       env.argsort,
 		"backward":      env.backward,
 		"bernoulli":     env.bernoulli,
+		"bfloat16":      env.toDtype("bfloat16", ggmlcgo.BF16, false),
 		"bmm":           env.binaryTensors("bmm", (*core.Engine).Bmm),
 		"cat":           env.cat,
 		"ceil":          env.unary("ceil", (*core.Engine).Ceil),
@@ -50,11 +52,13 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"fill_":         env.inPlace("fill_", fillValue),
 		"flatten":       env.flatten,
 		"flip":          env.flip,
+		"float":         env.toDtype("float", ggmlcgo.F32, false),
 		"floor":         env.unary("floor", (*core.Engine).Floor),
 		"gather":        env.gather,
 		"ge":            env.compare(core.OpGE),
 		"gelu":          env.gelu,
 		"gt":            env.compare(core.OpGT),
+		"half":          env.toDtype("half", ggmlcgo.F16, false),
 		"index_add":     env.outOf("index_add", env.indexAddValue),
 		"index_add_":    env.inPlace("index_add_", env.indexAddValue),
 		"index_select":  env.indexSelect,
@@ -125,6 +129,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"tan":           env.unary("tan", (*core.Engine).Tan),
 		"tanh":          env.unary("tanh", (*core.Engine).Tanh),
 		"tile":          env.tile,
+		"to":            env.toDtype("to", ggmlcgo.F32, true),
 		"topk":          env.topk,
 		"totable":       tensorTotable,
 		"transpose":     env.transpose,

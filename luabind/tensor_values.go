@@ -8,6 +8,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Tensor values in and out of Lua: the accessors (shape, size, item,
@@ -243,4 +244,18 @@ func formatTensor(t *core.Tensor) string {
 	}
 	rec(v, shape, 0)
 	return b.String() + "\n" + footer
+}
+
+// toDtype binds x:float(), x:half(), x:bfloat16() (dtype fixed) and
+// x:to(dtype) (dtype "" : read from argument 2).
+func (env *Env) toDtype(name string, dtype ggmlcgo.Type, fromArg bool) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x := checkTensor(L, name, 1)
+		dt := dtype
+		if fromArg {
+			dt = parseDtype(L, name, L.CheckString(2))
+		}
+		t, err := env.Engine.To(x, dt)
+		return env.pushResult(L, t, err)
+	}
 }
