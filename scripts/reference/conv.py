@@ -27,32 +27,19 @@ import torch.nn.functional as F
 torch.manual_seed(12)
 
 
-from torchref import cotangent, enc, tensor_json  # noqa: E402 (shared helpers)
+from torchref import enc, make_case  # noqa: E402 (shared helpers)
 
 
 cases = []
 
 
 def case(name, op, f, inputs, grads=None, args=None, extra=None):
-    ts = []
-    for i, x in enumerate(inputs):
-        t = x.clone().float() if torch.is_tensor(x) else torch.tensor(x, dtype=torch.float32)
-        t.requires_grad_(grads is None or grads[i])
-        ts.append(t)
-    out = f(*ts)
-    cot = cotangent(out.shape)
-    ins = [t for t in ts if t.requires_grad]
-    gs = torch.autograd.grad((out * cot).sum(), ins) if ins else []
-    gi = iter(gs)
-    grad_json = [tensor_json(next(gi)) if t.requires_grad else None for t in ts]
-    a = dict(args or {})
+    """extra (may be None) gives more arguments once f has run (batch norm's
+    updated running statistics)."""
+    c = make_case(name, op, f, inputs, grads, args)
     if extra:
-        a.update(extra())
-    cases.append({
-        "name": name, "op": op, "args": a,
-        "inputs": [tensor_json(t) for t in ts],
-        "output": tensor_json(out), "cotangent": tensor_json(cot), "grads": grad_json,
-    })
+        c["args"].update(extra())
+    cases.append(c)
 
 
 def rnd(*shape):

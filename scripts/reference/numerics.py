@@ -24,7 +24,7 @@ nan, inf = float("nan"), float("inf")
 torch.manual_seed(13)
 
 
-from torchref import cotangent, enc, tensor_json  # noqa: E402 (shared helpers)
+from torchref import enc, make_case  # noqa: E402 (shared helpers)
 
 
 cases = []
@@ -32,28 +32,7 @@ cases = []
 
 def case(name, op, f, inputs, grads=None, args=None):
     """inputs: lists or tensors (float32); grads: which inputs need one."""
-    ts = []
-    for i, x in enumerate(inputs):
-        t = x.clone().float() if torch.is_tensor(x) else torch.tensor(x, dtype=torch.float32)
-        t.requires_grad_(grads is None or grads[i])
-        ts.append(t)
-    out = f(*ts)
-    cot = cotangent(out.shape)
-    ins = [t for t in ts if t.requires_grad]
-    gs = torch.autograd.grad((out * cot).sum(), ins, allow_unused=True) if ins else []
-    gi = iter(gs)
-    grad_json = []
-    for t in ts:
-        if t.requires_grad:
-            g = next(gi)
-            grad_json.append(tensor_json(g if g is not None else torch.zeros_like(t)))
-        else:
-            grad_json.append(None)
-    cases.append({
-        "name": name, "op": op, "args": args or {},
-        "inputs": [tensor_json(t) for t in ts],
-        "output": tensor_json(out), "cotangent": tensor_json(cot), "grads": grad_json,
-    })
+    cases.append(make_case(name, op, f, inputs, grads, args))
 
 
 # ---- log_softmax (ops_nn) ----

@@ -31,3 +31,38 @@ def cotangent(shape):
         n *= s
     v = [(0.5 + ((i * 7919) % 13) / 13.0) * (1 if i % 3 else -1) for i in range(n)]
     return torch.tensor(v, dtype=torch.float32).reshape(shape)
+
+
+def make_case(name, op, f, inputs, grads=None, args=None, flags=False):
+    """One case of an op: inputs (lists or tensors) as float32 tensors,
+    grads[i] saying whether input i requires grad (default all), the output
+    of f (a bool output made 0/1), and each input's gradient of
+    sum(output * cotangent) (None where it needs none, or where the output
+    does not require grad). flags adds which inputs and whether the output
+    required grad. It returns the case, for the script to add to."""
+    ts = []
+    for i, x in enumerate(inputs):
+        t = x.clone().float() if torch.is_tensor(x) else torch.tensor(x, dtype=torch.float32)
+        t.requires_grad_(grads is None or grads[i])
+        ts.append(t)
+    out = f(*ts)
+    out_rg = out.requires_grad
+    if out.dtype == torch.bool:
+        out = out.float()
+    cot = cotangent(out.shape)
+    ins = [t for t in ts if t.requires_grad] if out_rg else []
+    gs = torch.autograd.grad((out * cot).sum(), ins, allow_unused=True) if ins else []
+    gi = iter(gs)
+    grad_json = []
+    for t in ts:
+        if out_rg and t.requires_grad:
+            g = next(gi)
+            grad_json.append(tensor_json(g if g is not None else torch.zeros_like(t)))
+        else:
+            grad_json.append(None)
+    c = {"name": name, "op": op, "args": dict(args or {}), "inputs": [tensor_json(t) for t in ts]}
+    if flags:
+        c["requires_grad"] = [t.requires_grad for t in ts]
+        c["output_requires_grad"] = out_rg
+    c.update({"output": tensor_json(out), "cotangent": tensor_json(cot), "grads": grad_json})
+    return c
