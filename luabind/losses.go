@@ -18,12 +18,12 @@ func (env *Env) lossFunctions() map[string]lua.LGFunction {
 		"bce_loss":                         env.binaryTensors("bce_loss", (*core.Engine).BCELoss),
 		"binary_cross_entropy_with_logits": env.bceWithLogits,
 		"cross_entropy":                    env.crossEntropy,
-		"huber_loss":                       env.huberLoss,
+		"huber_loss":                       env.thresholdLoss("huber_loss", "delta", (*core.Engine).HuberLoss),
 		"kl_div":                           env.klDiv,
 		"l1_loss":                          env.l1Loss,
 		"mse_loss":                         env.binaryTensors("mse_loss", (*core.Engine).MSELoss),
 		"nll_loss":                         env.nllLoss,
-		"smooth_l1_loss":                   env.smoothL1Loss,
+		"smooth_l1_loss":                   env.thresholdLoss("smooth_l1_loss", "beta", (*core.Engine).SmoothL1Loss),
 	}
 }
 
@@ -95,22 +95,17 @@ func (env *Env) l1Loss(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// smooth_l1_loss(input, target [, {reduction=, beta=1}]).
-func (env *Env) smoothL1Loss(L *lua.LState) int {
-	x, y, o := lossArgs(L, "smooth_l1_loss")
-	red, beta := o.str("reduction", "mean"), o.number("beta", 1)
-	o.done()
-	t, err := env.Engine.SmoothL1Loss(x, y, red, beta)
-	return env.pushResult(L, t, err)
-}
-
-// huber_loss(input, target [, {reduction=, delta=1}]).
-func (env *Env) huberLoss(L *lua.LState) int {
-	x, y, o := lossArgs(L, "huber_loss")
-	red, delta := o.str("reduction", "mean"), o.number("delta", 1)
-	o.done()
-	t, err := env.Engine.HuberLoss(x, y, red, delta)
-	return env.pushResult(L, t, err)
+// thresholdLoss binds smooth_l1_loss(input, target [, {reduction=,
+// beta=1}]) and huber_loss(input, target [, {reduction=, delta=1}]): a
+// loss with one threshold setting, named param, default 1.
+func (env *Env) thresholdLoss(name, param string, f func(*core.Engine, *core.Tensor, *core.Tensor, string, float64) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x, y, o := lossArgs(L, name)
+		red, v := o.str("reduction", "mean"), o.number(param, 1)
+		o.done()
+		t, err := f(env.Engine, x, y, red, v)
+		return env.pushResult(L, t, err)
+	}
 }
 
 // kl_div(input, target [, {reduction="mean"|"batchmean"|"sum"|"none",
