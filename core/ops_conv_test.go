@@ -1,10 +1,7 @@
 package core
 
 import (
-	"encoding/json"
-	"fmt"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,14 +14,7 @@ import (
 
 func loadConvCases(t *testing.T) []torchCase {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/torch_conv.json")
-	require.NoError(t, err)
-	var ref struct {
-		Cases []torchCase `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &ref))
-	require.NotEmpty(t, ref.Cases)
-	return ref.Cases
+	return loadTorchFile(t, "testdata/torch_conv.json")
 }
 
 // assertConvClose compares with PyTorch to 1e-5 absolute plus 1e-5
@@ -44,51 +34,10 @@ func assertConvClose(t require.TestingT, want []torchNum, got []float32, msg str
 // backward of sum(output * cotangent)), then Gradcheck of each case but
 // those named in kinks.
 func runConvTorchCases(t *testing.T, ops map[string]torchOp, kinks map[string]bool) {
-	n := 0
-	cases := loadConvCases(t)
 	t.Run("reference", func(t *testing.T) {
-		e := newEngine(t)
-		for _, c := range cases {
-			f, ok := ops[c.Op]
-			if !ok {
-				continue
-			}
-			n++
-			t.Run(c.Name, func(t *testing.T) {
-				require.Len(t, c.Grads, len(c.Inputs))
-				in := make([]*Tensor, len(c.Inputs))
-				for i, x := range c.Inputs {
-					in[i] = x.host(t)
-					require.NoError(t, in[i].SetRequiresGrad(c.Grads[i] != nil))
-				}
-				var out, loss *Tensor
-				require.NoError(t, e.WithGradTape(func() error {
-					var err error
-					if out, err = f(t, e, c, in); err != nil {
-						return err
-					}
-					prod, err := e.Mul(out, c.Cotangent.host(t))
-					if err != nil {
-						return err
-					}
-					loss, err = e.Sum(prod)
-					return err
-				}))
-				assert.Equal(t, c.Output.Shape, out.Shape(), "output shape")
-				assertConvClose(t, c.Output.Values, values(t, out), "output")
-				_, err := e.Backward(loss)
-				require.NoError(t, err)
-				for i, g := range c.Grads {
-					if g == nil {
-						continue
-					}
-					require.NotNil(t, in[i].Grad(), "input %d has no gradient", i+1)
-					assertConvClose(t, g.Values, values(t, in[i].Grad()), fmt.Sprintf("gradient of input %d", i+1))
-				}
-			})
-		}
+		runTorchFileWith(t, "testdata/torch_conv.json", ops, assertConvClose)
 	})
-	require.Positive(t, n, "no reference case for these ops")
+	cases := loadConvCases(t)
 	t.Run("gradcheck", func(t *testing.T) {
 		e := newEngine(t)
 		for _, c := range cases {

@@ -237,8 +237,10 @@ type torchOp func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, 
 // assertTorchClose compares with PyTorch element by element: NaN and the
 // infinities exactly (by position), the rest to 1e-5 relative (1e-6
 // absolute near 0).
-func assertTorchClose(t *testing.T, want []torchNum, got []float32, msg string) {
-	t.Helper()
+func assertTorchClose(t require.TestingT, want []torchNum, got []float32, msg string) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	require.Len(t, got, len(want), msg)
 	for i, w := range want {
 		wf, g := float64(w), float64(got[i])
@@ -263,6 +265,11 @@ func runTorchCases(t *testing.T, ops map[string]torchOp) {
 // a case without gradients (a comparison) runs forward only, and a case
 // that says whether the output requires grad is checked for it.
 func runTorchFile(t *testing.T, path string, ops map[string]torchOp) {
+	runTorchFileWith(t, path, ops, assertTorchClose)
+}
+
+// runTorchFileWith is runTorchFile comparing values with closeTo.
+func runTorchFileWith(t *testing.T, path string, ops map[string]torchOp, closeTo func(require.TestingT, []torchNum, []float32, string)) {
 	e := newEngine(t)
 	n := 0
 	for _, c := range loadTorchFile(t, path) {
@@ -296,7 +303,7 @@ func runTorchFile(t *testing.T, path string, ops map[string]torchOp) {
 			if len(c.Output.Shape) > 0 {
 				assert.Equal(t, c.Output.Shape, out.Shape(), "output shape")
 			}
-			assertTorchClose(t, c.Output.Values, values(t, out), "output")
+			closeTo(t, c.Output.Values, values(t, out), "output")
 			if c.OutputRequiresGrad != nil {
 				assert.Equal(t, *c.OutputRequiresGrad, out.RequiresGrad(), "output requires grad")
 			}
@@ -310,7 +317,7 @@ func runTorchFile(t *testing.T, path string, ops map[string]torchOp) {
 					continue
 				}
 				require.NotNil(t, in[i].Grad(), "input %d has no gradient", i+1)
-				assertTorchClose(t, g.Values, values(t, in[i].Grad()), fmt.Sprintf("gradient of input %d", i+1))
+				closeTo(t, g.Values, values(t, in[i].Grad()), fmt.Sprintf("gradient of input %d", i+1))
 			}
 		})
 	}
