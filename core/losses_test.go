@@ -87,19 +87,26 @@ func TestLossGradients(t *testing.T) {
 	runGradCases(t, lossGradCases(t), gradChecks{})
 }
 
+// labelArgs reads the arguments the losses over class labels share:
+// reduction, weight (nil if absent) and ignore_index (nil if absent).
+func labelArgs(t *testing.T, c torchCase) (reduction string, weight *Tensor, ignore *int) {
+	c.arg(t, "reduction", &reduction)
+	var w []float32
+	if c.arg(t, "weight", &w) {
+		weight = host(t, []int{len(w)}, w...)
+	}
+	var ig int
+	if c.arg(t, "ignore_index", &ig) {
+		ignore = &ig
+	}
+	return reduction, weight, ignore
+}
+
 var lossTorchOps = map[string]torchOp{
 	"cross_entropy": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
 		var o CrossEntropyOptions
-		c.arg(t, "reduction", &o.Reduction)
+		o.Reduction, o.Weight, o.IgnoreIndex = labelArgs(t, c)
 		c.arg(t, "label_smoothing", &o.LabelSmoothing)
-		var w []float32
-		if c.arg(t, "weight", &w) {
-			o.Weight = host(t, []int{len(w)}, w...)
-		}
-		var ig int
-		if c.arg(t, "ignore_index", &ig) {
-			o.IgnoreIndex = &ig
-		}
 		var labels []int
 		if c.arg(t, "labels", &labels) {
 			return e.CrossEntropyLabels(in[0], labels, o)
@@ -312,15 +319,7 @@ func TestNewLossGradients(t *testing.T) {
 var newLossTorchOps = map[string]torchOp{
 	"nll_loss": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
 		var o NLLLossOptions
-		c.arg(t, "reduction", &o.Reduction)
-		var w []float32
-		if c.arg(t, "weight", &w) {
-			o.Weight = host(t, []int{len(w)}, w...)
-		}
-		var ig int
-		if c.arg(t, "ignore_index", &ig) {
-			o.IgnoreIndex = &ig
-		}
+		o.Reduction, o.Weight, o.IgnoreIndex = labelArgs(t, c)
 		var labels []int
 		require.True(t, c.arg(t, "labels", &labels))
 		return e.NLLLoss(in[0], labels, o)
