@@ -157,12 +157,20 @@ func (env *Env) gather(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// indexAddValue is index_add(x, dim, index, source) (and index_add_'s
-// value).
+// indexAddValue is index_add(x, dim, index, source [, {alpha=1}]) (and
+// index_add_'s value): source times alpha added, as PyTorch's.
 func (env *Env) indexAddValue(L *lua.LState, x *core.Tensor) *core.Tensor {
 	d := checkDim(L, "index_add", 2)
 	idx, _ := indexArg(L, "index_add", 3)
-	t, err := env.Engine.IndexAdd(x, d, idx, checkTensor(L, "index_add", 4))
+	source := checkTensor(L, "index_add", 4)
+	o := readOpts(L, "index_add", 5)
+	if alpha := o.number("alpha", 1); alpha != 1 {
+		scaled, err := env.Engine.Arith(core.OpMul, core.Operand{T: source}, core.Operand{N: alpha})
+		raise(L, err)
+		source = scaled
+	}
+	o.done()
+	t, err := env.Engine.IndexAdd(x, d, idx, source)
 	raise(L, err)
 	return t
 }

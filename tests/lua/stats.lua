@@ -44,3 +44,9 @@ for _, bad in ipairs({
   local ok, err = pcall(bad)
   assert(not ok and type(err) == "string", tostring(err))
 end
+
+-- index_add's alpha scales the source, as PyTorch's; an unknown option is an error.
+local scaled = tensor{{1, 2}, {3, 4}}:index_add(1, {2}, tensor{{10, 20}}, {alpha = 0.5}):totable()
+assert(scaled[2][1] == 8 and scaled[2][2] == 14 and scaled[1][1] == 1, "alpha")
+local ok2, err2 = pcall(function() return tensor{{1, 2}}:index_add(1, {1}, tensor{{1, 1}}, {beta = 2}) end)
+assert(not ok2 and err2:find("beta"), tostring(err2))
