@@ -3,12 +3,17 @@ package core
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Assign gives dst the value of src in place (copy_; add_, fill_ and
 // zero_ are built on it). It refuses what would corrupt the tape: a tensor
 // computed by a recorded op, and a parameter while a tape is recording.
 func (e *Engine) Assign(dst, src *Tensor) error {
+	if dst.storage().dtype == ggmlcgo.I32 {
+		return argErrorf("copy_: an i32 tensor (indices, labels) is not changed in place; build a new one")
+	}
 	if !sameShape(dst.shape, src.shape) {
 		return shapeErrorf("copy_: source shape %s differs from destination shape %s", ShapeString(src.shape), ShapeString(dst.shape))
 	}

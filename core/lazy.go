@@ -70,6 +70,9 @@ func (e *Engine) upload(data []float32, shape []int, dtype ggmlcgo.Type, scope r
 // input is the ggml tensor through which an op reads t. A host tensor is
 // uploaded into the pass pool, once per pass.
 func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
+	if st := t.storage(); st.dtype == ggmlcgo.I32 && !st.indices {
+		return ggmlcgo.Tensor{}, errIntOperand(t)
+	}
 	if t.base != nil {
 		return e.viewInput(t)
 	}

@@ -195,7 +195,12 @@ func (e *Engine) Contiguous(x *Tensor) (*Tensor, error) {
 
 // Clone is a copy of x with its own storage, differentiable (the gradient
 // passes through unchanged), as PyTorch's clone.
-func (e *Engine) Clone(x *Tensor) (*Tensor, error) { return e.copyOf("clone", x) }
+func (e *Engine) Clone(x *Tensor) (*Tensor, error) {
+	if x.storage().dtype == ggmlcgo.I32 {
+		return e.cloneInt(x)
+	}
+	return e.copyOf("clone", x)
+}
 
 func (e *Engine) copyOf(name string, x *Tensor) (*Tensor, error) {
 	y, err := e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Cont(in[0]) })
@@ -335,7 +340,7 @@ func (e *Engine) uploadInts(idx []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{shape: []int{len(idx)}, dtype: ggmlcgo.I32, handle: h, engine: e}, nil
+	return &Tensor{shape: []int{len(idx)}, dtype: ggmlcgo.I32, handle: h, engine: e, indices: true}, nil
 }
 
 // IndexSelect picks x's slices along dim (0-based, any rank) by 0-based
@@ -355,6 +360,9 @@ func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
 		if v < 0 || v >= x.shape[d] {
 			return nil, argErrorf("index_select: index %d (position %d) is out of range for dim %d of size %d", v+1, i+1, d+1, x.shape[d])
 		}
+	}
+	if x.storage().dtype == ggmlcgo.I32 {
+		return e.intIndexSelect(x, d, idx)
 	}
 	if x.Dim() == 2 && d == 0 {
 		return e.indexRows(x, idx)
@@ -413,6 +421,12 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 // in f32 (see input); the gradient passes back unchanged, in f32, as
 // PyTorch's does.
 func (e *Engine) To(x *Tensor, dtype ggmlcgo.Type) (*Tensor, error) {
+	if dtype == ggmlcgo.I32 {
+		return e.ToInt(x)
+	}
+	if x.storage().dtype == ggmlcgo.I32 {
+		return e.intToFloat(x, dtype)
+	}
 	switch dtype {
 	case ggmlcgo.F32, ggmlcgo.F16, ggmlcgo.BF16:
 	default:

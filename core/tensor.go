@@ -20,6 +20,10 @@ type Tensor struct {
 	engine *Engine
 
 	host []float32 // host storage
+	ints []int32   // host storage of an i32 tensor (ints.go)
+	// indices marks gglua's own i32 index uploads, the only i32 tensors an
+	// op takes as an input (user i32 tensors are read on the host).
+	indices bool
 
 	handle  *residency.Handle // device memory, once placed
 	node    ggmlcgo.Tensor    // while pending: the op node that computes the value
@@ -91,7 +95,10 @@ func (t *Tensor) Numel() int64 {
 func (t *Tensor) Dtype() ggmlcgo.Type { return t.dtype }
 
 // OnDevice reports whether the data lives (or will live) on a device.
-func (t *Tensor) OnDevice() bool { return t.storage().host == nil }
+func (t *Tensor) OnDevice() bool { return !t.storage().onHost() }
+
+// onHost reports whether t holds host storage (f32 values or i32 ints).
+func (t *Tensor) onHost() bool { return t.host != nil || t.ints != nil }
 
 // Pending reports whether the value is still to be computed.
 func (t *Tensor) Pending() bool { return t.pending }
@@ -99,7 +106,7 @@ func (t *Tensor) Pending() bool { return t.pending }
 // Device is "host" for host tensors, else the engine's device ("cpu", "cuda0").
 func (t *Tensor) Device() string {
 	t = t.storage()
-	if t.host != nil {
+	if t.onHost() {
 		return "host"
 	}
 	return t.engine.DeviceName()
@@ -110,7 +117,7 @@ func (t *Tensor) Device() string {
 func (t *Tensor) Scope() string {
 	t = t.storage()
 	switch {
-	case t.host != nil:
+	case t.onHost():
 		return "host"
 	case t.handle != nil:
 		return t.handle.Scope().String()
@@ -131,6 +138,9 @@ func (t *Tensor) SetRequiresGrad(on bool) error {
 	if t.gradFn != nil {
 		return errors.New("requires_grad: only leaf tensors can be marked; this one was computed by an op")
 	}
+	if on && t.storage().dtype == ggmlcgo.I32 {
+		return argErrorf("requires_grad: an i32 tensor has no gradient (only floating-point tensors do, as in PyTorch)")
+	}
 	t.requiresGrad = on
 	return nil
 }
@@ -148,13 +158,27 @@ func (t *Tensor) IsLeaf() bool { return t.gradFn == nil }
 
 // ToDevice copies the tensor into a pool of e's device, stored as dtype.
 func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) (*Tensor, error) {
-	data, err := t.Float32s()
-	if err != nil {
-		return nil, err
+	var h *residency.Handle
+	if (t.storage().dtype == ggmlcgo.I32) != (dtype == ggmlcgo.I32) {
+		return nil, argErrorf("to_gpu: an i32 tensor moves as i32 and only as i32; convert with x:float() or x:int() first")
 	}
-	h, err := e.upload(data, t.shape, dtype, scope)
-	if err != nil {
-		return nil, err
+	if dtype == ggmlcgo.I32 {
+		ints, err := t.int32s()
+		if err != nil {
+			return nil, err
+		}
+		h, err = e.res.Upload(residency.Request{Shape: t.shape, Type: dtype, Scope: scope}, encodeInt32s(ints))
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		data, err := t.Float32s()
+		if err != nil {
+			return nil, err
+		}
+		if h, err = e.upload(data, t.shape, dtype, scope); err != nil {
+			return nil, err
+		}
 	}
 	out := &Tensor{shape: t.Shape(), dtype: dtype, handle: h, engine: e}
 	if scope == residency.Pass {
@@ -197,7 +221,7 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 			return fmt.Errorf("to_gpu: moving the gradient: %w", err)
 		}
 	}
-	t.host, t.handle, t.engine, t.dtype = nil, moved.handle, e, dtype
+	t.host, t.ints, t.handle, t.engine, t.dtype = nil, nil, moved.handle, e, dtype
 	t.grad, t.gradZero = grad, false
 	t.version++
 	return nil
@@ -205,6 +229,13 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 
 // ToHost copies the tensor's values to a host f32 tensor.
 func (t *Tensor) ToHost() (*Tensor, error) {
+	if t.storage().dtype == ggmlcgo.I32 {
+		ints, err := t.int32s()
+		if err != nil {
+			return nil, err
+		}
+		return FromInt32(append([]int32(nil), ints...), t.shape...)
+	}
 	data, err := t.Float32s()
 	if err != nil {
 		return nil, err
@@ -216,6 +247,9 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 // pending work first. The slice of a host tensor is its storage; a device
 // tensor's, and a view's, is a fresh copy.
 func (t *Tensor) Float32s() ([]float32, error) {
+	if t.storage().dtype == ggmlcgo.I32 {
+		return t.int32sAsFloat32()
+	}
 	if t.base != nil {
 		return t.gather()
 	}
@@ -300,12 +334,6 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 		}
 		v := make([]float32, len(half))
 		ggmlcgo.HalfToF32(dtype, half, v)
-		return v, nil
-	case ggmlcgo.I32:
-		v := make([]float32, len(raw)/4)
-		for i := range v {
-			v[i] = float32(int32(binary.LittleEndian.Uint32(raw[4*i:])))
-		}
 		return v, nil
 	}
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())

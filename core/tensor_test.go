@@ -65,5 +65,7 @@ func TestTensorErrors(t *testing.T) {
 	assert.ErrorContains(t, err, `device "tpu" is not available`)
 	e := newEngine(t)
 	_, err = x.ToDevice(e, residency.Pass, ggmlcgo.I32)
+	assert.ErrorContains(t, err, "i32 tensor moves as i32 and only as i32")
+	_, err = x.ToDevice(e, residency.Pass, ggmlcgo.Type(8)) // Q8_0, never a storage dtype here
 	assert.ErrorContains(t, err, "unsupported storage dtype")
 }

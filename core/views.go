@@ -241,7 +241,12 @@ func (t *Tensor) gather() ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, t.Numel())
+	return gatherView(t, src), nil
+}
+
+// gatherView is view t's elements picked from its base's values src.
+func gatherView[T any](t *Tensor, src []T) []T {
+	out := make([]T, t.Numel())
 	idx := make([]int, len(t.shape))
 	for i := range out {
 		pos := t.offset
@@ -256,7 +261,7 @@ func (t *Tensor) gather() ([]float32, error) {
 			idx[k] = 0
 		}
 	}
-	return out, nil
+	return out
 }
 
 // assignView writes src's values through view dst into its base.

@@ -89,7 +89,7 @@ func checkInteger(L *lua.LState, fn string, n int) int {
 
 // checkIndices reads 1-based indices (a table or a tensor) as 0-based ints.
 func checkIndices(L *lua.LState, fn string, n int) []int {
-	var vals []float32
+	var vals []float64
 	switch v := L.Get(n).(type) {
 	case *lua.LTable:
 		for i := 1; i <= v.Len(); i++ {
@@ -97,16 +97,21 @@ func checkIndices(L *lua.LState, fn string, n int) []int {
 			if !ok {
 				argError(L, fn, "index %d is a %s, expected a number", i, luaTypeName(v.RawGetInt(i)))
 			}
-			vals = append(vals, float32(x))
+			vals = append(vals, float64(x))
 		}
 	default:
 		var err error
-		vals, err = checkTensor(L, fn, n).Float32s()
+		vals, err = checkTensor(L, fn, n).Float64s()
 		raise(L, err)
 	}
+	return zeroBased(L, fn, vals)
+}
+
+// zeroBased turns 1-based integer indices into 0-based ints.
+func zeroBased(L *lua.LState, fn string, vals []float64) []int {
 	idx := make([]int, len(vals))
 	for i, x := range vals {
-		if float64(x) != math.Trunc(float64(x)) {
+		if x != math.Trunc(x) || math.Abs(x) > math.MaxInt32 {
 			argError(L, fn, "index %g at position %d is not an integer", x, i+1)
 		}
 		idx[i] = int(x) - 1
@@ -166,11 +171,11 @@ func tensorList(L *lua.LState, fn string, n int, what string) []*core.Tensor {
 // paramsArg reads argument 1, a table (sequence) of parameter tensors.
 func paramsArg(L *lua.LState, fn string) []*core.Tensor { return tensorList(L, fn, 1, "parameter") }
 
-// parseDtype reads a storage dtype name (f32, f16, bf16).
+// parseDtype reads a dtype name (f32, f16, bf16, i32).
 func parseDtype(L *lua.LState, fn string, name string) ggmlcgo.Type {
 	dt, err := ggmlcgo.ParseType(name)
-	if err != nil || dt == ggmlcgo.I32 {
-		argError(L, fn, "unknown dtype %q (expected f32, f16 or bf16)", name)
+	if err != nil {
+		argError(L, fn, "unknown dtype %q (expected f32, f16, bf16 or i32)", name)
 	}
 	return dt
 }

@@ -52,7 +52,12 @@ func trailingOpts(L *lua.LState, fn string) (createOpts, int) {
 
 // finish applies creation options to a new host tensor and pushes it.
 func (env *Env) finish(L *lua.LState, fn string, t *core.Tensor, o createOpts) int {
-	if o.dtype != ggmlcgo.F32 {
+	if o.dtype == ggmlcgo.I32 && t.Dtype() != ggmlcgo.I32 {
+		v, err := t.Float64s()
+		raise(L, err)
+		return env.finishExact(L, fn, t.Shape(), o, func(i int) float64 { return v[i] })
+	}
+	if o.dtype != ggmlcgo.F32 && t.Dtype() != o.dtype {
 		raise(L, t.SetHostDtype(o.dtype))
 	}
 	if o.requiresGrad {
@@ -60,6 +65,35 @@ func (env *Env) finish(L *lua.LState, fn string, t *core.Tensor, o createOpts) i
 	}
 	L.Push(env.push(L, t))
 	return 1
+}
+
+// finishExact makes a host tensor of shape whose element i is value(i),
+// read without rounding through f32 when the dtype is i32 (integers past
+// 2^24 stay exact), then finishes it.
+func (env *Env) finishExact(L *lua.LState, fn string, shape []int, o createOpts, value func(i int) float64) int {
+	n := elements(shape)
+	env.checkHost(L, fn, n)
+	var t *core.Tensor
+	var err error
+	if o.dtype == ggmlcgo.I32 {
+		ints := make([]int32, n)
+		for i := range ints {
+			if ints[i], err = core.Int32FromFloat(value(i)); err != nil {
+				argError(L, fn, "element %d: %s", i+1, strings.TrimPrefix(err.Error(), "i32: "))
+			}
+		}
+		t, err = core.FromInt32(ints, shape...)
+	} else {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(value(i))
+		}
+		t, err = core.FromFloat32(v, shape...)
+	}
+	if err != nil {
+		argError(L, fn, "%s", strings.TrimPrefix(err.Error(), "tensor: "))
+	}
+	return env.finish(L, fn, t, o)
 }
 
 // filled binds a constructor whose elements are value(env), drawn in order.
@@ -84,10 +118,8 @@ func (env *Env) filled(name string, value func(*Env) float32) lua.LGFunction {
 func (env *Env) full(L *lua.LState) int {
 	o, _ := trailingOpts(L, "tensor.full")
 	shape := shapeUpTo(L, "tensor.full", 1, 1)
-	env.checkHost(L, "tensor.full", elements(shape))
-	t, err := core.Full(float32(L.CheckNumber(2)), shape...)
-	raise(L, err)
-	return env.finish(L, "tensor.full", t, o)
+	v := float64(L.CheckNumber(2))
+	return env.finishExact(L, "tensor.full", shape, o, func(int) float64 { return v })
 }
 
 // arange([start,] stop [, step]) as PyTorch: stop excluded.
@@ -109,14 +141,7 @@ func (env *Env) arange(L *lua.LState) int {
 	if step == 0 || n < 1 || n > 1<<30 || math.IsNaN(n) {
 		argError(L, "tensor.arange", "empty or bad range %g to %g by %g", start, stop, step)
 	}
-	env.checkHost(L, "tensor.arange", int64(n))
-	v := make([]float32, int(n))
-	for i := range v {
-		v[i] = float32(start + float64(i)*step)
-	}
-	t, err := core.FromFloat32(v, len(v))
-	raise(L, err)
-	return env.finish(L, "tensor.arange", t, o)
+	return env.finishExact(L, "tensor.arange", []int{int(n)}, o, func(i int) float64 { return start + float64(i)*step })
 }
 
 // eye(n [, m]).

@@ -68,6 +68,7 @@ type batchSource struct {
 	vals  []float32
 	shape []int
 	table *lua.LTable
+	ints  *core.Tensor // an i32 tensor (labels), batched exactly
 }
 
 func (b batchSource) rows() int {
@@ -78,6 +79,11 @@ func (b batchSource) rows() int {
 }
 
 func (b batchSource) take(L *lua.LState, env *Env, idx []int) lua.LValue {
+	if b.ints != nil {
+		t, err := env.Engine.IndexSelect(b.ints, 0, idx)
+		raise(L, err)
+		return env.push(L, t)
+	}
 	if b.table != nil {
 		out := L.CreateTable(len(idx), 0)
 		for _, i := range idx {
@@ -104,6 +110,9 @@ func sourceArg(L *lua.LState, n int) (batchSource, bool) {
 		return batchSource{table: v}, true
 	}
 	t := checkTensor(L, "data.loader", n)
+	if t.Dtype() == ggmlcgo.I32 {
+		return batchSource{shape: t.Shape(), ints: t}, true
+	}
 	vals, err := t.Float32s()
 	raise(L, err)
 	return batchSource{vals: vals, shape: t.Shape()}, true

@@ -161,12 +161,9 @@ func labelsArg(L *lua.LState, fn string, n int) ([]int, *core.Tensor) {
 		if t.Dim() != 1 {
 			return nil, t
 		}
-		f, err := t.Float32s()
+		var err error
+		vals, err = t.Float64s()
 		raise(L, err)
-		vals = make([]float64, len(f))
-		for i, x := range f {
-			vals[i] = float64(x)
-		}
 	}
 	labels := make([]int, len(vals))
 	for i, x := range vals {

@@ -7,6 +7,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Random tensors from the engine's seeded generator (tensor.manual_seed):
@@ -45,14 +46,17 @@ func (env *Env) randint(L *lua.LState) int {
 	default:
 		argError(L, "tensor.randint", "expected ([low,] high, {shape}), got %d arguments", last)
 	}
-	if !(low < high) || math.Abs(low) > maxExactInt || math.Abs(high) > maxExactInt {
-		argError(L, "tensor.randint", "the range [%.0f, %.0f) is empty or past ±2^24 (f32 holds integers exactly up to there)", low, high)
+	limit := float64(maxExactInt) // f32 holds every integer up to 2^24
+	if o.dtype == ggmlcgo.I32 {
+		limit = 1 << 31
+	}
+	if !(low < high) || low < -limit || high > limit {
+		argError(L, "tensor.randint", "the range [%.0f, %.0f) is empty or past ±%.0f (%s holds integers exactly up to there)", low, high, limit, o.dtype)
 	}
 	shape := shapeUpTo(L, "tensor.randint", last, last)
 	rng := env.Engine.Rand()
 	span := int64(high - low)
-	t := env.hostOf(L, "tensor.randint", shape, func(int) float32 { return float32(low + float64(rng.Int63n(span))) })
-	return env.finish(L, "tensor.randint", t, o)
+	return env.finishExact(L, "tensor.randint", shape, o, func(int) float64 { return low + float64(rng.Int63n(span)) })
 }
 
 // randperm(n [, opts]): 1..n in a random order (PyTorch's 0..n-1, made
@@ -60,12 +64,12 @@ func (env *Env) randint(L *lua.LState) int {
 func (env *Env) randperm(L *lua.LState) int {
 	o, _ := trailingOpts(L, "tensor.randperm")
 	n := checkInteger(L, "tensor.randperm", 1)
-	if n < 1 || n > maxExactInt {
-		argError(L, "tensor.randperm", "n = %d is outside 1..2^24", n)
+	if n < 1 || (n > maxExactInt && o.dtype != ggmlcgo.I32) {
+		argError(L, "tensor.randperm", "n = %d is outside 1..2^24 (use {dtype=\"i32\"} past 2^24)", n)
 	}
+	env.checkHost(L, "tensor.randperm", int64(n))
 	perm := env.Engine.Rand().Perm(n)
-	t := env.hostOf(L, "tensor.randperm", []int{n}, func(i int) float32 { return float32(perm[i] + 1) })
-	return env.finish(L, "tensor.randperm", t, o)
+	return env.finishExact(L, "tensor.randperm", []int{n}, o, func(i int) float64 { return float64(perm[i] + 1) })
 }
 
 // multinomial(probs, n [, replacement=false]): n 1-based category indices

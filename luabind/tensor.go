@@ -59,6 +59,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"gelu":          env.gelu,
 		"gt":            env.compare(core.OpGT),
 		"half":          env.toDtype("half", ggmlcgo.F16, false),
+		"int":           env.toDtype("int", ggmlcgo.I32, false),
 		"index_add":     env.outOf("index_add", env.indexAddValue),
 		"index_add_":    env.inPlace("index_add_", env.indexAddValue),
 		"index_select":  env.indexSelect,

@@ -1,7 +1,6 @@
 package luabind
 
 import (
-	"math"
 	"slices"
 
 	lua "github.com/yuin/gopher-lua"
@@ -129,22 +128,14 @@ func (env *Env) topk(L *lua.LState) int {
 // indexArg reads argument n, 1-based indices as a tensor or a nested
 // table, as 0-based ints and their shape.
 func indexArg(L *lua.LState, fn string, n int) ([]int, []int) {
-	var it *core.Tensor
 	if tbl, ok := L.Get(n).(*lua.LTable); ok {
-		it = tensorFromLua(L, fn, tbl)
-	} else {
-		it = checkTensor(L, fn, n)
+		vals, shape := valuesFromLua(L, fn, tbl)
+		return zeroBased(L, fn, vals), shape
 	}
-	vals, err := it.Float32s()
+	it := checkTensor(L, fn, n)
+	vals, err := it.Float64s()
 	raise(L, err)
-	idx := make([]int, len(vals))
-	for i, v := range vals {
-		if float64(v) != math.Trunc(float64(v)) {
-			argError(L, fn, "index %g at position %d is not an integer", v, i+1)
-		}
-		idx[i] = int(v) - 1
-	}
-	return idx, it.Shape()
+	return zeroBased(L, fn, vals), it.Shape()
 }
 
 // gather(x, dim, index): index a tensor (or nested table) of 1-based

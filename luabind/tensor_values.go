@@ -56,15 +56,28 @@ func tensorScope(L *lua.LState) int {
 }
 
 func tensorItem(L *lua.LState) int {
-	v, err := checkTensor(L, "item", 1).Item()
+	t := checkTensor(L, "item", 1)
+	if t.Numel() != 1 {
+		_, err := t.Item() // its error names the shape
+		raise(L, err)
+	}
+	v, err := t.Float64s() // exact for i32
 	raise(L, err)
-	L.Push(lua.LNumber(v))
+	L.Push(lua.LNumber(v[0]))
 	return 1
 }
 
 func tensorTotable(L *lua.LState) int {
 	t := checkTensor(L, "totable", 1)
-	v, err := t.Float32s()
+	if t.Dtype() == ggmlcgo.I32 {
+		v, err := t.Float64s() // exact past 2^24
+		if err != nil {
+			raise(L, fmt.Errorf("totable: %w", err))
+		}
+		L.Push(nestedTable(L, v, t.Shape()))
+		return 1
+	}
+	v, err := t.Float32s() // no float64 copy of a big tensor
 	if err != nil {
 		raise(L, fmt.Errorf("totable: %w", err))
 	}
@@ -101,8 +114,8 @@ func tensorToString(L *lua.LState) int {
 // fromTable is tensor{...} (argument 1 is the tensor library itself).
 func (env *Env) fromTable(L *lua.LState) int {
 	o, _ := trailingOpts(L, "tensor")
-	t := tensorFromLua(L, "tensor", L.Get(2))
-	return env.finish(L, "tensor", t, o)
+	vals, shape := valuesFromLua(L, "tensor", L.Get(2))
+	return env.finishExact(L, "tensor", shape, o, func(i int) float64 { return vals[i] })
 }
 
 func intList(L *lua.LState, v []int) *lua.LTable {
@@ -113,12 +126,26 @@ func intList(L *lua.LState, v []int) *lua.LTable {
 	return t
 }
 
-// tensorFromLua builds a host tensor from a number or a (nested) table of
-// numbers. Ragged nesting and non-numbers are errors.
+// tensorFromLua builds a host f32 tensor from a number or a (nested) table
+// of numbers.
 func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
+	vals, shape := valuesFromLua(L, fn, v)
+	data := make([]float32, len(vals))
+	for i, x := range vals {
+		data[i] = float32(x)
+	}
+	t, err := core.FromFloat32(data, shape...)
+	if err != nil {
+		raise(L, fmt.Errorf("%s: %w", fn, err))
+	}
+	return t
+}
+
+// valuesFromLua reads a number or a (nested) table of numbers, exactly, and
+// its shape. Ragged nesting and non-numbers are errors.
+func valuesFromLua(L *lua.LState, fn string, v lua.LValue) ([]float64, []int) {
 	if n, ok := v.(lua.LNumber); ok {
-		t, _ := core.FromFloat32([]float32{float32(n)}, 1)
-		return t
+		return []float64{float64(n)}, []int{1}
 	}
 	tbl, ok := v.(*lua.LTable)
 	if !ok {
@@ -139,7 +166,7 @@ func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
 		}
 		cur = ct.RawGetInt(1)
 	}
-	var data []float32
+	var data []float64
 	var walk func(t *lua.LTable, depth int, path string)
 	walk = func(t *lua.LTable, depth int, path string) {
 		if t.Len() != shape[depth] {
@@ -153,7 +180,7 @@ func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
 				if !ok {
 					argError(L, fn, "%s is a %s, expected a number", where, luaTypeName(el))
 				}
-				data = append(data, float32(n))
+				data = append(data, float64(n))
 				continue
 			}
 			sub, ok := el.(*lua.LTable)
@@ -164,11 +191,7 @@ func tensorFromLua(L *lua.LState, fn string, v lua.LValue) *core.Tensor {
 		}
 	}
 	walk(tbl, 0, "t")
-	t, err := core.FromFloat32(data, shape...)
-	if err != nil {
-		raise(L, fmt.Errorf("%s: %w", fn, err))
-	}
-	return t
+	return data, shape
 }
 
 // totableStop raises the end of the script's call (deadline, Ctrl-C, the
@@ -180,7 +203,7 @@ func totableStop(L *lua.LState) {
 }
 
 // nestedTable turns flat values of shape into nested Lua tables.
-func nestedTable(L *lua.LState, v []float32, shape []int) *lua.LTable {
+func nestedTable[T float32 | float64](L *lua.LState, v []T, shape []int) *lua.LTable {
 	tbl := L.CreateTable(shape[0], 0)
 	if len(shape) == 1 {
 		for i := 0; i < len(v); i += totableCheckEvery {
@@ -205,15 +228,19 @@ func nestedTable(L *lua.LState, v []float32, shape []int) *lua.LTable {
 // followed by a footer such as [tensor f32 2x3 cpu pass].
 func formatTensor(t *core.Tensor) string {
 	footer := fmt.Sprintf("[tensor %s %s %s %s]", t.Dtype(), core.ShapeString(t.Shape()), t.Device(), t.Scope())
-	v, err := t.Float32s()
+	v, err := t.Float64s()
 	if err != nil {
 		return fmt.Sprintf("<%s>\n%s", err.Error(), footer)
+	}
+	verb := "%.4g"
+	if t.Dtype() == ggmlcgo.I32 {
+		verb = "%.0f" // every digit of an index
 	}
 	var b strings.Builder
 	shape := t.Shape()
 	summarise := len(v) > 1000
-	var rec func(v []float32, shape []int, indent int)
-	rec = func(v []float32, shape []int, indent int) {
+	var rec func(v []float64, shape []int, indent int)
+	rec = func(v []float64, shape []int, indent int) {
 		b.WriteString("[")
 		n := shape[0]
 		step := len(v) / n
@@ -228,7 +255,7 @@ func formatTensor(t *core.Tensor) string {
 				}
 			}
 			if len(shape) == 1 {
-				fmt.Fprintf(&b, "%.4g", v[i])
+				fmt.Fprintf(&b, verb, v[i])
 			} else {
 				rec(v[i*step:(i+1)*step], shape[1:], indent+1)
 			}
