@@ -232,12 +232,15 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 			}
 		}
 		shape[d] += t.shape[d]
-		if err := e.fitsGPUGrid("cat", shape); err != nil {
-			return nil, err
-		}
 		a, b := out, t
 		k := len(shape) - 1 - d
-		joined, err := e.newOp("cat", shape, []*Tensor{a, b}, func(c ctx, in []node) (node, error) { return c.Concat(in[0], in[1], k) })
+		flat := e.pastGPUGrid(shape)
+		joined, err := e.newOp("cat", shape, []*Tensor{a, b}, func(c ctx, in []node) (node, error) {
+			if flat {
+				return concatRows(c, in[0], in[1], k, ne4(shape))
+			}
+			return c.Concat(in[0], in[1], k)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -254,22 +257,45 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 	return out, nil
 }
 
-// fitsGPUGrid refuses, on a GPU backend, an op whose result has a dim
-// that ggml-cuda's concat or get_rows_back would launch as a grid
-// dimension past CUDA's limit (ne1, ne2, ne3 above 65535): the launch
-// fails and ggml aborts the process.
-func (e *Engine) fitsGPUGrid(op string, shape []int) error {
-	if e.backend.IsCPU() {
-		return nil
+// concatRows is concat along ggml dim k for a result (ne out) whose dims
+// ggml-cuda's concat would launch past the grid limit: every dim inside k
+// merged with k makes a and b rows of one length each, joined along dim 0
+// (the kernel's unbounded grid dimension), the rows themselves laid out by
+// gridLayout so that ne1 and ne2 fit. The memory order is concat's.
+func concatRows(c ctx, a, b node, k int, out [ggmlcgo.MaxDims]int64) (node, error) {
+	inner, outer := int64(1), int64(1)
+	for i := range k {
+		inner *= out[i]
 	}
-	ne := ne4(shape)
-	for i := 1; i < 4; i++ {
-		if ne[i] > cudaGridLimit {
-			return shapeErrorf("%s: shape %s has a dim of %d, past the %d that ggml-cuda launches this op with (run it on the CPU, or split the tensor)", op, ShapeString(shape), ne[i], cudaGridLimit)
-		}
+	for i := k + 1; i < ggmlcgo.MaxDims; i++ {
+		outer *= out[i]
 	}
-	return nil
+	l := gridLayout(outer)
+	ra, err := c.Reshape(a, [ggmlcgo.MaxDims]int64{inner * a.Ne()[k], l[0], l[1], l[2]})
+	if err != nil {
+		return node{}, err
+	}
+	rb, err := c.Reshape(b, [ggmlcgo.MaxDims]int64{inner * b.Ne()[k], l[0], l[1], l[2]})
+	if err != nil {
+		return node{}, err
+	}
+	j, err := c.Concat(ra, rb, 0)
+	if err != nil {
+		return node{}, err
+	}
+	return c.Reshape(j, out)
 }
+
+// pastGPUGrid reports whether, on a GPU backend, ggml-cuda's concat would
+// launch a result of shape with a grid dimension past CUDA's limit (ne1,
+// ne2 above 65535): the launch fails and ggml aborts the process.
+// forceConcatRows makes tests take cat's other layout on the CPU.
+func (e *Engine) pastGPUGrid(shape []int) bool {
+	ne := ne4(shape)
+	return forceConcatRows || (!e.backend.IsCPU() && (ne[1] > cudaGridLimit || ne[2] > cudaGridLimit))
+}
+
+var forceConcatRows = false
 
 // rowsBack is ggml's get_rows_back: a [rows, cols] tensor of zeros with
 // row i of g [n, cols] added to row idx[i] (it is idx uploaded). ggml-cuda

@@ -1,6 +1,10 @@
 package core
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 func movementGradCases(t *testing.T) []gradCase {
 	x := func(v ...float32) *Tensor { return host(t, []int{len(v)}, v...) }
@@ -37,4 +41,45 @@ func TestMovementGradients(t *testing.T) {
 	runGradCases(t, movementGradCases(t), gradChecks{
 		loose: []string{"narrow", "cat", "index_select"},
 	})
+}
+
+// TestCatRowLayoutMatchesConcat: the layout cat takes where ggml-cuda's
+// concat would launch past the grid limit (concatRows) gives concat's
+// values, checked on the CPU for every dim of 1-d to 4-d tensors, sizes
+// with and without divisors (7 is prime).
+func TestCatRowLayoutMatchesConcat(t *testing.T) {
+	e := newEngine(t)
+	for _, shape := range [][]int{{5}, {3, 4}, {2, 7, 3}, {2, 3, 5, 7}} {
+		for d := range shape {
+			a := randHost(t, shape...)
+			bs := append([]int(nil), shape...)
+			bs[d] = 2
+			b := randHost(t, bs...)
+			want, err := e.Cat([]*Tensor{a, b}, d)
+			require.NoError(t, err)
+			wv, err := want.Float32s()
+			require.NoError(t, err)
+			forceConcatRows = true
+			got, err := e.Cat([]*Tensor{a, b}, d)
+			forceConcatRows = false
+			require.NoError(t, err)
+			gv, err := got.Float32s()
+			require.NoError(t, err)
+			require.Equal(t, want.Shape(), got.Shape())
+			require.Equal(t, wv, gv, "shape %v dim %d", shape, d)
+		}
+	}
+}
+
+// randHost is a host tensor of shape with distinct values.
+func randHost(t *testing.T, shape ...int) *Tensor {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i)*0.37 - float32(n)/3
+	}
+	return host(t, shape, v...)
 }

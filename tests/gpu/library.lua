@@ -57,6 +57,16 @@ case("row gradients past 65535", function() return {P(seeded(70000, 4)), P(seede
   local sc = tensor.zeros(70000, 4):index_add(1, {70000, 3}, e:narrow(1, 1, 2))
   return (e * e):sum() + g:sum() + (s * tensor.arange(90300) / 90300):sum() + (sc * sc):sum(), {e, g, s:narrow(1, 1, 5), sc:sum()}
 end)
+case("cat past 65535", function() return {P(seeded(70000, 3)), P(seeded(2, 65537)), P(seeded(3, 70001, 1))} end, function(a, b, c)
+  -- ggml-cuda's concat launches ne1 and ne2 as grid dims (at most 65535):
+  -- cat takes a row layout there (concatRows); 65537 and 70001 have no
+  -- divisors to spread over two grid dims
+  local x = a:cat(a * 2, 2)               -- rows past the limit
+  local y = tensor.cat({b, b:flip(1)}, 1)  -- columns past it, prime
+  local cc = c:cat(c, 3)                   -- a middle dim past it
+  local z = cc:cat(cc * 3, 1)
+  return (x * x):sum() + (y * y):mean() + z:sum(), {x:sum(1), y:narrow(2, 65530, 8), z:sum(2)}
+end)
 case("reductions", function() return {P(seeded(3, 6))} end, function(x)
   local v = x:var(2) + x:std(2, false) + x:logsumexp(2) + x:norm(2, 2) + x:norm(1, 2) + x:norm(3, 2) + x:prod(2)
   local c = x:cumsum(2)
