@@ -193,8 +193,15 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// Only what needs a gradient is computed (not, say, the input batch's).
 		var gx, gw *Tensor
 		var err error
+		// On a GPU both are out_prod, one cuBLAS GEMM reading the transposes
+		// in place: the transposed copies cost more than the product there
+		// at large batches (docs/GPU.md).
+		outProd := forceOutProd || !e.backend.IsCPU()
 		if x.requiresGrad {
 			gx, err = e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
+				if outProd {
+					return c.OutProd(in[1], in[0], true) // Σ_j w[:, j] ⊗ g[j, :]
+				}
 				wt, err := e.transposeNode(c, in[1])
 				if err != nil {
 					return node{}, err
@@ -216,6 +223,9 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// but measured ~4x slower than mul_mat on the CPU (docs/BENCHMARKS.md),
 		// so the two transposed copies pay for themselves.
 		gw, err = e.newOp("matmul_back", gwShape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) {
+			if outProd {
+				return c.OutProd(in[0], in[1], false) // Σ_i x[i, :] ⊗ g[i, :]
+			}
 			xt, err := e.transposeNode(c, in[0])
 			if err != nil {
 				return node{}, err
@@ -301,3 +311,6 @@ func (e *Engine) Outer(a, b *Tensor) (*Tensor, error) {
 	out := c.do(func() (*Tensor, error) { return e.Mul(col, row) })
 	return out, c.err
 }
+
+// forceOutProd makes tests take the GPU's out_prod gradients on the CPU.
+var forceOutProd = false

@@ -176,3 +176,13 @@ func TestMatmulAsTorch(t *testing.T) {
 	_, err = e.Bmm(a, b)
 	assert.ErrorIs(t, err, ErrShape, "bmm needs 3-d operands")
 }
+
+// TestOutProdGradientsAsTorch runs the gradient cases and PyTorch's matmul
+// cases through the GPU's out_prod gradients (forced on the CPU).
+func TestOutProdGradientsAsTorch(t *testing.T) {
+	forceOutProd = true
+	defer func() { forceOutProd = false }()
+	t.Run("gradients", TestMatmulGradients)
+	t.Run("torch", TestMatmulAsTorch)
+	t.Run("paths", TestLinearPathsAgree)
+}

@@ -197,7 +197,7 @@ GGLUA_ONE_OPERAND_OPS(GGLUA_DECLARE_UNARY)
 
 #define GGLUA_BINARY_OPS(X) \
     X(add) X(sub) X(mul) X(div) X(mul_mat) X(repeat) X(repeat_back) \
-    X(cpy) X(get_rows) X(cross_entropy_loss) X(silu_back)
+    X(cpy) X(get_rows) X(cross_entropy_loss) X(silu_back) X(out_prod)
 #define GGLUA_DECLARE_BINARY(name) struct ggml_tensor * ggml_##name(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 GGLUA_BINARY_OPS(GGLUA_DECLARE_BINARY)
 

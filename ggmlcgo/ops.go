@@ -257,6 +257,35 @@ func (c *Context) MulMat(a, b Tensor) (Tensor, error) {
 	return result(C.ggml_mul_mat(c.p, a.p, b.p))
 }
 
+// OutProd is ggml_out_prod: for a ne (k, j) and b ne (n, j) the result,
+// ne (k, n), is Σ_j a[:, j] ⊗ b[:, j] — a linear layer's weight gradient
+// gᵀ·x from x ne (k, m) and g ne (n, m) with no transposed copy. With
+// transB it reads b ne (j, n) through a transposed view (g·w from w and g).
+// ggml-cuda runs it as one cuBLAS GEMM that takes the transpose as a flag.
+func (c *Context) OutProd(a, b Tensor, transB bool) (Tensor, error) {
+	if err := c.checkF32("out_prod", a, b); err != nil {
+		return Tensor{}, err
+	}
+	if c.Room() < 2 {
+		return Tensor{}, fmt.Errorf("out_prod: context has no room for two nodes")
+	}
+	na, nb := a.Ne(), b.Ne()
+	if transB {
+		nb[0], nb[1] = nb[1], nb[0]
+	}
+	if na[1] != nb[1] || nb[2]%na[2] != 0 || nb[3]%na[3] != 0 || !a.contiguousRows() || !b.contiguousRows() {
+		return Tensor{}, fmt.Errorf("out_prod: incompatible ne %v and %v (transposed: %v)", a.Ne(), b.Ne(), transB)
+	}
+	bp := b.p
+	if transB {
+		bp = C.ggml_transpose(c.p, b.p)
+	}
+	return result(C.ggml_out_prod(c.p, a.p, bp))
+}
+
+// contiguousRows reports whether t's elements are contiguous along ne0.
+func (t Tensor) contiguousRows() bool { return int64(t.p.nb[0]) == t.Type().Size() }
+
 // Cpy writes a (converted to dst's type) into dst's memory; the result is a
 // view of dst that later nodes can depend on.
 func (c *Context) Cpy(a, dst Tensor) (Tensor, error) {

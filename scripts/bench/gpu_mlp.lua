@@ -1,0 +1,44 @@
+-- scripts/bench/gpu_mlp.lua - the MLP of gpu_residency.lua (1024-4096x4-10,
+-- Adam, weights resident) at any batch, for the large-batch comparison with
+-- torch_gpu_mlp.py (gpu_compare.sh runs both and prints ratios).
+--   gglua --device cuda scripts/bench/gpu_mlp.lua BATCH [MODE] [STEPS]
+-- MODE: f32 (default), or bf16 (weights stored as bf16 in the persistent
+-- pool, gradients and Adam moments f32).
+local batch = tonumber(arg and arg[1]) or 1024
+local mode = arg and arg[2] or "f32"
+local steps = tonumber(arg and arg[3]) or 30
+local sizes = {1024, 4096, 4096, 4096, 4096, 10}
+tensor.manual_seed(0)
+
+local layers = {}
+for i = 1, #sizes - 1 do
+  layers[#layers + 1] = nn.Linear(sizes[i], sizes[i + 1])
+  if i < #sizes - 1 then layers[#layers + 1] = nn.ReLU() end
+end
+local model = nn.Sequential(layers)
+if mode == "bf16" then
+  for _, p in ipairs(model:parameters()) do to_gpu(p, {scope = "persistent", dtype = "bf16"}) end
+else
+  model:to_gpu("persistent")
+end
+local opt = optim.adam(model:parameters(), {lr = 1e-4})
+local x = to_gpu(tensor.randn(batch, sizes[1]), "persistent")
+local y = {}
+for i = 1, batch do y[i] = (i % 10) + 1 end
+y = to_gpu(tensor(y, {dtype = "i32"}), "persistent")
+
+local function step()
+  opt:zero_grad()
+  local loss = with_grad_tape(function() return nn.cross_entropy(model(x), y) end)
+  backward(loss)
+  opt:step()
+  return loss:item()
+end
+for _ = 1, 3 do step() end
+local t0 = device.clock()
+local loss
+for _ = 1, steps do loss = step() end
+local dt = device.clock() - t0
+local s = residency.stats()
+print(string.format("gglua mlp batch=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB",
+  batch, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20)))
