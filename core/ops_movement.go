@@ -305,6 +305,11 @@ var forceConcatRows = false
 // joined along a third dim and cut to size.
 func (e *Engine) rowsBack(name string, g *Tensor, idx []int, it *Tensor, rows int) (*Tensor, error) {
 	cols := g.shape[1]
+	if !e.backend.IsCPU() || forcePickRowsBack {
+		if inv, ok := inverseRows(idx, rows); ok {
+			return e.pickRowsBack(name, g, inv)
+		}
+	}
 	if e.backend.IsCPU() || rows <= cudaGridLimit {
 		shape := []int{rows, cols}
 		return e.newOp(name, shape, []*Tensor{g, it}, func(c ctx, in []node) (node, error) {
@@ -359,6 +364,61 @@ func (e *Engine) rowsBack(name string, g *Tensor, idx []int, it *Tensor, rows in
 	}
 	return e.Contiguous(cut)
 }
+
+// inverseRows is, for indices idx that are all different, the row of g
+// each of rows output rows takes (len(idx): none, a zero row).
+func inverseRows(idx []int, rows int) ([]int, bool) {
+	inv := make([]int, rows)
+	for r := range inv {
+		inv[r] = len(idx)
+	}
+	for i, r := range idx {
+		if inv[r] != len(idx) {
+			return nil, false
+		}
+		inv[r] = i
+	}
+	return inv, true
+}
+
+// pickRowsBack is rowsBack for indices that are all different: g with a
+// zero row after it, read back by get_rows through the inverse indices.
+// ggml-cuda's get_rows_back loops over every index for every output row
+// (rows × indices: 10 ms a step for a batch of 8192 labels on the H200),
+// get_rows reads each output row once. The zero row joins along ggml's
+// dim 0 of the flattened rows, the one concat dim without a grid limit.
+func (e *Engine) pickRowsBack(name string, g *Tensor, inv []int) (*Tensor, error) {
+	n, cols := g.shape[0], g.shape[1]
+	it, err := e.uploadInts(inv)
+	if err != nil {
+		return nil, err
+	}
+	return e.newOp(name, []int{len(inv), cols}, []*Tensor{g, it}, func(c ctx, in []node) (node, error) {
+		flat, err := c.Reshape(in[0], [ggmlcgo.MaxDims]int64{int64(n * cols), 1, 1, 1})
+		if err != nil {
+			return node{}, err
+		}
+		// The zero row is made on the device (g's first row, filled), so a
+		// step uploads only the indices.
+		zero, err := c.View(flat, [ggmlcgo.MaxDims]int64{int64(cols), 1, 1, 1}, [3]int64{4 * int64(cols), 4 * int64(cols), 4 * int64(cols)}, 0)
+		if err == nil {
+			zero, err = c.Fill(zero, 0)
+		}
+		if err == nil {
+			flat, err = c.Concat(flat, zero, 0)
+		}
+		if err == nil {
+			flat, err = c.Reshape(flat, [ggmlcgo.MaxDims]int64{int64(cols), int64(n + 1), 1, 1})
+		}
+		if err != nil {
+			return node{}, err
+		}
+		return c.GetRows(flat, in[1])
+	})
+}
+
+// forcePickRowsBack makes tests take the GPU's pickRowsBack on the CPU.
+var forcePickRowsBack = false
 
 // uploadInts puts 0-based indices on the device (pass pool) as i32.
 func (e *Engine) uploadInts(idx []int) (*Tensor, error) {

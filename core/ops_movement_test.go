@@ -83,3 +83,19 @@ func randHost(t *testing.T, shape ...int) *Tensor {
 	}
 	return host(t, shape, v...)
 }
+
+// TestPickRowsBackAsGetRowsBack: the GPU's gradient of picking rows by
+// indices that are all different (pickRowsBack: get_rows through the
+// inverse indices), forced on the CPU, gives what get_rows_back gives: the
+// picking ops' gradient cases and their PyTorch references (cross-entropy
+// and nll labels, index_select, gather, sort, the scatters).
+func TestPickRowsBackAsGetRowsBack(t *testing.T) {
+	forcePickRowsBack = true
+	defer func() { forcePickRowsBack = false }()
+	t.Run("movement", TestMovementGradients)
+	t.Run("losses", TestLossGradients)
+	t.Run("losses torch", TestLossesMatchTorch)
+	t.Run("new losses torch", TestNewLossesMatchTorch)
+	t.Run("stats torch", TestStatsAsTorch)
+	t.Run("shape", TestShapeGradients)
+}

@@ -226,3 +226,16 @@ func TestSumsPastCUDARepeatBackLimit(t *testing.T) {
 	assert.Equal(t, want, run(true))
 	assert.Greater(t, repeatBackFolds.Load(), folds, "the merged path ran")
 }
+
+// TestSumRowsGEMMAsRepeatBack: the GPU's sum of leading dims (out_prod
+// with ones), forced on the CPU, gives the reduction cases' values and
+// gradients and PyTorch's.
+func TestSumRowsGEMMAsRepeatBack(t *testing.T) {
+	gemmSumsOnCPU = true
+	defer func() { gemmSumsOnCPU = false }()
+	t.Run("reduce", TestReduceGradients)
+	t.Run("torch", TestReductionsMatchPyTorch)
+	t.Run("matmul", TestMatmulGradients) // bias-like broadcast gradients
+	t.Run("losses", TestLossGradients)
+	t.Run("norms", TestNormMatchesTorch)
+}

@@ -16,6 +16,9 @@ import (
 	"unsafe"
 )
 
+// IsContiguous reports whether t's elements are packed in order.
+func (t Tensor) IsContiguous() bool { return t.contiguous() }
+
 // contiguous reports whether t's elements are packed in order.
 func (t Tensor) contiguous() bool {
 	nb, ne := t.p.nb, t.Ne()

@@ -191,6 +191,9 @@ func (c *Context) Fill(a Tensor, v float32) (Tensor, error) {
 	if err := c.checkF32("fill", a); err != nil {
 		return Tensor{}, err
 	}
+	if !a.contiguous() { // ggml asserts it
+		return Tensor{}, fmt.Errorf("fill: operand of ne %v is not contiguous", a.Ne())
+	}
 	return result(C.ggml_fill(c.p, a.p, C.float(v)))
 }
 
