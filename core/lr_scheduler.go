@@ -22,6 +22,7 @@ import (
 // carries on, as in torch).
 type Scheduler struct {
 	kind   string
+	on     Rated // to notice a group added after the scheduler was made
 	rates  []*Rate
 	base   []float64 // torch's base_lrs
 	last   []float64 // the rates the last step set (torch's _last_lr)
@@ -51,7 +52,7 @@ func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *fl
 			return nil, err
 		}
 	}
-	s := &Scheduler{kind: kind, rates: rates, params: params, at: at}
+	s := &Scheduler{kind: kind, on: on, rates: rates, params: params, at: at}
 	setBase := make([]bool, len(rates))
 	for g, r := range rates {
 		base, ok := r.InitialLR()
@@ -111,6 +112,13 @@ func checkScheduled(kind string, epoch int, lr float64) error {
 // Step advances the schedule by one and sets every group's learning rate.
 // A step the schedule refuses (one_cycle past its total) changes nothing.
 func (s *Scheduler) Step() error {
+	// torch's schedulers treat a group added by add_param_group after they
+	// were made in ways of their own (StepLR scales it, OneCycleLR fails on
+	// its missing initial_lr, CosineAnnealingLR skips it at restarts): gglua
+	// refuses rather than differ.
+	if n := len(s.on.Rates()); n != len(s.rates) {
+		return argErrorf("%s scheduler: the optimizer now has %d parameter groups, the scheduler was made for %d (add_param_group after it was made); make the scheduler after adding the group", s.kind, n, len(s.rates))
+	}
 	lrs, err := s.ratesAt(s.epoch + 1)
 	if err != nil {
 		return err

@@ -1,13 +1,14 @@
 package core
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Convolution and pooling, as PyTorch's conv1d/conv2d, max_pool2d,
-// avg_pool2d and adaptive_avg_pool2d (ceil_mode off). All are built on one
+// avg_pool2d and adaptive_avg_pool2d. All are built on one
 // primitive, im2col: the patches of the input laid out as rows (ggml's
 // im2col), whose gradient adds each patch element back where it came from
 // (ggml's get_rows_back, by indices worked out here). A convolution is then
@@ -22,10 +23,23 @@ type ConvOptions struct {
 	Groups                    int
 }
 
-// PoolOptions are a pooling's kernel size, stride and padding, each {along
-// H, along W}.
+// PoolOptions are a pooling's kernel size, stride, padding and dilation,
+// each {along H, along W}, and PyTorch's other pooling options. Their zero
+// values are PyTorch's defaults: a zero Dilation is 1, and ExcludePadding
+// is PyTorch's count_include_pad=false.
 type PoolOptions struct {
-	Kernel, Stride, Padding [2]int
+	Kernel, Stride, Padding, Dilation [2]int
+	// CeilMode rounds the output size up, as PyTorch's ceil_mode: the last
+	// window may run past the input (and its right padding), as long as it
+	// starts inside the input or the left padding.
+	CeilMode bool
+	// ExcludePadding (avg_pool2d only) divides each window's sum by the
+	// number of its elements inside the input rather than inside the
+	// padded input.
+	ExcludePadding bool
+	// DivisorOverride (avg_pool2d only), when not 0, divides every window's
+	// sum by it, as PyTorch's divisor_override.
+	DivisorOverride int
 }
 
 // window is one im2col layout: the kernel, stride, padding and dilation,
@@ -253,17 +267,61 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 	return y, c.err
 }
 
-// MaxPool2d is PyTorch's max_pool2d (dilation 1, ceil_mode off) of x [N,
-// C, H, W] (or [C, H, W]): the padding is -inf, a NaN is the maximum, the
-// gradient goes to the selected element, the first of ties.
+// MaxPool2d is PyTorch's max_pool2d of x [N, C, H, W] (or [C, H, W]),
+// dilation and ceil_mode included: the padding is -inf, a NaN is the
+// maximum, the gradient goes to the selected element, the first of ties.
 func (e *Engine) MaxPool2d(x *Tensor, o PoolOptions) (*Tensor, error) {
+	if o.ExcludePadding || o.DivisorOverride != 0 {
+		return nil, argErrorf("max_pool2d: count_include_pad and divisor_override are average pooling's options")
+	}
 	return e.pool("max_pool2d", x, o)
 }
 
-// AvgPool2d is PyTorch's avg_pool2d with count_include_pad (its default)
-// and ceil_mode off: the padding counts as zeros in every window's mean.
+// AvgPool2d is PyTorch's avg_pool2d, ceil_mode, count_include_pad and
+// divisor_override included: each window's sum (the padding counting as
+// zeros) divided by the window's size clipped to the padded input, by its
+// elements inside the input (ExcludePadding), or by DivisorOverride.
 func (e *Engine) AvgPool2d(x *Tensor, o PoolOptions) (*Tensor, error) {
+	if o.Dilation != [2]int{} && o.Dilation != [2]int{1, 1} {
+		return nil, argErrorf("avg_pool2d: average pooling has no dilation (got %v), as PyTorch's", o.Dilation)
+	}
+	if o.DivisorOverride < 0 || o.DivisorOverride > 1<<30 {
+		return nil, argErrorf("avg_pool2d: divisor_override must be a positive integer, got %d", o.DivisorOverride)
+	}
 	return e.pool("avg_pool2d", x, o)
+}
+
+// MaxPool1d and AvgPool1d are PyTorch's max_pool1d and avg_pool1d of x
+// [N, C, L] (or [C, L]): the 2-d pooling of [N, C, 1, L], o's W entries
+// being used.
+func (e *Engine) MaxPool1d(x *Tensor, o PoolOptions) (*Tensor, error) {
+	return e.pool1d("max_pool1d", x, o, e.MaxPool2d)
+}
+
+func (e *Engine) AvgPool1d(x *Tensor, o PoolOptions) (*Tensor, error) {
+	return e.pool1d("avg_pool1d", x, o, e.AvgPool2d)
+}
+
+func (e *Engine) pool1d(op string, x *Tensor, o PoolOptions, pool2d func(*Tensor, PoolOptions) (*Tensor, error)) (*Tensor, error) {
+	x3, undo, err := e.batched(op, x, 3, "(N, C, L) or (C, L)")
+	if err != nil {
+		return nil, err
+	}
+	o.Kernel[0], o.Stride[0], o.Padding[0], o.Dilation[0] = 1, 1, 0, 1
+	if o.Dilation[1] == 0 {
+		o.Dilation[1] = 1
+	}
+	var c chain
+	x4 := c.do(func() (*Tensor, error) { return e.Reshape(x3, x3.shape[0], x3.shape[1], 1, x3.shape[2]) })
+	y := c.do(func() (*Tensor, error) {
+		y, err := pool2d(x4, o)
+		if err != nil { // name the 1-d op
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		return y, nil
+	})
+	y = c.do(func() (*Tensor, error) { return e.Reshape(y, y.shape[0], y.shape[1], y.shape[3]) })
+	return undo(y, c.err)
 }
 
 // AdaptiveAvgPool2d averages x [N, C, H, W] (or [C, H, W]) down to out =
@@ -284,31 +342,88 @@ func (e *Engine) AdaptiveAvgPool2d(x *Tensor, out [2]int) (*Tensor, error) {
 	return e.pool("adaptive_avg_pool2d", x, PoolOptions{Kernel: k, Stride: k})
 }
 
+// poolSize is PyTorch's pooling_output_shape along one dim: in ceil mode
+// the size rounds up, but a last window that would start past the input
+// and its left padding is dropped.
+func poolSize(in, k, s, p, d int, ceil bool) int {
+	span := in + 2*p - d*(k-1) - 1
+	if ceil {
+		span += s - 1
+	}
+	n := floorDiv(span, s) + 1
+	if ceil && (n-1)*s >= in+p {
+		n--
+	}
+	return n
+}
+
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// pool pools x: the patches of im2col, reduced by a max or a sum. In ceil
+// mode the last windows may run past the padded input: the input is then
+// extended by zeros at the bottom and the right so that im2col (which
+// rounds down) makes them, and the elements outside the input are -inf
+// for a max and left out of the divisor of a mean.
 func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 	x4, undo, err := e.batched(op, x, 4, "(N, C, H, W) or (C, H, W)")
 	if err != nil {
 		return nil, err
 	}
+	if o.Dilation == [2]int{} {
+		o.Dilation = [2]int{1, 1}
+	}
+	wd := window{k: o.Kernel, s: o.Stride, p: o.Padding, d: o.Dilation}
 	for i := range 2 {
-		if o.Kernel[i] >= 1 && o.Padding[i] >= 0 && 2*o.Padding[i] > o.Kernel[i] {
+		if wd.s[i] < 1 || wd.d[i] < 1 || wd.p[i] < 0 || wd.k[i] < 1 || wd.s[i] > 1<<20 || wd.d[i] > 1<<20 || wd.k[i] > 1<<20 {
+			return nil, argErrorf("%s: kernel %v, stride %v and dilation %v must be >= 1, padding %v >= 0", op, wd.k, wd.s, wd.d, wd.p)
+		}
+		if 2*wd.p[i] > wd.k[i] {
 			return nil, argErrorf("%s: padding %v must be at most half the kernel size %v", op, o.Padding, o.Kernel)
 		}
 	}
-	wd := window{k: o.Kernel, s: o.Stride, p: o.Padding, d: [2]int{1, 1}}
-	if err := wd.check(op, x4); err != nil {
-		return nil, err
+	n, ch, h, w := x4.shape[0], x4.shape[1], x4.shape[2], x4.shape[3]
+	oh := poolSize(h, wd.k[0], wd.s[0], wd.p[0], wd.d[0], o.CeilMode)
+	ow := poolSize(w, wd.k[1], wd.s[1], wd.p[1], wd.d[1], o.CeilMode)
+	if oh < 1 || ow < 1 {
+		return nil, shapeErrorf("%s: kernel %dx%d (dilation %v) is larger than the input %dx%d padded by %v (input shape %s): the output would be %dx%d",
+			op, wd.k[0], wd.k[1], wd.d, h, w, wd.p, ShapeString(x4.shape), oh, ow)
 	}
-	n, ch := x4.shape[0], x4.shape[1]
-	oh, ow := wd.out(x4.shape[2], x4.shape[3])
+	// extra[i] is how far the last window runs past the padded input.
+	var extra [2]int
+	for i, size := range [2]int{oh, ow} {
+		in := x4.shape[2+i]
+		extra[i] = max(0, (size-1)*wd.s[i]+wd.d[i]*(wd.k[i]-1)+1-(in+2*wd.p[i]))
+	}
 	kk := wd.k[0] * wd.k[1]
 	var c chain
 	do := c.do
-	cols := do(func() (*Tensor, error) { return e.im2col(op, x4, wd) })
+	xe := x4
+	for i, more := range extra {
+		if more == 0 {
+			continue
+		}
+		shape := xe.Shape()
+		shape[2+i] = more
+		xe = do(func() (*Tensor, error) {
+			z, err := Zeros(shape...)
+			if err != nil {
+				return nil, err
+			}
+			return e.Cat([]*Tensor{xe, z}, 2+i)
+		})
+	}
+	cols := do(func() (*Tensor, error) { return e.im2col(op, xe, wd) })
 	cols = do(func() (*Tensor, error) { return e.Reshape(cols, n, oh*ow, ch, kk) })
 	var y *Tensor
 	if op == "max_pool2d" {
-		if wd.p != [2]int{} {
-			pen := do(func() (*Tensor, error) { return FromFloat32(padPenalty(x4.shape[2], x4.shape[3], wd), 1, oh*ow, 1, kk) })
+		if wd.p != [2]int{} || extra != [2]int{} {
+			pen := do(func() (*Tensor, error) { return FromFloat32(padPenalty(h, w, oh, ow, wd), 1, oh*ow, 1, kk) })
 			cols = do(func() (*Tensor, error) { return e.Add(cols, pen) })
 		}
 		y = do(func() (*Tensor, error) {
@@ -316,7 +431,14 @@ func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 			return v, err
 		})
 	} else {
-		y = do(func() (*Tensor, error) { return e.MeanDim(cols, -1, false) })
+		y = do(func() (*Tensor, error) { return e.SumDim(cols, -1, false) })
+		inv, uniform := avgScale(h, w, oh, ow, wd, o)
+		if uniform {
+			y = do(func() (*Tensor, error) { return e.Scale(y, inv[0]) })
+		} else {
+			scale := do(func() (*Tensor, error) { return FromFloat32(inv, 1, oh*ow, 1) })
+			y = do(func() (*Tensor, error) { return e.Mul(y, scale) })
+		}
 	}
 	y = do(func() (*Tensor, error) { return e.Reshape(y, n, oh, ow, ch) })
 	y = do(func() (*Tensor, error) { return e.Permute(y, 0, 3, 1, 2) })
@@ -324,18 +446,18 @@ func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 	return undo(y, c.err)
 }
 
-// padPenalty is, for each window position and kernel element, -inf where
-// the element falls in the padding and 0 inside the input: added to the
-// patches, it makes the padding -inf for a max.
-func padPenalty(h, w int, wd window) []float32 {
-	oh, ow := wd.out(h, w)
+// padPenalty is, for each of the oh×ow window positions and kernel
+// element, -inf where the element falls outside the h×w input (in the
+// padding, or past it in ceil mode) and 0 inside: added to the patches, it
+// makes those elements -inf for a max.
+func padPenalty(h, w, oh, ow int, wd window) []float32 {
 	out := make([]float32, 0, oh*ow*wd.k[0]*wd.k[1])
 	inf := float32(math.Inf(-1))
 	for y := range oh {
 		for x := range ow {
 			for i := range wd.k[0] {
 				for j := range wd.k[1] {
-					iy, ix := y*wd.s[0]+i-wd.p[0], x*wd.s[1]+j-wd.p[1]
+					iy, ix := y*wd.s[0]+i*wd.d[0]-wd.p[0], x*wd.s[1]+j*wd.d[1]-wd.p[1]
 					v := float32(0)
 					if iy < 0 || iy >= h || ix < 0 || ix >= w {
 						v = inf
@@ -346,4 +468,39 @@ func padPenalty(h, w int, wd window) []float32 {
 		}
 	}
 	return out
+}
+
+// avgScale is 1/divisor for each of the oh×ow windows of an average
+// pooling, by PyTorch's rule: divisor_override if set; otherwise the
+// window's size once clipped to the padded input (count_include_pad), or
+// to the input itself (ExcludePadding). uniform reports that every window
+// has the same divisor.
+func avgScale(h, w, oh, ow int, wd window, o PoolOptions) (inv []float32, uniform bool) {
+	// span is a window's extent along one dim: clipped to the padded input,
+	// and to the input.
+	span := func(pos, i, in int) (padded, inside int) {
+		start := pos*wd.s[i] - wd.p[i]
+		end := min(start+wd.k[i], in+wd.p[i])
+		padded = end - start
+		return padded, min(end, in) - max(start, 0)
+	}
+	inv = make([]float32, 0, oh*ow)
+	uniform = true
+	for y := range oh {
+		ph, ih := span(y, 0, h)
+		for x := range ow {
+			pw, iw := span(x, 1, w)
+			d := ph * pw
+			switch {
+			case o.DivisorOverride != 0:
+				d = o.DivisorOverride
+			case o.ExcludePadding:
+				d = ih * iw
+			}
+			v := float32(1 / float64(d))
+			uniform = uniform && (len(inv) == 0 || v == inv[0])
+			inv = append(inv, v)
+		}
+	}
+	return inv, uniform
 }

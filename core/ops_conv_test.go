@@ -2,6 +2,7 @@ package core
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,14 +31,19 @@ func assertConvClose(t require.TestingT, want []torchNum, got []float32, msg str
 	}
 }
 
-// runConvTorchCases runs the reference cases of ops (forward, then the
-// backward of sum(output * cotangent)), then Gradcheck of each case but
-// those named in kinks.
+// runConvTorchCases runs the reference cases of ops in torch_conv.json
+// (forward, then the backward of sum(output * cotangent)), then Gradcheck
+// of each case but those named in kinks.
 func runConvTorchCases(t *testing.T, ops map[string]torchOp, kinks map[string]bool) {
+	runConvTorchFile(t, "testdata/torch_conv.json", ops, kinks)
+}
+
+// runConvTorchFile is runConvTorchCases for the reference file path.
+func runConvTorchFile(t *testing.T, path string, ops map[string]torchOp, kinks map[string]bool) {
 	t.Run("reference", func(t *testing.T) {
-		runTorchFileWith(t, "testdata/torch_conv.json", ops, assertConvClose)
+		runTorchFileWith(t, path, ops, assertConvClose)
 	})
-	cases := loadConvCases(t)
+	cases := loadTorchFile(t, path)
 	t.Run("gradcheck", func(t *testing.T) {
 		e := newEngine(t)
 		for _, c := range cases {
@@ -90,14 +96,57 @@ var convTorchOps = map[string]torchOp{
 			Dilation: [2]int{1, c.int1(t, "dilation")}, Groups: c.int1(t, "groups")})
 	},
 	"max_pool2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
-		return e.MaxPool2d(in[0], PoolOptions{Kernel: c.ints(t, "kernel"), Stride: c.ints(t, "stride"), Padding: c.ints(t, "padding")})
+		return e.MaxPool2d(in[0], c.poolOptions(t))
 	},
 	"avg_pool2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
-		return e.AvgPool2d(in[0], PoolOptions{Kernel: c.ints(t, "kernel"), Stride: c.ints(t, "stride"), Padding: c.ints(t, "padding")})
+		return e.AvgPool2d(in[0], c.poolOptions(t))
 	},
 	"adaptive_avg_pool2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
 		return e.AdaptiveAvgPool2d(in[0], c.ints(t, "output"))
 	},
+}
+
+// poolOptions reads a pooling case's arguments: kernel, stride and padding
+// pairs (integers for a 1-d op), and where given dilation, ceil_mode,
+// count_include_pad and divisor_override (0 for none).
+func (c torchCase) poolOptions(t *testing.T) PoolOptions {
+	var o PoolOptions
+	if strings.HasSuffix(c.Op, "1d") {
+		o.Kernel[1], o.Stride[1], o.Padding[1] = c.int1(t, "kernel"), c.int1(t, "stride"), c.int1(t, "padding")
+		c.arg(t, "dilation", &o.Dilation[1])
+	} else {
+		o.Kernel, o.Stride, o.Padding = c.ints(t, "kernel"), c.ints(t, "stride"), c.ints(t, "padding")
+		c.arg(t, "dilation", &o.Dilation)
+	}
+	c.arg(t, "ceil_mode", &o.CeilMode)
+	include := true
+	c.arg(t, "count_include_pad", &include)
+	o.ExcludePadding = !include
+	c.arg(t, "divisor_override", &o.DivisorOverride)
+	return o
+}
+
+// poolTorchOps run the cases of torch_pool.json (scripts/reference/pool.py).
+var poolTorchOps = map[string]torchOp{
+	"max_pool2d": convTorchOps["max_pool2d"],
+	"avg_pool2d": convTorchOps["avg_pool2d"],
+	"max_pool1d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.MaxPool1d(in[0], c.poolOptions(t))
+	},
+	"avg_pool1d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+		return e.AvgPool1d(in[0], c.poolOptions(t))
+	},
+}
+
+// TestPoolOptionsMatchTorch: dilation, ceil_mode (PyTorch's output size,
+// its rule dropping a last window that starts past the input and the left
+// padding), count_include_pad, divisor_override and the 1-d forms.
+func TestPoolOptionsMatchTorch(t *testing.T) {
+	runConvTorchFile(t, "testdata/torch_pool.json", poolTorchOps, nil)
+	for _, c := range loadTorchFile(t, "testdata/torch_pool.json") {
+		_, ok := poolTorchOps[c.Op]
+		assert.True(t, ok, "case %q: op %q is run by no test", c.Name, c.Op)
+	}
 }
 
 func TestConvMatchesTorch(t *testing.T) {

@@ -201,6 +201,45 @@ func newOptimizer(e *Engine, fn string, groups [][]*Tensor, lrs []*float32) (opt
 	return o, nil
 }
 
+// addGroup appends a group of parameters (none in another group, none
+// twice, all leaves) whose rate drives *lr, as torch's add_param_group;
+// the parameters are made resident as the constructor makes them. Nothing
+// changes unless every check passes.
+func (o *optimizer) addGroup(fn string, ps []*Tensor, lr *float32) error {
+	if len(ps) == 0 {
+		return argErrorf("%s: the group has no parameters", fn)
+	}
+	group := map[*Tensor]int{}
+	for g, pg := range o.groups {
+		for _, p := range pg.params {
+			group[p] = g
+		}
+	}
+	mine := map[*Tensor]bool{}
+	for i, p := range ps {
+		switch g, taken := group[p]; {
+		case p == nil:
+			return argErrorf("%s: parameter %d is nil", fn, i+1)
+		case taken:
+			return argErrorf("%s: parameter %d is already in parameter group %d (a parameter may appear in one group only)", fn, i+1, g+1)
+		case mine[p]:
+			return argErrorf("%s: parameter %d is given twice", fn, i+1)
+		case !p.IsLeaf():
+			return argErrorf("%s: parameter %d is not a leaf tensor", fn, i+1)
+		}
+		mine[p] = true
+	}
+	for i, p := range ps {
+		p.requiresGrad = true
+		if err := p.MoveToDevice(o.e, residency.Persistent); err != nil {
+			return fmt.Errorf("%s: parameter %d: %w", fn, i+1, err)
+		}
+	}
+	o.groups = append(o.groups, paramGroup{params: slices.Clone(ps), rate: NewRate(lr)})
+	o.params = append(o.params, ps...)
+	return nil
+}
+
 // Params are the optimized tensors, every group's, in order.
 func (o *optimizer) Params() []*Tensor { return o.params }
 

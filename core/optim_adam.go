@@ -26,8 +26,9 @@ type AdamGroup struct {
 type Adam struct {
 	optimizer
 	decoupled bool
-	// opts[g] are group g's settings; opts[g].LR is what its rate drives.
-	opts []AdamOptions
+	// opts[g] are group g's settings; opts[g].LR is what its rate drives
+	// (pointers: a group added later must not move the others' LR).
+	opts []*AdamOptions
 }
 
 func (a *Adam) name() string {
@@ -60,7 +61,7 @@ func NewAdam(e *Engine, params []*Tensor, opts AdamOptions) (*Adam, error) {
 // groups' Decoupled says) of parameter groups: none empty, no parameter in
 // two.
 func NewAdamGroups(e *Engine, groups []AdamGroup, decoupled bool) (*Adam, error) {
-	a := &Adam{decoupled: decoupled, opts: make([]AdamOptions, len(groups))}
+	a := &Adam{decoupled: decoupled, opts: make([]*AdamOptions, len(groups))}
 	fn := a.name()
 	params := make([][]*Tensor, len(groups))
 	lrs := make([]*float32, len(groups))
@@ -72,7 +73,8 @@ func NewAdamGroups(e *Engine, groups []AdamGroup, decoupled bool) (*Adam, error)
 			return nil, err
 		}
 		gr.Opts.Decoupled = decoupled
-		a.opts[g], params[g], lrs[g] = gr.Opts, gr.Params, &a.opts[g].LR
+		o := gr.Opts
+		a.opts[g], params[g], lrs[g] = &o, gr.Params, &o.LR
 	}
 	o, err := newOptimizer(e, fn, params, lrs)
 	if err != nil {
@@ -84,7 +86,7 @@ func NewAdamGroups(e *Engine, groups []AdamGroup, decoupled bool) (*Adam, error)
 
 // GroupOptions are group g's settings (g 0-based), LR the float32 its
 // rate drives.
-func (a *Adam) GroupOptions(g int) AdamOptions { return a.opts[g] }
+func (a *Adam) GroupOptions(g int) AdamOptions { return *a.opts[g] }
 
 // SetGroupOptions sets group g's settings but its rate (opts.LR is not
 // used: the rate is set through Rates()[g]; nor Decoupled: Adam stays
@@ -94,7 +96,33 @@ func (a *Adam) SetGroupOptions(g int, opts AdamOptions) error {
 		return err
 	}
 	opts.LR, opts.Decoupled = a.opts[g].LR, a.decoupled
-	a.opts[g] = opts
+	*a.opts[g] = opts
+	return nil
+}
+
+// AddGroup adds a parameter group, as torch's add_param_group: gr.Opts
+// are its settings (the caller fills them from the defaults), and its
+// parameters must be in no other group. Only before the first step: torch
+// counts Adam's steps per parameter, gglua per optimizer, so parameters
+// added later would take the wrong bias correction; that is refused.
+func (a *Adam) AddGroup(gr AdamGroup) error {
+	fn := a.name() + ": add_param_group"
+	a.settle()
+	if n := a.steps + len(a.queued); n > 0 {
+		return argErrorf("%s: a group can only be added before the first step (%d steps taken): gglua counts Adam's steps per optimizer, not per parameter as torch, so the new parameters' bias correction would be wrong", fn, n)
+	}
+	if err := checkRate(fn, "lr", float64(gr.Opts.LR)); err != nil {
+		return err
+	}
+	if err := checkAdam(fn, gr.Opts); err != nil {
+		return err
+	}
+	o := gr.Opts
+	o.Decoupled = a.decoupled
+	if err := a.addGroup(fn, gr.Params, &o.LR); err != nil {
+		return err
+	}
+	a.opts = append(a.opts, &o)
 	return nil
 }
 
@@ -116,7 +144,7 @@ func (a *Adam) Step() error {
 	n := a.steps + len(a.queued) + 1 // steps ran, queued, and this one
 	err = e.NoGrad(func() error {
 		for g, ps := range withGrad {
-			if err := a.stepGroup(ps, a.opts[g], n); err != nil {
+			if err := a.stepGroup(ps, *a.opts[g], n); err != nil {
 				return err
 			}
 		}
@@ -227,7 +255,7 @@ var adamSlots = []string{"exp_avg", "exp_avg_sq"}
 // moments, the number of steps that ran, group 1's lr and initial_lr, and
 // every group.
 func (a *Adam) State() (OptimizerState, error) {
-	st, err := a.stateDict(adamSlots, func(g int) any { return a.opts[g] })
+	st, err := a.stateDict(adamSlots, func(g int) any { return *a.opts[g] })
 	if err != nil {
 		return st, err
 	}
@@ -250,7 +278,7 @@ func (a *Adam) LoadState(st OptimizerState) error {
 		if err := checkAdam(a.name(), o); err != nil {
 			return nil, err
 		}
-		return func() { o.LR, o.Decoupled = a.opts[g].LR, a.decoupled; a.opts[g] = o }, nil
+		return func() { o.LR, o.Decoupled = a.opts[g].LR, a.decoupled; *a.opts[g] = o }, nil
 	}, "step")
 	if err != nil {
 		return err

@@ -19,8 +19,9 @@ type SGDGroup struct {
 // SGD is stochastic gradient descent with momentum, Nesterov and weight decay.
 type SGD struct {
 	optimizer
-	// opts[g] are group g's settings; opts[g].LR is what its rate drives.
-	opts []SGDOptions
+	// opts[g] are group g's settings; opts[g].LR is what its rate drives
+	// (pointers: a group added later must not move the others' LR).
+	opts []*SGDOptions
 }
 
 // checkSGD refuses settings torch refuses, and NaN or ±Inf ones.
@@ -49,7 +50,7 @@ func NewSGD(e *Engine, params []*Tensor, opts SGDOptions) (*SGD, error) {
 // NewSGDGroups makes an SGD optimizer of parameter groups: none empty, no
 // parameter in two.
 func NewSGDGroups(e *Engine, groups []SGDGroup) (*SGD, error) {
-	s := &SGD{opts: make([]SGDOptions, len(groups))}
+	s := &SGD{opts: make([]*SGDOptions, len(groups))}
 	params := make([][]*Tensor, len(groups))
 	lrs := make([]*float32, len(groups))
 	for g, gr := range groups {
@@ -59,7 +60,8 @@ func NewSGDGroups(e *Engine, groups []SGDGroup) (*SGD, error) {
 		if err := checkSGD("sgd", gr.Opts); err != nil {
 			return nil, err
 		}
-		s.opts[g], params[g], lrs[g] = gr.Opts, gr.Params, &s.opts[g].LR
+		o := gr.Opts
+		s.opts[g], params[g], lrs[g] = &o, gr.Params, &o.LR
 	}
 	o, err := newOptimizer(e, "sgd", params, lrs)
 	if err != nil {
@@ -71,7 +73,7 @@ func NewSGDGroups(e *Engine, groups []SGDGroup) (*SGD, error) {
 
 // GroupOptions are group g's settings (g 0-based), LR the float32 its
 // rate drives.
-func (s *SGD) GroupOptions(g int) SGDOptions { return s.opts[g] }
+func (s *SGD) GroupOptions(g int) SGDOptions { return *s.opts[g] }
 
 // SetGroupOptions sets group g's settings but its rate (opts.LR is not
 // used: the rate is set through Rates()[g]).
@@ -80,7 +82,27 @@ func (s *SGD) SetGroupOptions(g int, opts SGDOptions) error {
 		return err
 	}
 	opts.LR = s.opts[g].LR
-	s.opts[g] = opts
+	*s.opts[g] = opts
+	return nil
+}
+
+// AddGroup adds a parameter group, as torch's add_param_group: gr.Opts
+// are its settings (the caller fills them from the defaults), and its
+// parameters must be in no other group. Its momentum buffers start with
+// its first step, as torch's.
+func (s *SGD) AddGroup(gr SGDGroup) error {
+	const fn = "sgd: add_param_group"
+	if err := checkRate(fn, "lr", float64(gr.Opts.LR)); err != nil {
+		return err
+	}
+	if err := checkSGD(fn, gr.Opts); err != nil {
+		return err
+	}
+	o := gr.Opts
+	if err := s.addGroup(fn, gr.Params, &o.LR); err != nil {
+		return err
+	}
+	s.opts = append(s.opts, &o)
 	return nil
 }
 
@@ -106,7 +128,7 @@ func (s *SGD) Step() error {
 	}
 	err = e.NoGrad(func() error {
 		for g, ps := range withGrad {
-			o := s.opts[g]
+			o := *s.opts[g]
 			for _, p := range ps {
 				if err := s.update(p, o, first[p]); err != nil {
 					return err
@@ -163,7 +185,7 @@ var sgdSlots = []string{"momentum_buffer"}
 // State is a snapshot of the optimizer's state (see stateDict): the
 // momentum buffers, group 1's lr and initial_lr, and every group.
 func (s *SGD) State() (OptimizerState, error) {
-	return s.stateDict(sgdSlots, func(g int) any { return s.opts[g] })
+	return s.stateDict(sgdSlots, func(g int) any { return *s.opts[g] })
 }
 
 // LoadState restores what State returned (or its older flat form, for an
@@ -177,7 +199,7 @@ func (s *SGD) LoadState(st OptimizerState) error {
 		if err := checkSGD("sgd", o); err != nil {
 			return nil, err
 		}
-		return func() { o.LR = s.opts[g].LR; s.opts[g] = o }, nil
+		return func() { o.LR = s.opts[g].LR; *s.opts[g] = o }, nil
 	})
 }
 

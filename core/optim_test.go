@@ -868,3 +868,34 @@ func TestSchedulerDrivesEveryGroup(t *testing.T) {
 	delete(nums, "base_lr.2")
 	assert.ErrorContains(t, s.LoadStateDict(kind, nums), "base_lr.2 is missing")
 }
+
+// AddGroup keeps every group's rate driving its own settings: the groups'
+// settings are not moved when more are added (each rate points at its
+// group's LR), and a parameter already in a group is refused.
+func TestAddGroupKeepsRates(t *testing.T) {
+	e := newEngine(t)
+	w := host(t, []int{2}, 1, 2)
+	s, err := NewSGD(e, []*Tensor{w}, SGDOptions{LR: 0.1})
+	require.NoError(t, err)
+	for i := range 8 {
+		require.NoError(t, s.AddGroup(SGDGroup{Params: []*Tensor{host(t, []int{1}, 1)}, Opts: SGDOptions{LR: float32(i)}}))
+	}
+	require.Equal(t, 9, s.NumGroups())
+	require.NoError(t, s.Rates()[0].SetLR(0.25))
+	require.NoError(t, s.Rates()[8].SetLR(0.5))
+	assert.Equal(t, float32(0.25), s.GroupOptions(0).LR)
+	assert.Equal(t, float32(0.5), s.GroupOptions(8).LR)
+	assert.Equal(t, float32(3), s.GroupOptions(4).LR)
+	assert.Len(t, s.Params(), 9)
+	err = s.AddGroup(SGDGroup{Params: []*Tensor{w}, Opts: SGDOptions{LR: 0.1}})
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.ErrorContains(t, err, "already in parameter group 1")
+	assert.Equal(t, 9, s.NumGroups())
+
+	a, err := NewAdam(e, []*Tensor{host(t, []int{1}, 1)}, AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999})
+	require.NoError(t, err)
+	require.NoError(t, a.AddGroup(AdamGroup{Params: []*Tensor{host(t, []int{1}, 1)}, Opts: AdamOptions{LR: 0.2, Beta1: 0.9, Beta2: 0.999}}))
+	require.NoError(t, a.Rates()[0].SetLR(0.05))
+	assert.Equal(t, float32(0.05), a.GroupOptions(0).LR)
+	assert.Equal(t, float32(0.2), a.GroupOptions(1).LR)
+}

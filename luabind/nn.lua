@@ -522,25 +522,42 @@ end
 conv_module("Conv1d", 1, "conv1d")
 conv_module("Conv2d", 2, "conv2d")
 
--- MaxPool2d(k [, {stride=k, padding=0}]) and AvgPool2d (count_include_pad).
-local function pool_module(name, fn)
+-- MaxPool1d/2d(k [, {stride=k, padding=0, dilation=1, ceil_mode=false}])
+-- and AvgPool1d/2d(k [, {stride=k, padding=0, ceil_mode=false,
+-- count_include_pad=true, divisor_override=nil}]): PyTorch's options,
+-- passed on to nn.max_pool2d and the others, which check them.
+local pool_options = {
+  max = {"stride", "padding", "dilation", "ceil_mode"},
+  avg = {"stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"},
+}
+local function pool_module(name, fn, kind)
   local c = class(name)
   function c:init(k, opts)
     opts = opts or {}
-    known(opts, "nn." .. name, {"stride", "padding"})
+    known(opts, "nn." .. name, pool_options[kind])
     self.kernel = k
-    self.opts = {stride = opts.stride, padding = opts.padding}
+    self.opts = {}
+    for _, key in ipairs(pool_options[kind]) do self.opts[key] = opts[key] end
   end
   c.forward = function(self, x) return nn[fn](x, self.kernel, self.opts) end
-  c.describe = function(self) -- as PyTorch prints it
-    local size = function(v) return type(v) == "table" and "(" .. table.concat(v, ", ") .. ")" or tostring(v) end
-    return string.format("%s(kernel_size=%s, stride=%s, padding=%s)", name, size(self.kernel),
+  c.describe = function(self) -- as PyTorch prints it (AvgPool1d's sizes as 1-tuples)
+    local size = function(v)
+      if type(v) == "table" then return "(" .. table.concat(v, ", ") .. ")" end
+      return name == "AvgPool1d" and "(" .. tostring(v) .. ",)" or tostring(v)
+    end
+    local s = string.format("%s(kernel_size=%s, stride=%s, padding=%s", name, size(self.kernel),
       size(self.opts.stride or self.kernel), size(self.opts.padding or 0))
+    if kind == "max" then
+      s = s .. string.format(", dilation=%s, ceil_mode=%s", size(self.opts.dilation or 1), self.opts.ceil_mode and "True" or "False")
+    end
+    return s .. ")"
   end
   nn[name] = c
 end
-pool_module("MaxPool2d", "max_pool2d")
-pool_module("AvgPool2d", "avg_pool2d")
+pool_module("MaxPool1d", "max_pool1d", "max")
+pool_module("MaxPool2d", "max_pool2d", "max")
+pool_module("AvgPool1d", "avg_pool1d", "avg")
+pool_module("AvgPool2d", "avg_pool2d", "avg")
 
 nn.AdaptiveAvgPool2d = class("AdaptiveAvgPool2d")
 function nn.AdaptiveAvgPool2d:init(out) self.output_size = out end

@@ -16,12 +16,14 @@ import (
 func (env *Env) convFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
 		"adaptive_avg_pool2d": env.adaptiveAvgPool2d,
-		"avg_pool2d":          env.pool2d("avg_pool2d", (*core.Engine).AvgPool2d),
+		"avg_pool1d":          env.pool("avg_pool1d", (*core.Engine).AvgPool1d),
+		"avg_pool2d":          env.pool("avg_pool2d", (*core.Engine).AvgPool2d),
 		"batch_norm":          env.batchNorm,
 		"conv1d":              env.conv("conv1d"),
 		"conv2d":              env.conv("conv2d"),
 		"group_norm":          env.groupNorm,
-		"max_pool2d":          env.pool2d("max_pool2d", (*core.Engine).MaxPool2d),
+		"max_pool1d":          env.pool("max_pool1d", (*core.Engine).MaxPool1d),
+		"max_pool2d":          env.pool("max_pool2d", (*core.Engine).MaxPool2d),
 		"rms_norm":            env.rmsNorm,
 	}
 }
@@ -104,14 +106,49 @@ func (env *Env) conv(fn string) lua.LGFunction {
 	}
 }
 
-// pool2d: nn.max_pool2d(x, kernel [, {stride=kernel, padding=0}]).
-func (env *Env) pool2d(fn string, f func(*core.Engine, *core.Tensor, core.PoolOptions) (*core.Tensor, error)) lua.LGFunction {
+// pool: nn.max_pool2d(x, kernel [, {stride=kernel, padding=0, dilation=1,
+// ceil_mode=false}]) and nn.avg_pool2d(x, kernel [, {stride=kernel,
+// padding=0, ceil_mode=false, count_include_pad=true,
+// divisor_override=nil}]), PyTorch's options; kernel, stride, padding and
+// dilation are integers or {h, w}. The 1-d forms take integers.
+func (env *Env) pool(fn string, f func(*core.Engine, *core.Tensor, core.PoolOptions) (*core.Tensor, error)) lua.LGFunction {
+	oneD := fn == "max_pool1d" || fn == "avg_pool1d"
+	isMax := fn == "max_pool1d" || fn == "max_pool2d"
 	return func(L *lua.LState) int {
 		x := checkTensor(L, fn, 1)
 		k := intPair(L, fn, "argument 2 (kernel size)", L.Get(2))
 		o := readOpts(L, fn, 3)
-		opts := core.PoolOptions{Kernel: k, Stride: pairOpt(o, "stride", k), Padding: pairOpt(o, "padding", [2]int{})}
+		opts := core.PoolOptions{Kernel: k, Padding: pairOpt(o, "padding", [2]int{})}
+		opts.Stride = pairOpt(o, "stride", k)
+		opts.CeilMode = o.boolean("ceil_mode", false)
+		opts.Dilation = [2]int{1, 1}
+		if isMax {
+			opts.Dilation = pairOpt(o, "dilation", opts.Dilation)
+		} else {
+			opts.ExcludePadding = !o.boolean("count_include_pad", true)
+			if o.has("divisor_override") {
+				d := o.number("divisor_override", 0)
+				if d != math.Trunc(d) || d < 1 || d > 1<<30 {
+					argError(L, fn, "option divisor_override must be a positive integer, got %g", d)
+				}
+				opts.DivisorOverride = int(d)
+			} else {
+				o.get("divisor_override")
+			}
+		}
 		o.done()
+		for _, p := range [][2]int{opts.Kernel, opts.Stride, opts.Dilation} {
+			if p[0] < 1 || p[1] < 1 {
+				argError(L, fn, "kernel size, stride and dilation must be positive, got %v, %v and %v", opts.Kernel, opts.Stride, opts.Dilation)
+			}
+		}
+		if oneD {
+			for _, p := range [][2]int{opts.Kernel, opts.Stride, opts.Padding, opts.Dilation} {
+				if p[0] != p[1] {
+					argError(L, fn, "kernel size, stride, padding and dilation are integers for a 1-d pooling")
+				}
+			}
+		}
 		t, err := f(env.Engine, x, opts)
 		return env.pushResult(L, t, err)
 	}

@@ -2,7 +2,8 @@
 --
 --   nn.RNN(input_size, hidden_size [, opts]), nn.GRU(...), nn.LSTM(...)
 --     opts: {num_layers=1, nonlinearity="tanh" (RNN only; or "relu"),
---            bias=true, batch_first=false, dropout=0, bidirectional=false},
+--            bias=true, batch_first=false, dropout=0, bidirectional=false,
+--            proj_size=0 (LSTM only)},
 --     or those positionally, in PyTorch's order.
 --     rnn(x [, h0])          returns output, h_n        (two results)
 --     gru(x [, h0])          returns output, h_n
@@ -13,7 +14,9 @@
 --     bidirectional, the directions concatenated), h_n [num_layers*D,
 --     batch, hidden] (unbatched: without the batch dim); h0 defaults to
 --     zeros. Dropout (in train() only) applies to each layer's output but
---     the last.
+--     the last. An LSTM with proj_size > 0 projects each step's h down to
+--     proj_size features (h = W_hr h, W_hr [proj_size, hidden]): output,
+--     h0 and h_n then have proj_size features, c0 and c_n hidden_size.
 --   nn.RNNCell(input_size, hidden_size [, bias [, nonlinearity]]),
 --   nn.GRUCell(input_size, hidden_size [, bias]), nn.LSTMCell(...)
 --     cell(x [, h])          returns h'                 (RNNCell, GRUCell)
@@ -22,8 +25,9 @@
 --
 -- Parameters have PyTorch's names and layouts (weight_ih_l0 [G*hidden,
 -- input], weight_hh_l0 [G*hidden, hidden], bias_ih_l0, bias_hh_l0, then
--- ..._reverse for the backward direction, layer by layer; the cells'
--- weight_ih, weight_hh, bias_ih, bias_hh), with the gates stacked in
+-- weight_hr_l0 with proj_size, then ..._reverse for the backward
+-- direction, layer by layer; the cells' weight_ih, weight_hh, bias_ih,
+-- bias_hh), with the gates stacked in
 -- PyTorch's order (GRU r, z, n; LSTM i, f, g, o), so a PyTorch state dict
 -- loads as it is; all start uniform in ±1/sqrt(hidden_size), as PyTorch's.
 local nn = nn
@@ -73,7 +77,7 @@ local option_names = {
   RNN = {"num_layers", "nonlinearity", "bias", "batch_first", "dropout", "bidirectional"},
   GRU = {"num_layers", "bias", "batch_first", "dropout", "bidirectional"},
 }
-option_names.LSTM = option_names.GRU
+option_names.LSTM = {"num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size"}
 
 -- setup reads (input_size, hidden_size [, opts or positional options])
 -- and makes the parameters, in PyTorch's order.
@@ -109,20 +113,29 @@ function RNNBase:setup(kind, input_size, hidden_size, ...)
   check(type(self.dropout) == "number" and self.dropout >= 0 and self.dropout <= 1, fn,
     "dropout must be a number in [0, 1], got %s", tostring(self.dropout))
   self.bidirectional = o.bidirectional == true
+  self.proj_size = o.proj_size or 0
+  check(type(self.proj_size) == "number" and self.proj_size >= 0 and self.proj_size % 1 == 0, fn,
+    "proj_size must be a positive integer or zero to disable projections, got %s", tostring(self.proj_size))
+  check(self.proj_size < hidden_size, fn, "proj_size (%d) must be smaller than hidden_size (%d)", self.proj_size, hidden_size)
+  -- out_size is the width of h: proj_size when projecting.
+  self.out_size = self.proj_size > 0 and self.proj_size or hidden_size
   self.kind = kind
   self.mode = kind == "RNN" and (self.nonlinearity == "tanh" and "RNN_TANH" or "RNN_RELU") or kind
   local gates = gate_count[self.mode] * hidden_size
   local bound = 1 / math.sqrt(hidden_size)
   local dirs = self.bidirectional and 2 or 1
   for layer = 0, self.num_layers - 1 do
-    local layer_input = layer == 0 and input_size or hidden_size * dirs
+    local layer_input = layer == 0 and input_size or self.out_size * dirs
     for dir = 1, dirs do
       local suffix = "_l" .. layer .. (dir == 2 and "_reverse" or "")
       self["weight_ih" .. suffix] = uniform_param(bound, gates, layer_input)
-      self["weight_hh" .. suffix] = uniform_param(bound, gates, hidden_size)
+      self["weight_hh" .. suffix] = uniform_param(bound, gates, self.out_size)
       if self.bias then
         self["bias_ih" .. suffix] = uniform_param(bound, gates)
         self["bias_hh" .. suffix] = uniform_param(bound, gates)
+      end
+      if self.proj_size > 0 then
+        self["weight_hr" .. suffix] = uniform_param(bound, self.proj_size, hidden_size)
       end
     end
   end
@@ -130,6 +143,7 @@ end
 
 function RNNBase:describe()
   local s = string.format("%s(%d, %d", self.kind, self.input_size, self.hidden_size)
+  if self.proj_size ~= 0 then s = s .. ", proj_size=" .. self.proj_size end
   if self.num_layers ~= 1 then s = s .. ", num_layers=" .. self.num_layers end
   if self.kind == "RNN" and self.nonlinearity ~= "tanh" then s = s .. ", nonlinearity='" .. self.nonlinearity .. "'" end
   if not self.bias then s = s .. ", bias=False" end
@@ -139,20 +153,21 @@ function RNNBase:describe()
   return s .. ")"
 end
 
--- state checks an initial state against [layers*dirs, batch, hidden] (or
--- zeros when nil); unbatched, it has no batch dim.
-function RNNBase:state(name, h, batch, unbatched)
+-- state checks an initial state against [layers*dirs, batch, width] (or
+-- zeros when nil); unbatched, it has no batch dim. width is hidden_size,
+-- or proj_size for a projected LSTM's h.
+function RNNBase:state(name, h, batch, unbatched, width)
   local fn = self.kind
   local rows = self.num_layers * (self.bidirectional and 2 or 1)
-  if h == nil then return tensor.zeros(rows, batch, self.hidden_size) end
+  if h == nil then return tensor.zeros(rows, batch, width) end
   is_tensor(fn, name, h)
   if unbatched then
-    check(h:dim() == 2 and h:size(1) == rows and h:size(2) == self.hidden_size, fn,
-      "expected %s of shape [%d, %d] for an unbatched input, got %s", name, rows, self.hidden_size, shape_string(h))
+    check(h:dim() == 2 and h:size(1) == rows and h:size(2) == width, fn,
+      "expected %s of shape [%d, %d] for an unbatched input, got %s", name, rows, width, shape_string(h))
     return h:unsqueeze(2)
   end
-  check(h:dim() == 3 and h:size(1) == rows and h:size(2) == batch and h:size(3) == self.hidden_size, fn,
-    "expected %s of shape [%d, %d, %d], got %s", name, rows, batch, self.hidden_size, shape_string(h))
+  check(h:dim() == 3 and h:size(1) == rows and h:size(2) == batch and h:size(3) == width, fn,
+    "expected %s of shape [%d, %d, %d], got %s", name, rows, batch, width, shape_string(h))
   return h
 end
 
@@ -175,10 +190,10 @@ function RNNBase:forward(input, hx)
   local h0, c0
   if lstm then
     check(hx == nil or (type(hx) == "table" and #hx == 2), fn, "expected hx as {h0, c0}, got %s", type(hx))
-    h0 = self:state("h0", hx and hx[1], batch, unbatched)
-    c0 = self:state("c0", hx and hx[2], batch, unbatched)
+    h0 = self:state("h0", hx and hx[1], batch, unbatched, self.out_size)
+    c0 = self:state("c0", hx and hx[2], batch, unbatched, self.hidden_size)
   else
-    h0 = self:state("h0", hx, batch, unbatched)
+    h0 = self:state("h0", hx, batch, unbatched, self.hidden_size)
   end
   local dirs = self.bidirectional and 2 or 1
   local hs, cs = {}, {}
@@ -189,6 +204,7 @@ function RNNBase:forward(input, hx)
       local suffix = "_l" .. layer .. (dir == 2 and "_reverse" or "")
       local w_ih, w_hh = self["weight_ih" .. suffix], self["weight_hh" .. suffix]
       local b_ih, b_hh = self["bias_ih" .. suffix], self["bias_hh" .. suffix]
+      local w_hr = self["weight_hr" .. suffix]
       -- The input's part of every step at once: [seq, batch, gates].
       local xw = x:reshape(seq * batch, width):linear(w_ih)
       if b_ih then xw = xw + b_ih end
@@ -200,6 +216,7 @@ function RNNBase:forward(input, hx)
       for k = 1, seq do
         local t = dir == 2 and seq - k + 1 or k
         h, c = step(self.mode, xw:select(1, t), h, c, w_hh, b_hh)
+        if w_hr then h = h:linear(w_hr) end
         ys[k] = h
       end
       if dir == 2 then

@@ -184,7 +184,52 @@ func (env *Env) makeOptimizer(L *lua.LState, fn string, defLR float64, def any, 
 	for g, rate := range opt.Rates() {
 		raise(L, rate.SetLR(lrs[g])) // the rate as given, in float64, for the schedulers
 	}
-	return env.pushOptimizer(L, opt)
+	return env.pushOptimizer(L, opt, lr, defaults)
+}
+
+// addParamGroup is opt:add_param_group{params = {...}, setting = value,
+// ...}, as torch's: the settings the group leaves out are the optimizer's
+// defaults (those given when it was made, not another group's), its
+// parameters must be in no other group, and opt.param_groups gains it.
+// A scheduler made before it refuses to step (see core.Scheduler.Step).
+func (env *Env) addParamGroup(o optimizer) lua.LGFunction {
+	return func(L *lua.LState) int {
+		const fn = "optimizer:add_param_group"
+		self := L.CheckTable(1)
+		g, ok := L.Get(2).(*lua.LTable)
+		if !ok || toTensor(g) != nil {
+			argError(L, fn, "argument 1: expected a table {params = {...}, ...}, got %s", luaTypeName(L.Get(2)))
+		}
+		list := L.NewTable() // groupsArg reads argument 1: a list of groups
+		list.Append(g)
+		L.Replace(1, list)
+		gr := groupsArg(L, fn)[0]
+		r := groupReader(L, fn, o.o.NumGroups(), gr)
+		r.fn = fn
+		lr := r.number("lr", o.defLR)
+		opts := readSettings(r, o.defaults)
+		r.done()
+		var err error
+		switch x := o.o.(type) {
+		case *core.SGD:
+			so := opts.(core.SGDOptions)
+			so.LR = float32(lr)
+			err = x.AddGroup(core.SGDGroup{Params: gr.params, Opts: so})
+		case *core.Adam:
+			ao := opts.(core.AdamOptions)
+			ao.LR = float32(lr)
+			err = x.AddGroup(core.AdamGroup{Params: gr.params, Opts: ao})
+		default:
+			panic(fmt.Sprintf("optimizer of type %T", o.o))
+		}
+		raise(L, err)
+		n := o.o.NumGroups() - 1
+		raise(L, o.o.Rates()[n].SetLR(lr)) // in float64, as given, as makeOptimizer sets it
+		if groups, ok := self.RawGetString("param_groups").(*lua.LTable); ok {
+			groups.Append(env.paramGroup(L, o.o, n))
+		}
+		return 0
+	}
 }
 
 // sgd(params or groups, {lr=0.01, momentum=0, dampening=0, weight_decay=0, nesterov=false}).
@@ -234,9 +279,13 @@ type stepper interface {
 	Rates() []*core.Rate
 }
 
-// optimizer is what a Lua optimizer table stands for.
+// optimizer is what a Lua optimizer table stands for: the core optimizer
+// and the defaults it was made with (its lr and other settings), which
+// add_param_group fills a new group from.
 type optimizer struct {
-	o stepper
+	o        stepper
+	defLR    float64
+	defaults any
 }
 
 // optimizerField is the metatable field of an optimizer table that holds
@@ -246,9 +295,9 @@ const optimizerField = "__optimizer"
 
 // pushOptimizer pushes the Lua face of o: a table of methods and
 // param_groups.
-func (env *Env) pushOptimizer(L *lua.LState, o stepper) int {
+func (env *Env) pushOptimizer(L *lua.LState, o stepper, defLR float64, defaults any) int {
 	tbl := L.NewTable()
-	opt := optimizer{o: o}
+	opt := optimizer{o: o, defLR: defLR, defaults: defaults}
 	ud := L.NewUserData()
 	ud.Value = opt
 	mt := L.NewTable()
@@ -256,6 +305,7 @@ func (env *Env) pushOptimizer(L *lua.LState, o stepper) int {
 	mt.RawSetString(optimizerField, ud)
 	tbl.Metatable = mt
 	L.SetFuncs(tbl, functions("optimizer:", map[string]lua.LGFunction{
+		"add_param_group": env.addParamGroup(opt),
 		"get_lr":          opt.getLR,
 		"load_state_dict": opt.loadStateDict,
 		"parameters":      env.optimParameters(o),

@@ -57,15 +57,18 @@ def case(name, cls, args, opts, input_shape, state=None):
     hidden = args[1]
     if cell:
         hshape = [hidden] if unbatched else [input_shape[0], hidden]
+        cshape = hshape
     else:
         rows = kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)
         batch = None if unbatched else input_shape[0 if kw.get("batch_first") else 1]
-        hshape = [rows, hidden] if unbatched else [rows, batch, hidden]
+        cshape = [rows, hidden] if unbatched else [rows, batch, hidden]
+        # with proj_size, an LSTM's h has proj_size features, its c hidden
+        hshape = cshape[:-1] + [kw.get("proj_size") or hidden]
     h0 = c0 = None
     if state:
         h0 = (torch.randn(*hshape) * 0.5).requires_grad_(True)
         if state == "hc":
-            c0 = (torch.randn(*hshape) * 0.5).requires_grad_(True)
+            c0 = (torch.randn(*cshape) * 0.5).requires_grad_(True)
     hx = None if h0 is None else ((h0, c0) if c0 is not None else h0)
     if cell:
         res = mod(x, hx)
@@ -120,6 +123,12 @@ case("rnncell_relu_unbatched", "RNNCell", [3, 4], {"nonlinearity": "relu"}, [3],
 case("grucell", "GRUCell", [3, 4], {}, [2, 3], "h")
 case("lstmcell", "LSTMCell", [3, 4], {}, [2, 3], "hc")
 case("lstmcell_nobias_zero_state", "LSTMCell", [3, 4], {"bias": False}, [2, 3])
+# proj_size: h (output, h0, h_n) has proj_size features, c hidden_size;
+# weight_hr_l{k} [proj_size, hidden] after each layer's biases.
+case("lstm_proj", "LSTM", [3, 5], {"proj_size": 2}, [4, 2, 3], "hc")
+case("lstm_proj_2layer_bidirectional_batch_first", "LSTM", [3, 4],
+     {"num_layers": 2, "bidirectional": True, "batch_first": True, "proj_size": 3}, [2, 3, 3], "hc")
+case("lstm_proj_unbatched_nobias_zero_state", "LSTM", [2, 4], {"proj_size": 1, "bias": False}, [3, 2])
 
 # nn.init: PyTorch's bound (uniform) or std (normal) for each initialiser.
 inits = []

@@ -75,6 +75,29 @@ all_close(nn.AdaptiveAvgPool2d({2, 1})(tensor{{{{1, 2}, {3, 4}, {5, 6}, {7, 8}}}
 ok, err = pcall(nn.adaptive_avg_pool2d, tensor.ones(1, 1, 5, 4), 2)
 assert(not ok and err:find("adaptive_avg_pool2d") and err:find("not a multiple"), err)
 assert(table.concat(nn.MaxPool2d(3, {stride = 2, padding = 1})(tensor.ones(1, 2, 7, 6)):shape(), ",") == "1,2,4,3")
+-- PyTorch's pooling options (values against PyTorch in core/ops_conv_test.go).
+local r = tensor.arange(1, 6):reshape(1, 1, 5)
+all_close(nn.max_pool1d(r, 2, {ceil_mode = true}), {2, 4, 5}, "ceil_mode keeps the last, partial window")
+all_close(nn.avg_pool1d(r, 2, {ceil_mode = true}), {1.5, 3.5, 5}, "ceil_mode: a window past the input averages what it holds")
+all_close(nn.max_pool1d(r, 2, {stride = 1, dilation = 2}), {3, 4, 5}, "dilation")
+all_close(nn.avg_pool1d(r, 3, {stride = 2, padding = 1, count_include_pad = false}), {1.5, 3, 4.5}, "count_include_pad = false")
+all_close(nn.avg_pool2d(tensor.ones(1, 1, 2, 2), 2, {divisor_override = 3}), {4 / 3}, "divisor_override")
+all_close(nn.AvgPool2d(2, {stride = 1, padding = 1, count_include_pad = false})(tensor.ones(1, 1, 2, 2)), {1, 1, 1, 1, 1, 1, 1, 1, 1}, "AvgPool2d options")
+assert(table.concat(nn.MaxPool2d(2, {ceil_mode = true, dilation = 1})(tensor.ones(1, 5, 7)):shape(), ",") == "1,3,4")
+assert(table.concat(nn.MaxPool1d(2, {stride = 3, padding = 1, ceil_mode = true})(tensor.ones(2, 7)):shape(), ",") == "2,3")
+for _, bad in ipairs{
+  {function() nn.max_pool2d(tensor.ones(1, 1, 4, 4), 2, {count_include_pad = false}) end, "unknown option count_include_pad"},
+  {function() nn.avg_pool2d(tensor.ones(1, 1, 4, 4), 2, {dilation = 2}) end, "unknown option dilation"},
+  {function() nn.avg_pool2d(tensor.ones(1, 1, 4, 4), 2, {divisor_override = 0}) end, "divisor_override must be a positive integer"},
+  {function() nn.max_pool2d(tensor.ones(1, 1, 4, 4), 2, {dilation = 0}) end, "max_pool2d: kernel size, stride and dilation must be positive"},
+  {function() nn.max_pool1d(tensor.ones(1, 1, 4), {2, 3}) end, "integers for a 1-d pooling"},
+  {function() nn.max_pool1d(tensor.ones(1, 1, 4, 4), 2) end, "max_pool1d: input of shape"},
+  {function() nn.MaxPool2d(2, {divisor_override = 2}) end, "unknown option divisor_override"},
+  {function() nn.max_pool2d(tensor.ones(1, 1, 2, 2), 3) end, "larger than the input 2x2"},
+} do
+  ok, err = pcall(bad[1])
+  assert(not ok and err:find(bad[2], 1, true), tostring(err))
+end
 
 -- BatchNorm: batch statistics and running updates in train(), running
 -- statistics in eval().
@@ -135,5 +158,7 @@ local out = seq(tensor.randn(2, 1, 4, 4))
 assert(table.concat(out:shape(), ",") == "2,2,2,2")
 
 -- Pooling modules print their settings, as PyTorch's.
-assert(tostring(nn.MaxPool2d(3, {stride = 2})) == "MaxPool2d(kernel_size=3, stride=2, padding=0)", tostring(nn.MaxPool2d(3, {stride = 2})))
+assert(tostring(nn.MaxPool2d(3, {stride = 2})) == "MaxPool2d(kernel_size=3, stride=2, padding=0, dilation=1, ceil_mode=False)", tostring(nn.MaxPool2d(3, {stride = 2})))
+assert(tostring(nn.MaxPool2d({2, 3}, {dilation = 2, ceil_mode = true})) == "MaxPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0, dilation=2, ceil_mode=True)")
+assert(tostring(nn.AvgPool1d(3)) == "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))", tostring(nn.AvgPool1d(3)))
 assert(tostring(nn.AvgPool2d({2, 3})) == "AvgPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0)")

@@ -213,3 +213,40 @@ do
     assert(math.abs(o2:get_lr() - want) < 1e-9, "resumed rate " .. o2:get_lr() .. ", saved " .. want)
   end
 end
+
+-- add_param_group (values against PyTorch in tests/optim_add_group_test.go):
+-- the new group takes the defaults, param_groups and parameters() show it,
+-- and mistakes are errors naming add_param_group.
+do
+  local w, b, c = tensor.param(tensor.ones(2)), tensor.param(tensor.ones(3)), tensor.param(tensor.ones(1))
+  local o = optim.sgd({{params = {w}, lr = 0.5}}, {lr = 0.1, momentum = 0.9})
+  local s = optim.lr_scheduler.step(o, {step_size = 1})
+  o:add_param_group({params = {b}, weight_decay = 0.01})
+  assert(#o.param_groups == 2 and #o:parameters() == 2)
+  local g = o.param_groups[2]
+  assert(g.lr == 0.1 and math.abs(g.momentum - 0.9) < 1e-7 and math.abs(g.weight_decay - 0.01) < 1e-7 and g.params[1] == b)
+  assert(g.initial_lr == nil and o.param_groups[1].initial_lr == 0.5)
+  o:add_param_group({params = c})
+  local ok, err = pcall(function() s:step() end)
+  assert(not ok and err:find("the scheduler was made for 1", 1, true), tostring(err))
+  for _, bad in ipairs{
+    {function() o:add_param_group({params = {w}}) end, "add_param_group: parameter 1 is already in parameter group 1"},
+    {function() o:add_param_group({params = {tensor.param(tensor.ones(1))}, lr = -1}) end, "lr must be a finite number >= 0"},
+    {function() o:add_param_group({params = {tensor.param(tensor.ones(1))}, betas = {0.9, 0.99}}) end, "unknown option betas"},
+    {function() o:add_param_group({lr = 1}) end, "has no params"},
+    {function() o:add_param_group(w) end, "expected a table {params = {...}, ...}"},
+    {function() o:add_param_group({params = {}}) end, "the group has no parameters"},
+  } do
+    ok, err = pcall(bad[1])
+    assert(not ok and err:find(bad[2], 1, true), tostring(err))
+  end
+  assert(#o.param_groups == 3, "a refused group is not added")
+  -- Adam counts its steps per optimizer: a group after the first step is refused.
+  local a = optim.adam({w}, {lr = 1e-2})
+  a:add_param_group({params = {b}})
+  a:zero_grad()
+  backward(with_grad_tape(function() return (w * w):sum() + (b * b):sum() end))
+  a:step()
+  ok, err = pcall(function() a:add_param_group({params = {c}}) end)
+  assert(not ok and err:find("adam: add_param_group: a group can only be added before the first step", 1, true), tostring(err))
+end

@@ -26,6 +26,15 @@ assert(names_of(nn.GRU(3, 5, {bias = false})) == "weight_ih_l0,weight_hh_l0")
 assert(names_of(nn.LSTMCell(3, 5)) == "weight_ih,weight_hh,bias_ih,bias_hh")
 assert(shape(nn.LSTMCell(3, 5).weight_ih) == "20x3" and shape(nn.GRUCell(3, 5, false).weight_hh) == "15x5")
 assert(tostring(lstm) == "LSTM(3, 5, num_layers=2, bidirectional=True)", tostring(lstm))
+-- proj_size (values against PyTorch in tests/rnn_test.go): h has proj_size
+-- features, c hidden_size; weight_hr_l{k} follows each layer's biases.
+local proj = nn.LSTM(3, 5, {num_layers = 2, proj_size = 2})
+assert(tostring(proj) == "LSTM(3, 5, proj_size=2, num_layers=2)", tostring(proj))
+assert(names_of(proj) == "weight_ih_l0,weight_hh_l0,bias_ih_l0,bias_hh_l0,weight_hr_l0," ..
+  "weight_ih_l1,weight_hh_l1,bias_ih_l1,bias_hh_l1,weight_hr_l1", names_of(proj))
+assert(shape(proj.weight_hh_l0) == "20x2" and shape(proj.weight_ih_l1) == "20x2" and shape(proj.weight_hr_l1) == "2x5")
+local pout, pstate = proj(tensor.randn(4, 3, 3))
+assert(shape(pout) == "4x3x2" and shape(pstate[1]) == "2x3x2" and shape(pstate[2]) == "2x3x5")
 assert(tostring(nn.RNN(2, 4, {nonlinearity = "relu", batch_first = true, bias = false})) ==
   "RNN(2, 4, nonlinearity='relu', bias=False, batch_first=True)")
 assert(tostring(nn.GRUCell(2, 3)) == "GRUCell(2, 3)")
@@ -80,6 +89,11 @@ for _, bad in ipairs{
   {function() nn.RNN(3, 4, {num_layer = 2}) end, "unknown option num_layer"},
   {function() nn.GRU(3, 0) end, "hidden_size must be a positive integer"},
   {function() nn.LSTM(3, 4)({1, 2}) end, "input must be a tensor"},
+  {function() nn.LSTM(3, 4, {proj_size = 4}) end, "proj_size (4) must be smaller than hidden_size (4)"},
+  {function() nn.LSTM(3, 4, {proj_size = -1}) end, "proj_size must be a positive integer or zero"},
+  {function() nn.GRU(3, 4, {proj_size = 2}) end, "unknown option proj_size"},
+  {function() nn.LSTM(3, 4, {proj_size = 2})(tensor.randn(5, 2, 3), {tensor.zeros(1, 2, 4), tensor.zeros(1, 2, 4)}) end,
+    "expected h0 of shape [1, 2, 2], got [1, 2, 4]"},
 } do
   local ok, err = pcall(bad[1])
   assert(not ok and err:find(bad[2], 1, true), tostring(err))

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes PyTorch's values for gglua's opt:add_param_group (issue 12).
+
+Run by hand where PyTorch is installed (written against torch 1.13):
+
+    /usr/bin/python3 scripts/reference/optim_add_group.py
+
+It writes core/testdata/torch_optim_add_group.json. Each case makes a torch
+optimizer on a weight w [3, 2] (as a list of parameters, or as one group
+with its own settings), runs `before` steps, adds b [2] with
+add_param_group(group) (its missing settings come from the optimizer's
+defaults), makes a scheduler (or none) and runs `after` more steps, on the
+fixed loss sum((x @ w + b - 1)^2) (b is in the loss from the start; before
+it is added it is not updated). After every step it records w, b and every
+group's lr; at the end the state_dict's param_groups. The Go test
+(tests/optim_add_group_test.go) runs the same in gglua. CI does not run
+PyTorch.
+"""
+import json
+import os
+
+import torch
+
+from torchref import enc
+
+KEEP = ["lr", "initial_lr", "momentum", "dampening", "weight_decay", "nesterov", "betas", "eps"]
+
+
+def run(name, kind, defaults, first, group, before, after, sched=None):
+    torch.manual_seed(5)
+    w = torch.randn(3, 2)
+    b = torch.randn(2)
+    x = torch.randn(4, 3)
+    w0, b0 = w.clone(), b.clone()
+    w.requires_grad_(True)
+    b.requires_grad_(True)
+
+    def tup(d):
+        d = dict(d)
+        if "betas" in d:
+            d["betas"] = tuple(d["betas"])
+        return d
+
+    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
+    params = [w] if first is None else [dict(tup(first), params=[w])]
+    opt = cls(params, **tup(defaults))
+    trace = []
+    s = None
+
+    def step():
+        opt.zero_grad()
+        loss = ((x @ w + b - 1.0) ** 2).sum()
+        loss.backward()
+        opt.step()
+        if s is not None:
+            s.step()
+        trace.append({"w": enc(w.detach().reshape(-1).tolist()), "b": enc(b.detach().reshape(-1).tolist()),
+                      "lrs": [g["lr"] for g in opt.param_groups]})
+
+    for _ in range(before):
+        step()
+    opt.add_param_group(dict(tup(group), params=[b]))
+    if sched and sched["kind"] == "step":
+        s = torch.optim.lr_scheduler.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
+    elif sched:
+        s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=sched["t_max"], eta_min=sched["eta_min"])
+    for _ in range(after):
+        step()
+    sd = opt.state_dict()
+    pg = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k in KEEP} for g in sd["param_groups"]]
+    for g, saved in zip(pg, sd["param_groups"]):
+        g["params"] = [i + 1 for i in saved["params"]]
+    return {"name": name, "kind": kind, "defaults": defaults, "first": first, "group": group,
+            "before": before, "after": after, "scheduler": sched,
+            "w": tensor(w0), "b": tensor(b0), "x": tensor(x), "steps": trace, "param_groups": pg}
+
+
+def tensor(t):
+    return {"shape": list(t.shape), "values": enc(t.reshape(-1).tolist())}
+
+
+cases = [
+    run("sgd: added after two steps, settings from the defaults", "sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
+        None, {}, 2, 3),
+    run("sgd: the defaults, not group 1's settings; step scheduler made after", "sgd", {"lr": 0.02, "momentum": 0.5},
+        {"lr": 0.05, "nesterov": True, "momentum": 0.8}, {"dampening": 0.2}, 1, 4, {"kind": "step", "step_size": 2, "gamma": 0.5}),
+    run("adam: added before the first step, own lr and weight decay", "adam", {"lr": 0.1, "betas": [0.8, 0.99]},
+        None, {"lr": 0.05, "weight_decay": 0.1}, 0, 4, {"kind": "step", "step_size": 2, "gamma": 0.5}),
+    run("adamw: added before the first step, cosine scheduler", "adamw", {"lr": 0.1, "eps": 1e-6},
+        {"weight_decay": 0.0}, {"betas": [0.5, 0.9]}, 0, 4, {"kind": "cosine", "t_max": 3, "eta_min": 0.001}),
+]
+
+out = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_optim_add_group.json")
+with open(out, "w") as f:
+    f.write('{"torch": %s, "script": "scripts/reference/optim_add_group.py", "cases": [\n' % json.dumps(torch.__version__))
+    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+    f.write("\n]}\n")
+print(f"{len(cases)} optimizer runs -> {os.path.normpath(out)}")
