@@ -198,8 +198,27 @@ func checkEntries(entries []CheckpointEntry) error {
 	return nil
 }
 
+// Progress is told how far a long checkpoint read or write has come: its
+// phase ("reading", "preparing", "writing") and bytes done of total. A nil
+// Progress is told nothing.
+type Progress func(phase string, done, total int64)
+
+func (p Progress) report(phase string, done, total int64) {
+	if p != nil {
+		p(phase, done, total)
+	}
+}
+
 // SaveCheckpoint writes entries to a GGUF file, atomically.
 func SaveCheckpoint(path string, entries []CheckpointEntry) error {
+	return SaveCheckpointProgress(path, entries, nil)
+}
+
+// SaveCheckpointProgress is SaveCheckpoint telling progress how far it is:
+// "preparing" while tensors are copied into ggml's writer (device tensors
+// read back), then "writing" once before and once after ggml writes the
+// file, which it does in one call.
+func SaveCheckpointProgress(path string, entries []CheckpointEntry, progress Progress) error {
 	if err := checkEntries(entries); err != nil {
 		return err
 	}
@@ -214,6 +233,12 @@ func SaveCheckpoint(path string, entries []CheckpointEntry) error {
 	w.SetString("general.architecture", "gglua")
 	w.SetString(formatKV, formatV2)
 	spare := 0
+	var done, total int64
+	for _, e := range entries {
+		if e.Tensor != nil {
+			total += e.Tensor.Numel() * e.Tensor.Dtype().Size()
+		}
+	}
 	for _, e := range entries {
 		name := e.Name()
 		if e.Tensor == nil {
@@ -252,10 +277,14 @@ func SaveCheckpoint(path string, entries []CheckpointEntry) error {
 		}
 		w.SetString(shapeKey+tname, ShapeString(e.Tensor.shape))
 		w.SetString(pathKey+tname, encodePath(e.Path))
+		done += int64(len(raw))
+		progress.report("preparing", done, total)
 	}
+	progress.report("writing", 0, total)
 	if err := w.WriteFile(path); err != nil {
 		return fmt.Errorf("tensor.save: %w", err)
 	}
+	progress.report("writing", total, total)
 	return nil
 }
 
@@ -263,6 +292,12 @@ func SaveCheckpoint(path string, entries []CheckpointEntry) error {
 // its path. An entry without a stored path (older gglua files, other ggml
 // tools' f32/f16/bf16 tensors) sits at its name, as one key.
 func LoadCheckpoint(path string) ([]CheckpointEntry, error) {
+	return LoadCheckpointProgress(path, nil)
+}
+
+// LoadCheckpointProgress is LoadCheckpoint telling progress the bytes of
+// tensors read so far ("reading").
+func LoadCheckpointProgress(path string, progress Progress) ([]CheckpointEntry, error) {
 	f, err := ggmlcgo.OpenGGUF(path)
 	if err != nil {
 		return nil, fmt.Errorf("tensor.load: %w", err)
@@ -279,6 +314,10 @@ func LoadCheckpoint(path string) ([]CheckpointEntry, error) {
 			return nil, fmt.Errorf("tensor.load: %s: entry %q: %w", path, name, err)
 		}
 		return p, nil
+	}
+	var done, total int64
+	for _, info := range f.Tensors() {
+		total += info.Size
 	}
 	for _, info := range f.Tensors() {
 		if !info.Type.Valid() || info.Type == ggmlcgo.I32 {
@@ -298,6 +337,8 @@ func LoadCheckpoint(path string) ([]CheckpointEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tensor.load: %w", err)
 		}
+		done += info.Size
+		progress.report("reading", done, total)
 		v, err := decode(info.Type, raw)
 		if err != nil {
 			return nil, fmt.Errorf("tensor.load: %w", err)
