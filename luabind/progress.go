@@ -3,6 +3,7 @@ package luabind
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -15,7 +16,8 @@ import (
 // iterator that draws a progress bar with rate and ETA: redrawn in place on
 // a terminal, a plain line every tenth (or every 100 steps when the total is
 // unknown) otherwise. Over a data.loader it is one epoch, and its total is
-// #loader. bar:set{loss=...} adds values to the bar.
+// #loader. bar:set{loss=...} adds values to the bar, feeds them to the
+// open run log (log.go) and, on a terminal, draws a sparkline of one of them.
 type progressBar struct {
 	out     io.Writer
 	tty     bool
@@ -24,6 +26,73 @@ type progressBar struct {
 	start   time.Time
 	lastOut time.Time
 	extra   map[string]string
+	feed    barFeed // where set{} values go in the run log
+
+	// sparkKey is the value the sparkline follows: "loss" if set{} gives
+	// one, else the first numeric key (sorted) of the first set{} with any;
+	// spark holds its latest values.
+	sparkKey string
+	spark    []float64
+}
+
+// sparkLength is how many recent values the sparkline shows.
+const sparkLength = 20
+
+// sparkBars are the sparkline's eight heights.
+var sparkBars = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws vs scaled from their minimum (▁) to their maximum (█);
+// equal values sit in the middle, and NaN or an infinity, which has no
+// height, is drawn as "×" and left out of the scale.
+func sparkline(vs []float64) string {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	var b strings.Builder
+	for _, v := range vs {
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			b.WriteRune('×')
+		case hi == lo:
+			b.WriteRune(sparkBars[len(sparkBars)/2])
+		default:
+			b.WriteRune(sparkBars[int(math.Round((v-lo)/(hi-lo)*float64(len(sparkBars)-1)))])
+		}
+	}
+	return b.String()
+}
+
+// set adds a set{} table's values to the bar and returns its numeric ones.
+func (p *progressBar) set(L *lua.LState, tbl *lua.LTable) map[string]float64 {
+	nums := map[string]float64{}
+	tbl.ForEach(func(k, v lua.LValue) {
+		if n, ok := v.(lua.LNumber); ok {
+			p.extra[k.String()] = fmt.Sprintf("%.4g", float64(n))
+			nums[k.String()] = float64(n)
+		} else {
+			p.extra[k.String()] = L.ToStringMeta(v).String()
+		}
+	})
+	if _, ok := nums["loss"]; ok && p.sparkKey != "loss" {
+		p.sparkKey, p.spark = "loss", nil
+	}
+	if p.sparkKey == "" {
+		for k := range nums {
+			if p.sparkKey == "" || k < p.sparkKey {
+				p.sparkKey = k
+			}
+		}
+	}
+	if v, ok := nums[p.sparkKey]; ok {
+		p.spark = append(p.spark, v)
+		if len(p.spark) > sparkLength {
+			p.spark = p.spark[len(p.spark)-sparkLength:]
+		}
+	}
+	return nums
 }
 
 func isTTY(w io.Writer) bool {
@@ -58,6 +127,9 @@ func (p *progressBar) line() string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s=%s", k, p.extra[k])
+		if p.tty && k == p.sparkKey && len(p.spark) > 0 { // plain lines (logs) stay ASCII
+			b.WriteString(" " + sparkline(p.spark))
+		}
 	}
 	return b.String()
 }
@@ -108,14 +180,8 @@ func openProgress(L *lua.LState, env *Env) {
 			}
 		}
 		bar := L.NewTable()
-		L.SetField(bar, "set", L.NewFunction(func(L *lua.LState) int {
-			L.CheckTable(2).ForEach(func(k, v lua.LValue) {
-				if n, ok := v.(lua.LNumber); ok {
-					p.extra[k.String()] = fmt.Sprintf("%.4g", float64(n))
-				} else {
-					p.extra[k.String()] = L.ToStringMeta(v).String()
-				}
-			})
+		L.SetField(bar, "set", newFunction(L, "bar:set", func(L *lua.LState) int {
+			feedBar(L, &p.feed, p.done, p.set(L, L.CheckTable(2)))
 			return 0
 		}))
 		started := false
