@@ -143,6 +143,11 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
 	}
+	if e.dp != nil { // data parallel: every process ends with the average (data_parallel.go)
+		if err := e.averageGrads(); err != nil {
+			return nil, fmt.Errorf("backward: %w", err)
+		}
+	}
 	out := map[*Tensor]*Tensor{}
 	for leaf := range leaves {
 		out[leaf] = leaf.grad

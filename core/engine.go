@@ -50,7 +50,8 @@ type Engine struct {
 	uploads      map[*Tensor]upload     // host tensors' copies in the current pass (lazy.go)
 	mem          passMemory             // steps seen, for the pass pool's bound (pass_memory.go)
 
-	anomaly AnomalyMode // see anomaly.go
+	dp      *dataParallel // gradient averaging across processes (data_parallel.go)
+	anomaly AnomalyMode   // see anomaly.go
 	warn    func(string)
 }
 
@@ -143,6 +144,7 @@ func (e *Engine) DeviceName() string { return strings.ToLower(e.backend.Name()) 
 func (e *Engine) Close() {
 	e.dropPending()
 	e.freeNodeContexts()
+	e.dp.free()
 	e.res.Close()
 	e.backend.Close()
 }

@@ -119,6 +119,11 @@ func (t Tensor) Zero() error {
 
 var errNilOperand = errors.New("nil operand")
 
+// Data is the address of the tensor's memory in its buffer: host memory on
+// the CPU backend, device memory on a GPU. Collective libraries (MPI, NCCL:
+// package dist) read and write it in place between graph computes.
+func (t Tensor) Data() unsafe.Pointer { return t.p.data }
+
 // IsView reports whether t shares the memory of another tensor.
 func (t Tensor) IsView() bool { return t.p != nil && t.p.view_src != nil }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand"
 	"strconv"
 	"strings"
 
@@ -19,14 +20,16 @@ import (
 // error rather than an out-of-memory crash.
 const maxCSVBytes = 1 << 30
 
-// readCSV parses a numeric CSV file into rows x cols values.
-func readCSV(path string, header bool, sep rune) ([]float32, int, int, error) {
-	f, _, err := ggmlcgo.OpenRegular(path)
+// readCSV parses a numeric CSV file into rows x cols values, telling
+// progress the bytes read of the file's size.
+func readCSV(path string, header bool, sep rune, progress func(phase string, done, total int64)) ([]float32, int, int, error) {
+	f, st, err := ggmlcgo.OpenRegular(path)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer f.Close()
-	r := csv.NewReader(io.LimitReader(f, maxCSVBytes+1))
+	counted := &countingReader{r: f, total: st.Size(), progress: progress}
+	r := csv.NewReader(io.LimitReader(counted, maxCSVBytes+1))
 	r.Comma, r.TrimLeadingSpace, r.ReuseRecord, r.FieldsPerRecord = sep, true, true, -1
 	var vals []float32
 	cols, rows, line := -1, 0, 0
@@ -60,6 +63,21 @@ func readCSV(path string, header bool, sep rune) ([]float32, int, int, error) {
 		return nil, 0, 0, fmt.Errorf("%s: no data rows", path)
 	}
 	return vals, rows, cols, nil
+}
+
+// countingReader tells progress how many bytes have been read through it.
+type countingReader struct {
+	r        io.Reader
+	done     int64
+	total    int64
+	progress func(phase string, done, total int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.done += int64(n)
+	c.progress("reading", c.done, max(c.total, c.done))
+	return n, err
 }
 
 // batchSource is what data.loader draws batches from: a tensor (rows are
@@ -141,7 +159,9 @@ func (env *Env) csv(L *lua.LState) int {
 	if len(sep) != 1 {
 		argError(L, "data.csv", "sep must be one character, got %q", sep)
 	}
-	vals, rows, cols, err := readCSV(path, header, rune(sep[0]))
+	p := env.newIOProgress("data.csv " + path)
+	vals, rows, cols, err := readCSV(path, header, rune(sep[0]), p.update)
+	p.finish(err)
 	if err != nil {
 		argError(L, "data.csv", "%s", err.Error())
 	}
@@ -149,7 +169,7 @@ func (env *Env) csv(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// loader(x, y, {batch=, shuffle=, drop_last=}) returns a loader, an
+// loader(x, y, {batch=, shuffle=, drop_last=, shard=, seed=}) returns a loader, an
 // iterator over epochs: `for xb, yb in loader do` runs through one epoch of
 // (x batch, y batch) and ends; the next loop is the next epoch, reshuffled
 // (shuffle=true) from the generator tensor.manual_seed sets. #loader is its
@@ -160,6 +180,13 @@ func (env *Env) csv(L *lua.LState) int {
 // (An epoch cannot start with each loop: gopher-lua does not pass a new
 // loop's iterator nil state and control when the loop names only the
 // iterator, so a loop's first call cannot be told from a later one.)
+//
+// shard=true gives each process of a dist job its part of every epoch, as
+// PyTorch's DistributedSampler does: the epoch's order (shuffled from seed
+// + the epoch's number, alike on every rank whatever else drew random
+// numbers) is padded by repeating its start to a multiple of the world
+// size (drop_last: cut to one), and rank r takes rows r, r+W, r+2W...;
+// every rank has the same number of rows, so the same number of batches.
 func (env *Env) loader(L *lua.LState) int {
 	x, ok := sourceArg(L, 1)
 	if !ok {
@@ -171,11 +198,22 @@ func (env *Env) loader(L *lua.LState) int {
 	}
 	r := readOpts(L, "data.loader", 3)
 	batchN, shuffle, dropLast := r.number("batch", 32), r.boolean("shuffle", false), r.boolean("drop_last", false)
+	shard, seed := r.boolean("shard", false), r.number("seed", 0)
 	r.done()
 	if !(batchN >= 1) || batchN > math.MaxInt32 || batchN != math.Trunc(batchN) {
 		argError(L, "data.loader", "batch must be a positive integer, got %g", batchN)
 	}
-	d := &dataLoader{env: env, x: x, y: y, hasY: hasY, batch: int(batchN), shuffle: shuffle, dropLast: dropLast}
+	if !shard && r.has("seed") {
+		argError(L, "data.loader", "seed applies to shard=true (an unsharded shuffle follows tensor.manual_seed)")
+	}
+	if seed != math.Trunc(seed) || math.Abs(seed) > 1<<53 {
+		argError(L, "data.loader", "seed must be an integer, got %g", seed)
+	}
+	d := &dataLoader{env: env, x: x, y: y, hasY: hasY, batch: int(batchN), shuffle: shuffle, dropLast: dropLast, world: 1}
+	if shard {
+		d.shard, d.seed = true, int64(seed)
+		d.rank, d.world = shardPlace(L) // dist.go
+	}
 	ud := L.NewUserData()
 	ud.Value = d
 	L.SetMetatable(ud, loaderMetatable(L))
@@ -192,9 +230,14 @@ type dataLoader struct {
 	batch    int
 	shuffle  bool
 	dropLast bool
-	order    []int // this epoch's rows
+	order    []int // this epoch's rows (this rank's, when sharded)
 	pos      int   // the next batch starts at order[pos]
 	running  bool  // an epoch is under way
+
+	// shard: this rank's part of every epoch, shuffled from seed + epoch
+	shard       bool
+	rank, world int
+	seed, epoch int64
 }
 
 const loaderTypeName = "gglua.data.loader"
@@ -253,15 +296,28 @@ func checkLoader(L *lua.LState, n int) *dataLoader {
 
 // batches is the number of batches in an epoch.
 func (d *dataLoader) batches() int {
-	n := d.x.rows()
+	n := d.rows()
 	if d.dropLast {
 		return n / d.batch
 	}
 	return (n + d.batch - 1) / d.batch
 }
 
+// rows is the number of rows in an epoch (this rank's, when sharded).
+func (d *dataLoader) rows() int {
+	n := d.x.rows()
+	switch {
+	case !d.shard || d.world == 1:
+		return n
+	case d.dropLast:
+		return n / d.world
+	}
+	return (n + d.world - 1) / d.world
+}
+
 // start begins an epoch: the rows in order, or shuffled from the engine's
-// generator (read now: device.use may have replaced the engine).
+// generator (read now: device.use may have replaced the engine), or when
+// sharded from seed + epoch, then this rank's part.
 func (d *dataLoader) start() {
 	n := d.x.rows()
 	if cap(d.order) < n {
@@ -271,9 +327,21 @@ func (d *dataLoader) start() {
 	for i := range d.order {
 		d.order[i] = i
 	}
-	if d.shuffle {
-		d.env.Engine.Rand().Shuffle(n, func(i, j int) { d.order[i], d.order[j] = d.order[j], d.order[i] })
+	swap := func(i, j int) { d.order[i], d.order[j] = d.order[j], d.order[i] }
+	switch {
+	case d.shuffle && d.shard:
+		rand.New(rand.NewSource(d.seed+d.epoch)).Shuffle(n, swap)
+	case d.shuffle:
+		d.env.Engine.Rand().Shuffle(n, swap)
 	}
+	if d.shard && d.world > 1 {
+		mine := make([]int, 0, d.rows())
+		for i := d.rank; len(mine) < d.rows(); i += d.world {
+			mine = append(mine, d.order[i%n]) // past the end: the epoch's start again
+		}
+		d.order = mine
+	}
+	d.epoch++
 	d.pos, d.running = 0, true
 }
 

@@ -54,7 +54,9 @@ var libraries = []struct {
 	{"autograd", openAutograd}, // with_grad_tape, no_grad, backward, detect_anomaly, sync
 	{"data", openData},
 	{"device", openDevice},
+	{"dist", openDist}, // dist.go: data parallelism over MPI or NCCL
 	{"help", openHelp}, // help (help.go, docs.txt)
+	{"log", openLog},   // log.scalar, log.run: metrics in runs/<run>/ (log.go)
 	{"nn", openNN},
 	{"optim", openOptim},
 	{"progress", openProgress},
@@ -133,7 +135,10 @@ func envOf(L *lua.LState) *Env {
 func (env *Env) Attach(L *lua.LState) { envs.Store(L.G, env) }
 
 // Detach forgets L's env.
-func Detach(L *lua.LState) { envs.Delete(L.G) }
+func Detach(L *lua.LState) {
+	closeLog(L) // writes the open run's buffered metrics (log.go)
+	envs.Delete(L.G)
+}
 
 // luaTypeName is the type of v as a Lua user would name it.
 func luaTypeName(v lua.LValue) string {

@@ -29,7 +29,14 @@ import (
 const Version = "0.1.0-dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	if n, rest, ok, err := splitNproc(os.Args[1:]); ok { // launch.go
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gglua: %v\n", err)
+			os.Exit(2)
+		}
+		os.Exit(launch(n, rest, os.Stdout, os.Stderr))
+	}
+	os.Exit(finishDist(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)))
 }
 
 type cliFlags struct {
@@ -75,6 +82,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "gglua %s (ggml from github.com/ollama/ollama v0.24.0, %s, cpu features: %s)\n",
 			Version, goruntime.Version(), cpuFeatures())
 		return 0
+	}
+	if wantsPlot(rest) {
+		return plotMain(rest[1:], stdout, stderr) // gglua plot RUN (plot.go)
 	}
 	reportKernels(f.verbose, stderr)
 	if len(rest) > 0 && rest[0] == "devices" {

@@ -3,7 +3,10 @@
 -- torch_gpu_mlp.py (gpu_compare.sh runs both and prints ratios).
 --   gglua --device cuda scripts/bench/gpu_mlp.lua BATCH [MODE] [STEPS]
 -- MODE: f32 (default), or bf16 (weights stored as bf16 in the persistent
--- pool, gradients and Adam moments f32).
+-- pool, gradients and Adam moments f32). Under `gglua --nproc N` each rank
+-- trains on BATCH/N rows with dist.data_parallel (BATCH is the global batch).
+dist.init()
+local world = dist.world_size()
 local batch = tonumber(arg and arg[1]) or 1024
 local mode = arg and arg[2] or "f32"
 local steps = tonumber(arg and arg[3]) or 30
@@ -21,7 +24,11 @@ if mode == "bf16" then
 else
   model:to_gpu("persistent")
 end
+if world > 1 then model = dist.data_parallel(model) end
 local opt = optim.adam(model:parameters(), {lr = 1e-4})
+local global = batch
+batch = math.floor(batch / world)
+tensor.manual_seed(1 + dist.rank()) -- each rank its own rows
 local x = to_gpu(tensor.randn(batch, sizes[1]), "persistent")
 local y = {}
 for i = 1, batch do y[i] = (i % 10) + 1 end
@@ -40,5 +47,7 @@ local loss
 for _ = 1, steps do loss = step() end
 local dt = device.clock() - t0
 local s = residency.stats()
-print(string.format("gglua mlp batch=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB",
-  batch, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20)))
+if dist.rank() == 0 then
+  print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB",
+    global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20)))
+end

@@ -1,0 +1,250 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Data parallelism, core's side. Package dist owns the processes and the
+// collective libraries (MPI, NCCL); core knows none of them. It lends a
+// tensor's memory to a collective between graph computes (WithBuffer) and,
+// once SetDataParallel has marked a model's parameters, averages their
+// gradients at the end of every Backward:
+//
+//  1. each gradient is copied into its slice of a flat persistent buffer
+//     (a bucket of up to bucketBytes), by ggml nodes queued after the
+//     backward ones; one compute runs forward, backward and these copies;
+//  2. each bucket is summed across processes in place, one collective per
+//     bucket;
+//  3. each gradient is set to its slice times 1/world, by nodes that run in
+//     the next compute with the optimizer's update.
+//
+// A steady step is therefore two graph computes (as without data
+// parallelism at most two) plus one collective per bucket, and anything that
+// reads .grad after backward (clipping, the optimizer) sees the average, as
+// with PyTorch's DistributedDataParallel.
+
+// Buffer is the memory behind a tensor, lent to a collective library.
+type Buffer struct {
+	Data     unsafe.Pointer // the first element
+	Count    int            // float32 elements
+	OnDevice bool           // GPU memory (else host memory: a host tensor or the CPU backend's buffers)
+}
+
+// bucketBytes bounds one gradient bucket, as PyTorch DDP's default 25 MB
+// does: few collectives, each large enough to run at the link's bandwidth.
+// (A variable for the tests.)
+var bucketBytes int64 = 25 << 20
+
+// WithBuffer computes pending work, then lends fn the memory of t (f32, not
+// a view). With write, fn may change it in place and t's readers see the
+// new value (its version moves on); without, fn must only read it.
+func (e *Engine) WithBuffer(t *Tensor, write bool, fn func(Buffer) error) error {
+	switch {
+	case t.base != nil:
+		return fmt.Errorf("a view of shape %s has no memory of its own: pass a contiguous tensor (x:clone())", ShapeString(t.shape))
+	case t.dtype != ggmlcgo.F32 || t.ints != nil:
+		return fmt.Errorf("collectives take f32 tensors, got %s", t.dtype)
+	case t.host == nil && t.engine != nil && t.engine != e:
+		return fmt.Errorf("tensor of shape %s belongs to another runtime or device", ShapeString(t.shape))
+	}
+	if err := e.Realize(); err != nil {
+		return err
+	}
+	if write {
+		t.version++ // its value changes: saved versions and host copies go
+	}
+	if t.host != nil {
+		if len(t.host) == 0 {
+			return nil
+		}
+		return fn(Buffer{Data: unsafe.Pointer(&t.host[0]), Count: len(t.host)})
+	}
+	if t.dropped || t.handle == nil {
+		return errDropped
+	}
+	n, err := t.handle.Tensor()
+	if err != nil {
+		return err
+	}
+	defer e.res.Computed() // unpin: no graph reads it any more
+	if write {
+		t.handle.DropHostCopy()
+	}
+	return fn(Buffer{Data: n.Data(), Count: int(t.Numel()), OnDevice: !e.backend.IsCPU()})
+}
+
+// dataParallel is the state SetDataParallel keeps.
+type dataParallel struct {
+	params  []*Tensor
+	world   int
+	sum     func(Buffer) error // sums a buffer across processes, in place
+	buckets []gradBucket
+	meta    *ggmlcgo.Context // the slices' view metadata
+}
+
+// gradBucket is one flat buffer and its parameters' slices of it.
+type gradBucket struct {
+	flat   *Tensor   // persistent f32 [n]
+	params []*Tensor // in order
+	slices []*Tensor // params[i]'s gradient's place in flat: persistent tensors sharing its memory
+}
+
+// SetDataParallel makes every later Backward average the gradients of
+// params across world processes, summing with sum (nil params: stop). Every
+// process must call Backward equally often (each call is a collective), and
+// a parameter that got no gradient on this process adds zeros, so all of
+// them get the average, as DDP with find_unused_parameters does.
+func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) error) error {
+	e.dp.free()
+	e.dp = nil
+	if len(params) == 0 {
+		return nil
+	}
+	if world < 1 || sum == nil {
+		return errors.New("data parallel: needs a world size >= 1 and a collective")
+	}
+	seen := map[*Tensor]bool{}
+	dp := &dataParallel{world: world, sum: sum}
+	for i, p := range params {
+		switch {
+		case !p.requiresGrad || p.gradFn != nil:
+			return fmt.Errorf("data parallel: parameter %d (shape %s) is not a leaf that requires grad", i+1, ShapeString(p.shape))
+		case p.base != nil:
+			return fmt.Errorf("data parallel: parameter %d (shape %s) is a view", i+1, ShapeString(p.shape))
+		case !seen[p]: // tied weights are averaged once
+			seen[p] = true
+			dp.params = append(dp.params, p)
+		}
+	}
+	e.dp = dp
+	return nil
+}
+
+func (dp *dataParallel) free() {
+	if dp != nil && dp.meta != nil {
+		dp.meta.Free()
+		dp.meta = nil
+	}
+}
+
+// ready (re)builds the buckets: once, and again after a reset of the
+// persistent pool freed them.
+func (dp *dataParallel) ready(e *Engine) error {
+	if len(dp.buckets) > 0 && dp.buckets[0].flat.handle.Live() {
+		return nil
+	}
+	dp.free()
+	dp.buckets = nil
+	meta, err := ggmlcgo.NewContext(len(dp.params)+1, 0)
+	if err != nil {
+		return err
+	}
+	dp.meta = meta
+	var group []*Tensor
+	var bytes int64
+	flush := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		b, err := e.newBucket(meta, group, bytes/4)
+		if err != nil {
+			return err
+		}
+		dp.buckets = append(dp.buckets, b)
+		group, bytes = nil, 0
+		return nil
+	}
+	for _, p := range dp.params {
+		if n := 4 * p.Numel(); bytes > 0 && bytes+n > bucketBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		group = append(group, p)
+		bytes += 4 * p.Numel()
+	}
+	return flush()
+}
+
+// newBucket allocates a flat buffer of n elements for params and their
+// slices of it, in order.
+func (e *Engine) newBucket(meta *ggmlcgo.Context, params []*Tensor, n int64) (gradBucket, error) {
+	h, err := e.res.Alloc(residency.Request{Shape: []int{int(n)}, Scope: residency.Persistent})
+	if err == nil {
+		err = h.Zero()
+	}
+	if err != nil {
+		return gradBucket{}, fmt.Errorf("data parallel: gradient bucket: %w", err)
+	}
+	b := gradBucket{flat: &Tensor{shape: []int{int(n)}, dtype: ggmlcgo.F32, handle: h, engine: e}, params: params}
+	flat, err := h.Tensor()
+	if err != nil {
+		return gradBucket{}, err
+	}
+	var off int64
+	for _, p := range params {
+		ne := ne4(p.shape)
+		nb := [ggmlcgo.MaxDims - 1]int64{4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]}
+		v, err := meta.View(flat, ne, nb, 4*off)
+		if err == nil {
+			err = v.InitView()
+		}
+		if err != nil {
+			return gradBucket{}, fmt.Errorf("data parallel: gradient bucket: %w", err)
+		}
+		b.slices = append(b.slices, &Tensor{shape: p.Shape(), dtype: ggmlcgo.F32, handle: h.Alias(v, p.shape), engine: e})
+		off += p.Numel()
+	}
+	return b, nil
+}
+
+// averageGrads is the end of Backward under data parallelism (see the top
+// of this file).
+func (e *Engine) averageGrads() error {
+	dp := e.dp
+	if err := dp.ready(e); err != nil {
+		return err
+	}
+	for _, b := range dp.buckets {
+		for i, p := range b.params {
+			g := p.grad
+			if g == nil || p.gradZero { // no gradient here: this process adds zeros
+				z, err := e.fillLike(b.slices[i], 0)
+				if err != nil {
+					return err
+				}
+				g = z
+			}
+			if err := e.writeInPlace(b.slices[i], g); err != nil {
+				return err
+			}
+		}
+	}
+	if err := e.Realize(); err != nil {
+		return err
+	}
+	for _, b := range dp.buckets {
+		if err := e.WithBuffer(b.flat, true, dp.sum); err != nil {
+			return fmt.Errorf("data parallel: averaging gradients: %w", err)
+		}
+	}
+	scale := 1 / float32(dp.world)
+	for _, b := range dp.buckets {
+		for i, p := range b.params {
+			avg, err := e.newOp("grad_average", p.shape, []*Tensor{b.slices[i]}, func(c ctx, in []node) (node, error) { return c.Scale(in[0], scale) })
+			if err != nil {
+				return err
+			}
+			p.gradZero = true // the average replaces what backward accumulated
+			if err := e.accumulateGrad(p, avg); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package core
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/core/residency"
+)
+
+// TestDataParallelAveragesGradients runs gradient averaging against a fake
+// collective: "the other process" adds 1 to every gradient element, so
+// each gradient must end as (local + 1) / 2; a parameter without a local
+// gradient adds zeros and ends at 1/2. It checks one bucket and several,
+// the number of collectives, and that a steady step stays at two graph
+// computes.
+func TestDataParallelAveragesGradients(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		bucket  int64
+		buckets int
+	}{{"one bucket", 25 << 20, 1}, {"a bucket per parameter", 4, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(b int64) { bucketBytes = b }(bucketBytes)
+			bucketBytes = tc.bucket
+			e := newEngine(t)
+			w1, err := FromFloat32([]float32{1, -2, 3}, 3)
+			require.NoError(t, err)
+			w2, err := FromFloat32([]float32{1, 2, 3, 4}, 2, 2)
+			require.NoError(t, err)
+			unused, err := FromFloat32([]float32{5, 6}, 2)
+			require.NoError(t, err)
+			for i, w := range []*Tensor{w1, w2, unused} {
+				require.NoError(t, w.SetRequiresGrad(true))
+				if i < 2 {
+					require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+				}
+			}
+			calls := 0
+			otherAddsOne := func(b Buffer) error {
+				calls++
+				assert.False(t, b.OnDevice)
+				v := unsafe.Slice((*float32)(b.Data), b.Count)
+				for i := range v {
+					v[i]++
+				}
+				return nil
+			}
+			require.NoError(t, e.SetDataParallel([]*Tensor{w1, w2, w1, unused}, 2, otherAddsOne))
+
+			step := func() {
+				ZeroGrad([]*Tensor{w1, w2, unused})
+				var loss *Tensor
+				require.NoError(t, e.WithGradTape(func() error {
+					sq, err := e.Mul(w1, w1) // gradient 2 w1
+					if err != nil {
+						return err
+					}
+					a, err := e.Sum(sq)
+					if err != nil {
+						return err
+					}
+					b, err := e.Sum(w2) // gradient 1
+					if err != nil {
+						return err
+					}
+					loss, err = e.Add(a, b)
+					return err
+				}))
+				_, err := e.Backward(loss)
+				require.NoError(t, err)
+				_, err = loss.Item()
+				require.NoError(t, err)
+			}
+			step()
+			assertValues(t, []float32{1.5, -1.5, 3.5}, w1.Grad()) // (2 w1 + 1) / 2
+			assertValues(t, []float32{1, 1, 1, 1}, w2.Grad())
+			assertValues(t, []float32{0.5, 0.5}, unused.Grad())
+			assert.Equal(t, tc.buckets, calls, "one collective per bucket")
+
+			before := e.Stats().GraphComputes
+			step()
+			step()
+			require.NoError(t, e.Realize())
+			assert.Equal(t, int64(4), e.Stats().GraphComputes-before, "two graph computes per step")
+			assertValues(t, []float32{1.5, -1.5, 3.5}, w1.Grad())
+
+			require.NoError(t, e.SetDataParallel(nil, 0, nil)) // off again
+			calls = 0
+			step()
+			assert.Equal(t, 0, calls)
+			assertValues(t, []float32{2, -4, 6}, w1.Grad())
+		})
+	}
+}
+
+func assertValues(t *testing.T, want []float32, x *Tensor) {
+	t.Helper()
+	require.NotNil(t, x)
+	got, err := x.Float32s()
+	require.NoError(t, err)
+	assert.InDeltaSlice(t, want, got, 1e-6)
+}
+
+// TestWithBufferRefusesViews: a collective needs a tensor's own memory.
+func TestWithBufferRefusesViews(t *testing.T) {
+	e := newEngine(t)
+	x, err := FromFloat32([]float32{1, 2, 3, 4}, 2, 2)
+	require.NoError(t, err)
+	v, err := e.Transpose(x, 0, 1)
+	require.NoError(t, err)
+	err = e.WithBuffer(v, true, func(Buffer) error { return nil })
+	require.ErrorContains(t, err, "has no memory of its own")
+}

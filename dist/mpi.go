@@ -1,0 +1,274 @@
+package dist
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// Open MPI's handles are pointers to its predefined objects; every handle
+// below is a void* obtained with dlsym. MPI_IN_PLACE is ((void *) 1) in
+// Open MPI's mpi.h, MPI_THREAD_SERIALIZED is 2.
+#define GGLUA_MPI_IN_PLACE ((void *) 1)
+#define GGLUA_MPI_THREAD_SERIALIZED 2
+
+typedef struct {
+	void *lib;
+	int (*Initialized)(int *);
+	int (*Finalized)(int *);
+	int (*Init_thread)(int *, char ***, int, int *);
+	int (*Finalize)(void);
+	int (*Abort)(void *, int);
+	int (*Comm_rank)(void *, int *);
+	int (*Comm_size)(void *, int *);
+	int (*Allreduce)(const void *, void *, int, void *, void *, void *);
+	int (*Bcast)(void *, int, void *, int, void *);
+	int (*Allgather)(const void *, int, void *, void *, int, void *, void *);
+	int (*Barrier)(void *);
+	int (*Error_string)(int, char *, int *);
+	void *world, *float32, *sum, *max, *min;
+} gglua_mpi_t;
+
+static gglua_mpi_t M;
+
+// gglua_mpi_load opens path and looks up what gglua calls. It returns NULL,
+// or what went wrong (the caller frees it). RTLD_GLOBAL: Open MPI's plugins
+// resolve their symbols against libmpi once it is loaded.
+static char *gglua_mpi_load(const char *path, int *not_ompi) {
+	void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	if (!lib) {
+		const char *e = dlerror();
+		char *out = malloc(1024);
+		snprintf(out, 1024, "%s", e ? e : "dlopen failed");
+		return out;
+	}
+	gglua_mpi_t m = {0};
+	m.lib = lib;
+#define SYM(field, name) if (!(*(void **)&m.field = dlsym(lib, name))) goto missing;
+	const char *name = NULL;
+	SYM(world, name = "ompi_mpi_comm_world")
+	SYM(float32, name = "ompi_mpi_float")
+	SYM(sum, name = "ompi_mpi_op_sum")
+	SYM(max, name = "ompi_mpi_op_max")
+	SYM(min, name = "ompi_mpi_op_min")
+	SYM(Initialized, name = "MPI_Initialized")
+	SYM(Finalized, name = "MPI_Finalized")
+	SYM(Init_thread, name = "MPI_Init_thread")
+	SYM(Finalize, name = "MPI_Finalize")
+	SYM(Abort, name = "MPI_Abort")
+	SYM(Comm_rank, name = "MPI_Comm_rank")
+	SYM(Comm_size, name = "MPI_Comm_size")
+	SYM(Allreduce, name = "MPI_Allreduce")
+	SYM(Bcast, name = "MPI_Bcast")
+	SYM(Allgather, name = "MPI_Allgather")
+	SYM(Barrier, name = "MPI_Barrier")
+	SYM(Error_string, name = "MPI_Error_string")
+#undef SYM
+	M = m;
+	return NULL;
+missing:
+	*not_ompi = m.world == NULL;
+	dlclose(lib);
+	char *out = malloc(1024);
+	snprintf(out, 1024, "%s has no symbol %s", path, name);
+	return out;
+}
+
+// gglua_mpi_init starts MPI unless the host already did (*started says
+// which); *provided is the thread level granted.
+static int gglua_mpi_init(int *started, int *provided, int *rank, int *size) {
+	int done = 0, rc;
+	if ((rc = M.Initialized(&done))) return rc;
+	*started = 0;
+	*provided = GGLUA_MPI_THREAD_SERIALIZED;
+	if (!done) {
+		if ((rc = M.Init_thread(NULL, NULL, GGLUA_MPI_THREAD_SERIALIZED, provided))) return rc;
+		*started = 1;
+	}
+	if ((rc = M.Comm_rank(M.world, rank))) return rc;
+	return M.Comm_size(M.world, size);
+}
+
+static int gglua_mpi_allreduce(void *buf, int count, int op) {
+	void *o = op == 2 ? M.max : op == 3 ? M.min : M.sum;
+	return M.Allreduce(GGLUA_MPI_IN_PLACE, buf, count, M.float32, o, M.world);
+}
+static int gglua_mpi_bcast(void *buf, int count, int root) { return M.Bcast(buf, count, M.float32, root, M.world); }
+static int gglua_mpi_allgather(void *send, void *recv, int count) {
+	return M.Allgather(send, count, M.float32, recv, count, M.float32, M.world);
+}
+static int gglua_mpi_barrier(void) { return M.Barrier(M.world); }
+static int gglua_mpi_finalize(void) { return M.Finalize(); }
+static int gglua_mpi_abort(int code) { return M.Abort(M.world, code); }
+static void gglua_mpi_error(int code, char *buf) {
+	int n = 0;
+	if (M.Error_string(code, buf, &n)) n = 0;
+	buf[n < 511 ? n : 511] = 0;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// mpiLibraries are tried in order when GGLUA_MPI_PATH is not set: Open
+// MPI's soname (Debian's libopenmpi3 and most builds), then the
+// development link.
+var mpiLibraries = []string{"libmpi.so.40", "libmpi.so"}
+
+// MPIHint says how to get MPI; every "not found" error ends with it.
+const MPIHint = "CPU tensors need Open MPI: on Debian or Ubuntu `apt-get install openmpi-bin libopenmpi-dev`, then run `mpirun -np N gglua script.lua`; or set GGLUA_MPI_PATH to your libmpi.so"
+
+// mpi is the process's MPI: loaded and started once (MPI allows one
+// MPI_Init per process).
+var mpi struct {
+	sync.Mutex
+	comm    *mpiComm
+	started bool // gglua called MPI_Init (so it finalizes)
+	done    bool // finalized or aborted: MPI cannot start again
+}
+
+// OpenMPI loads the MPI library, starts MPI and returns the world
+// communicator (the same one on every call).
+func OpenMPI() (Comm, error) {
+	mpi.Lock()
+	defer mpi.Unlock()
+	if mpi.comm != nil {
+		return mpi.comm, nil
+	}
+	if mpi.done {
+		return nil, errors.New("MPI was finalized in this process and cannot start again")
+	}
+	if err := loadMPI(); err != nil {
+		return nil, err
+	}
+	var started, provided, rank, size C.int
+	if rc := C.gglua_mpi_init(&started, &provided, &rank, &size); rc != 0 {
+		return nil, mpiError("MPI_Init_thread", rc)
+	}
+	mpi.started = started != 0
+	if provided < C.GGLUA_MPI_THREAD_SERIALIZED {
+		// Go runs cgo calls on any of its threads, one at a time: MPI must
+		// allow that (MPI_THREAD_SERIALIZED).
+		return nil, fmt.Errorf("the MPI library grants thread level %d, gglua needs MPI_THREAD_SERIALIZED (2): use an Open MPI built with thread support", provided)
+	}
+	mpi.comm = &mpiComm{rank: int(rank), size: int(size)}
+	return mpi.comm, nil
+}
+
+// loadMPI opens GGLUA_MPI_PATH when set (and only it), else the first of
+// mpiLibraries found.
+func loadMPI() error {
+	paths := mpiLibraries
+	if p := os.Getenv("GGLUA_MPI_PATH"); p != "" {
+		paths = []string{p}
+	}
+	var tried []string
+	for _, p := range paths {
+		cp := C.CString(p)
+		var notOMPI C.int
+		msg := C.gglua_mpi_load(cp, &notOMPI)
+		C.free(unsafe.Pointer(cp))
+		if msg == nil {
+			return nil
+		}
+		why := C.GoString(msg)
+		C.free(unsafe.Pointer(msg))
+		if notOMPI != 0 {
+			return fmt.Errorf("%s is not Open MPI (%s): gglua finds MPI_COMM_WORLD and the other handles as Open MPI's exported objects; MPICH and its derivatives (Intel MPI, MVAPICH) are not supported yet. %s", p, why, MPIHint)
+		}
+		tried = append(tried, why)
+	}
+	from := "tried " + strings.Join(mpiLibraries, ", ")
+	if p := os.Getenv("GGLUA_MPI_PATH"); p != "" {
+		from = "GGLUA_MPI_PATH=" + p
+	}
+	return fmt.Errorf("MPI library not found (%s: %s). %s", from, strings.Join(tried, "; "), MPIHint)
+}
+
+func mpiError(call string, rc C.int) error {
+	buf := (*C.char)(C.malloc(512))
+	defer C.free(unsafe.Pointer(buf))
+	C.gglua_mpi_error(rc, buf)
+	return fmt.Errorf("%s failed: %s (MPI error %d)", call, C.GoString(buf), int(rc))
+}
+
+// mpiComm is MPI_COMM_WORLD.
+type mpiComm struct{ rank, size int }
+
+func (c *mpiComm) Backend() string { return "mpi" }
+func (c *mpiComm) Rank() int       { return c.rank }
+func (c *mpiComm) Size() int       { return c.size }
+func (c *mpiComm) OnDevice() bool  { return false }
+
+// mpiChunk bounds one call's count, which MPI takes as an int.
+const mpiChunk = 1 << 30
+
+func (c *mpiComm) AllReduce(data unsafe.Pointer, count int, op Op) error {
+	for off := 0; off < count; off += mpiChunk {
+		n := min(mpiChunk, count-off)
+		if rc := C.gglua_mpi_allreduce(unsafe.Add(data, 4*off), C.int(n), C.int(op)); rc != 0 {
+			return mpiError("MPI_Allreduce", rc)
+		}
+	}
+	if op == Avg { // MPI has no average: sum, then divide here
+		scaleHost(data, count, c.size)
+	}
+	return nil
+}
+
+func (c *mpiComm) Broadcast(data unsafe.Pointer, count int, root int) error {
+	for off := 0; off < count; off += mpiChunk {
+		n := min(mpiChunk, count-off)
+		if rc := C.gglua_mpi_bcast(unsafe.Add(data, 4*off), C.int(n), C.int(root)); rc != 0 {
+			return mpiError("MPI_Bcast", rc)
+		}
+	}
+	return nil
+}
+
+func (c *mpiComm) AllGather(send, recv unsafe.Pointer, count int) error {
+	if count > mpiChunk {
+		return fmt.Errorf("all_gather of %d elements: more than MPI's int count allows", count)
+	}
+	if rc := C.gglua_mpi_allgather(send, recv, C.int(count)); rc != 0 {
+		return mpiError("MPI_Allgather", rc)
+	}
+	return nil
+}
+
+func (c *mpiComm) Barrier() error {
+	if rc := C.gglua_mpi_barrier(); rc != 0 {
+		return mpiError("MPI_Barrier", rc)
+	}
+	return nil
+}
+
+// Close finalizes MPI (when gglua started it) or, after a failure, aborts
+// the whole job: MPI_Finalize would wait for processes that may be waiting
+// in a collective for this one, and mpirun ends every process of an
+// aborted job.
+func (c *mpiComm) Close(ok bool) error {
+	mpi.Lock()
+	defer mpi.Unlock()
+	if mpi.done || mpi.comm == nil {
+		return nil
+	}
+	mpi.done, mpi.comm = true, nil
+	if !ok {
+		C.gglua_mpi_abort(1)
+		return nil
+	}
+	if mpi.started {
+		if rc := C.gglua_mpi_finalize(); rc != 0 {
+			return mpiError("MPI_Finalize", rc)
+		}
+	}
+	return nil
+}

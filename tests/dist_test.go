@@ -1,0 +1,271 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Data parallelism end to end: the dist library under mpirun (CPU tensors,
+// MPI) and the gglua --nproc launcher. The NCCL path needs GPUs: see
+// tests/gpu/dist_nccl.lua.
+
+// distTimeout bounds every job here: a job that hangs fails the test.
+const distTimeout = 90 * time.Second
+
+// runJob runs name with args (and extra environment) under a timeout and
+// returns stdout, stderr and the exit status (-1: killed at the timeout).
+func runJob(t *testing.T, env []string, name string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), distTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v did not end within %v (a hang):\nstdout:\n%s\nstderr:\n%s", name, args, distTimeout, out.String(), errb.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// mpirun runs gglua under mpirun -np n (the test may run as root, as CI
+// does); each rank's stdout is also kept whole in a file (rankLines).
+func mpirun(t *testing.T, env []string, n int, args ...string) (string, string, int, mpiOutput) {
+	t.Helper()
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev; .ci/run installs it)")
+	}
+	env = append(env, "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_rmaps_base_oversubscribe=1")
+	dir := t.TempDir()
+	out, errOut, code := runJob(t, env, "mpirun", append([]string{"--output-filename", dir, "-np", strconv.Itoa(n), gglua}, args...)...)
+	return out, errOut, code, mpiOutput(dir)
+}
+
+// mpiOutput is the folder where mpirun --output-filename put each rank's
+// output (ranks' lines interleave in mpirun's own stdout).
+type mpiOutput string
+
+// rankLines are the stdout lines of rank r.
+func (dir mpiOutput) rankLines(t *testing.T, r int) []string {
+	files, err := filepath.Glob(filepath.Join(string(dir), "*", "rank."+strconv.Itoa(r), "stdout"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "rank %d's output", r)
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// field is the rest of the first line starting with key.
+func field(t *testing.T, lines []string, key string) string {
+	t.Helper()
+	for _, l := range lines {
+		if s, ok := strings.CutPrefix(l, key+" "); ok {
+			return s
+		}
+	}
+	t.Fatalf("no %q line in %q", key, lines)
+	return ""
+}
+
+func floats(t *testing.T, s string) []float64 {
+	var v []float64
+	for _, f := range strings.Fields(s) {
+		x, err := strconv.ParseFloat(f, 64)
+		require.NoError(t, err)
+		v = append(v, x)
+	}
+	return v
+}
+
+// TestDataParallelMatchesOneProcess: two processes, each on half of every
+// batch (shard=true), end SGD-with-momentum and Adam training (with
+// clipping) with the weights one process reaches on the whole batches; both
+// ranks hold identical weights although they initialised differently; a
+// steady step is 2 graph computes (1 without data parallelism).
+func TestDataParallelMatchesOneProcess(t *testing.T) {
+	out, errOut, code, ranks := mpirun(t, nil, 2, "dist/train.lua")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	alone, errAlone, code := runJob(t, nil, gglua, "dist/train.lua")
+	require.Equal(t, 0, code, errAlone)
+	aloneLines := strings.Split(alone, "\n")
+	want := floats(t, field(t, aloneLines, "W"))
+	assert.Equal(t, "1", field(t, aloneLines, "C"))
+
+	r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
+	assert.Equal(t, field(t, r0, "W"), field(t, r1, "W"), "the ranks' weights differ")
+	got := floats(t, field(t, r0, "W"))
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.InDelta(t, want[i], got[i], 1e-5, "weight %d", i)
+	}
+	assert.Equal(t, "2", field(t, r0, "C"), "graph computes per steady step")
+	assert.Equal(t, "2", field(t, r1, "C"))
+}
+
+// TestCollectivesUnderMPI: all_reduce (sum, avg, max, min, in place),
+// broadcast from either rank, all_gather and barrier give the values
+// torch.distributed would, on both ranks.
+func TestCollectivesUnderMPI(t *testing.T) {
+	out, errOut, code, ranks := mpirun(t, nil, 2, "dist/collectives.lua")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	for r := range 2 {
+		assert.Equal(t, []string{"ok sum", "ok avg", "ok max", "ok min", "ok in place on the device",
+			"ok broadcast from 1", "ok broadcast from 0", "ok all_gather rank 0", "ok all_gather rank 1", "ok errors"},
+			ranks.rankLines(t, r), "rank %d", r)
+	}
+}
+
+// TestADeadRankEndsTheJob: rank 1 leaving (os.exit, or a Lua error) while
+// rank 0 waits in a collective ends the whole job with an error status
+// instead of leaving rank 0 waiting (runJob fails the test on a hang).
+func TestADeadRankEndsTheJob(t *testing.T) {
+	for name, die := range map[string]string{
+		"os.exit": "os.exit(3)",
+		"error":   `error("rank 1 gives up")`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			code := `dist.init()
+if dist.rank() == 1 then ` + die + ` end
+local t = tensor{1}
+for i = 1, 100 do dist.all_reduce(t) end
+print("rank 0 was never told")`
+			started := time.Now()
+			out, errOut, status, _ := mpirun(t, nil, 2, "-e", code)
+			assert.NotEqual(t, 0, status, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			assert.NotContains(t, out, "never told")
+			if name == "error" {
+				assert.Contains(t, errOut, "rank 1 gives up")
+			}
+			assert.Less(t, time.Since(started), 60*time.Second)
+		})
+	}
+}
+
+// TestMissingMPILibrary: dist.init in an MPI job without the library says
+// which library and how to get it (no mpirun needed: the variables are
+// what mpirun would set).
+func TestMissingMPILibrary(t *testing.T) {
+	_, errOut, code := runJob(t, []string{"GGLUA_MPI_PATH=/nonexistent/libmpi.so", "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"},
+		gglua, "-e", "dist.init()")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "dist.init: MPI library not found (GGLUA_MPI_PATH=/nonexistent/libmpi.so")
+	assert.Contains(t, errOut, "apt-get install openmpi-bin libopenmpi-dev")
+}
+
+// TestDistAloneIsANoOp: with no launcher, world_size is 1, rank 0, and
+// every collective leaves its tensor as it is; data_parallel returns the
+// model unchanged and training works as before.
+func TestDistAloneIsANoOp(t *testing.T) {
+	out, errOut, code := runJob(t, nil, gglua, "-e", `
+dist.init()
+local t = tensor{1, 2}
+dist.all_reduce(t, "avg"); dist.broadcast(t, 0); dist.barrier()
+local g = dist.all_gather(t)
+local m = nn.Linear(2, 1)
+assert(dist.data_parallel(m) == m)
+print(dist.world_size(), dist.rank(), dist.local_rank(), dist.backend(), #g, t[1]:item(), t[2]:item(), g[1][2]:item())`)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "1\t0\t0\tnil\t1\t1\t2\t2\n", out)
+}
+
+// TestLauncher: gglua --nproc 2 starts two processes with torchrun's
+// variables, prefixes their lines with the rank, and on the CPU dist.init
+// says that CPU tensors need mpirun.
+func TestLauncher(t *testing.T) {
+	out, errOut, code := runJob(t, nil, gglua, "--nproc", "2", "-e",
+		`print(os.getenv("RANK"), os.getenv("WORLD_SIZE"), os.getenv("LOCAL_RANK"), os.getenv("MASTER_ADDR"), os.getenv("MASTER_PORT") ~= nil, dist.rank(), dist.world_size())`)
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	sort.Strings(lines) // the ranks print in either order
+	require.Len(t, lines, 2)
+	assert.Equal(t, "[0] 0\t2\t0\t127.0.0.1\ttrue\t0\t2", lines[0])
+	assert.Equal(t, "[1] 1\t2\t1\t127.0.0.1\ttrue\t1\t2", lines[1])
+
+	_, errOut, code = runJob(t, nil, gglua, "--nproc", "2", "-e", "dist.init()")
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `\[[01]\] gglua: <string>:1: dist.init: CPU tensors are reduced by MPI`, errOut) // whichever failed first
+	assert.Regexp(t, `gglua --nproc: rank [01] exited with status 1; stopping the other processes`, errOut)
+	assert.Contains(t, errOut, "mpirun -np N gglua script.lua")
+}
+
+// TestLauncherStopsTheOthers: when one process fails, the launcher stops
+// the others (rank 0 would run for ever) and exits with the failed one's
+// status, saying which rank it was.
+func TestLauncherStopsTheOthers(t *testing.T) {
+	started := time.Now()
+	out, errOut, code := runJob(t, nil, gglua, "--nproc", "2", "-e",
+		`if dist.rank() == 1 then print("bye"); os.exit(5) end
+while true do end`)
+	assert.Equal(t, 5, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "[1] bye")
+	assert.Contains(t, errOut, "gglua --nproc: rank 1 exited with status 5; stopping the other processes")
+	assert.Less(t, time.Since(started), 30*time.Second)
+}
+
+// TestShardedLoader: shard=true gives each of three ranks an equal part of
+// every epoch, together all of it (padded by the epoch's start, as
+// DistributedSampler), shuffled alike on every rank and anew each epoch;
+// drop_last cuts to equal parts instead. The rank comes from the
+// environment, as a launcher sets it.
+func TestShardedLoader(t *testing.T) {
+	code := `local x = tensor.arange(1, 8):reshape(7, 1)
+for _, drop in ipairs{false, true} do
+  local l = data.loader(x, nil, {batch = 2, shuffle = true, shard = true, seed = 5, drop_last = drop})
+  for epoch = 1, 2 do
+    local rows = {}
+    for xb in l do for _, v in ipairs(xb:reshape(xb:numel()):totable()) do rows[#rows + 1] = v end end
+    print(tostring(drop) .. " " .. #l .. " " .. table.concat(rows, ","))
+  end
+end`
+	parts := make([][]string, 3)
+	for r := range 3 {
+		out, errOut, status := runJob(t, []string{"RANK=" + strconv.Itoa(r), "WORLD_SIZE=3"}, gglua, "-e", code)
+		require.Equal(t, 0, status, errOut)
+		parts[r] = strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, parts[r], 4)
+	}
+	for line := range 4 {
+		var all []string
+		for r := range 3 {
+			f := strings.Fields(parts[r][line])
+			drop := f[0] == "true"
+			rows := strings.Split(f[2], ",")
+			if drop {
+				assert.Equal(t, "1", f[1], "batches per epoch")
+				assert.Len(t, rows, 2, "rank %d", r)
+			} else {
+				assert.Equal(t, "2", f[1], "batches per epoch")
+				assert.Len(t, rows, 3, "rank %d", r)
+			}
+			all = append(all, rows...)
+		}
+		seen := map[string]bool{}
+		for _, v := range all {
+			seen[v] = true
+		}
+		if len(all) == 9 {
+			assert.Len(t, seen, 7, "every row in the epoch: %v", all)
+		} else {
+			assert.Len(t, seen, 6, "six different rows: %v", all)
+		}
+	}
+	assert.NotEqual(t, parts[0][0], parts[0][1], "each epoch is shuffled anew")
+}
