@@ -110,11 +110,36 @@ func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
 		}
 		return c.Reshape(s, ne4(to))
 	}
+	if e.backend.IsCPU() && sumsLastDimOnly(from, to) {
+		// ggml's CPU repeat_back adds one float at a time when the
+		// innermost dim is summed (LayerNorm's mean and deviation
+		// gradients, [B, T, E] to [B, T, 1]); sum_rows adds whole rows.
+		s, err := c.SumRows(x)
+		if err != nil {
+			return node{}, err
+		}
+		return c.Reshape(s, ne4(to))
+	}
 	like, err := template(c, to)
 	if err != nil {
 		return node{}, err
 	}
 	return c.RepeatBack(x, like)
+}
+
+// sumsLastDimOnly reports whether summing from down to to sums the last
+// dim and keeps every other.
+func sumsLastDimOnly(from, to []int) bool {
+	n := len(from)
+	if n == 0 || len(to) != n || to[n-1] != 1 || from[n-1] == 1 {
+		return false
+	}
+	for i := range n - 1 {
+		if from[i] != to[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // foldRepeatBack reports whether a repeat_back from shape from takes the

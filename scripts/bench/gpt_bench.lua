@@ -1,0 +1,135 @@
+-- scripts/bench/gpt_bench.lua - training throughput of scripts/examples/gpt.lua's
+-- transformer at a size given on the command line, on any device.
+--
+--   gglua [--device cuda] [--threads N] scripts/bench/gpt_bench.lua L H d T B steps [warmup]
+--
+--   L layers, H heads, d the width (d_model), T the block size (context),
+--   B the batch, steps the timed steps (default 2 4 128 64 16 20; warmup 5).
+--   e.g. the nanoGPT shakespeare_char size: 6 6 384 256 64 20 on a GPU.
+--
+-- The model and the step are gpt.lua's: token + position embeddings, pre-norm
+-- blocks (LayerNorm, causal multi-head attention on
+-- nn.scaled_dot_product_attention, LayerNorm, GELU MLP 4d), a final LayerNorm
+-- and an untied head; cross-entropy, backward, clipping at 1.0, AdamW with
+-- weight decay on the matrices only, a warmup-cosine scheduler step, and the
+-- loss read once. The data are random tokens of a 65-symbol vocabulary (as
+-- shakespeare_char's) drawn from the seed into 8 batches made before timing,
+-- used in turn, so what is timed is the model's step and the batch's upload.
+-- scripts/bench/torch_gpt.py is the PyTorch twin; gpt_compare.sh runs both.
+--
+-- Prints one line that gpt_compare.sh parses:
+--   gglua gpt L=.. H=.. d=.. T=.. B=.. tokens/s=... ms/step=... loss=... params=...
+
+local function int_arg(i, default)
+  local v = arg and arg[i]
+  if v == nil then return default end
+  local n = tonumber(v)
+  assert(n and n >= 1 and n == math.floor(n), string.format("gpt_bench: argument %d (%s) is not a positive integer", i, v))
+  return n
+end
+local L, H, E, T, B = int_arg(1, 2), int_arg(2, 4), int_arg(3, 128), int_arg(4, 64), int_arg(5, 16)
+local steps, warmup = int_arg(6, 20), int_arg(7, 5)
+assert(E % H == 0, string.format("gpt_bench: d=%d is not a multiple of H=%d", E, H))
+local V, NBATCH = 65, 8
+
+tensor.manual_seed(1337)
+math.randomseed(1337)
+local cfg = {vocab = V, block = T, embd = E, heads = H, layers = L}
+
+-- The model: gpt.lua's, unchanged.
+local SelfAttention = nn.Module:extend("SelfAttention")
+function SelfAttention:init(c)
+  self.heads = c.heads
+  self.qkv = nn.Linear(c.embd, 3 * c.embd)
+  self.proj = nn.Linear(c.embd, c.embd)
+end
+function SelfAttention:forward(x)
+  local b, t, e = x:size(1), x:size(2), x:size(3)
+  local h = self.heads
+  local q, k, v = unpack(self.qkv(x):chunk(3, 3))                   -- each [b, t, e]
+  local function split(z) return z:reshape(b, t, h, e / h):transpose(2, 3) end -- [b, h, t, e/h]
+  local y = nn.scaled_dot_product_attention(split(q), split(k), split(v), {is_causal = true})
+  return self.proj(y:transpose(2, 3):reshape(b, t, e))
+end
+
+local Block = nn.Module:extend("Block")
+function Block:init(c)
+  self.ln1 = nn.LayerNorm(c.embd)
+  self.attn = SelfAttention(c)
+  self.ln2 = nn.LayerNorm(c.embd)
+  self.mlp = nn.Sequential{nn.Linear(c.embd, 4 * c.embd), nn.GELU(), nn.Linear(4 * c.embd, c.embd)}
+end
+function Block:forward(x)
+  x = x + self.attn(self.ln1(x))
+  return x + self.mlp(self.ln2(x))
+end
+
+local GPT = nn.Module:extend("GPT")
+function GPT:init(c)
+  self.tok_emb = nn.Embedding(c.vocab, c.embd)
+  self.pos_emb = nn.Embedding(c.block, c.embd)
+  self.blocks = nn.ModuleList()
+  for _ = 1, c.layers do self.blocks:append(Block(c)) end
+  self.ln_f = nn.LayerNorm(c.embd)
+  self.head = nn.Linear(c.embd, c.vocab, false)
+  for _, np in ipairs(self:named_parameters()) do
+    if np[2]:dim() == 2 then nn.init.normal_(np[2], 0, 0.02) end
+  end
+end
+function GPT:forward(idx)
+  local t = idx:size(2)
+  local x = self.tok_emb(idx) + self.pos_emb(tensor.arange(1, t + 1))
+  for _, block in ipairs(self.blocks) do x = block(x) end
+  return self.head(self.ln_f(x))
+end
+
+local model = GPT(cfg)
+-- Resident weights, as gpt.lua: a step then uploads only its batch. On the
+-- CPU too (the persistent pool spares a copy of every weight into the pass
+-- pool each step: 83 against 116 ms a step at the small size);
+-- GPT_BENCH_HOST=1 leaves them on the host to measure that.
+if os.getenv("GPT_BENCH_HOST") ~= "1" then model:to_gpu("persistent") end
+local nparams = 0
+for _, p in ipairs(model:parameters()) do nparams = nparams + p:numel() end
+
+local decay, no_decay = {}, {}
+for _, np in ipairs(model:named_parameters()) do
+  local name, p = np[1], np[2]
+  if p:dim() >= 2 and not name:find("emb") then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+end
+local opt = optim.adamw({{params = decay, weight_decay = 0.1}, {params = no_decay, weight_decay = 0}},
+  {lr = 3e-3, betas = {0.9, 0.95}})
+local total = warmup + steps
+local sched = optim.lr_scheduler.warmup_cosine(opt, {warmup = math.floor(total / 10), total = total, eta_min = 3e-4})
+
+-- Token ids 1..V (1-based, as nn.Embedding and cross_entropy take them), as
+-- i32 tensors on the host.
+local xs, ys = {}, {}
+for i = 1, NBATCH do
+  xs[i] = tensor.randint(1, V + 1, {B, T}, {dtype = "i32"})
+  ys[i] = tensor.randint(1, V + 1, {B * T}, {dtype = "i32"})
+end
+
+local n = 0
+local function step()
+  n = n + 1
+  local i = (n - 1) % NBATCH + 1
+  local x, y = xs[i], ys[i]
+  opt:zero_grad()
+  local loss = with_grad_tape(function() return nn.cross_entropy(model(x):reshape(B * T, V), y) end)
+  backward(loss)
+  optim.clip_grad_norm(model:parameters(), 1.0)
+  opt:step()
+  sched:step()
+  return loss:item()
+end
+
+for _ = 1, warmup do step() end
+local loss
+local t0 = device.clock()
+for _ = 1, steps do loss = step() end
+local dt = device.clock() - t0
+
+io.stderr:write(string.format("gglua device %s, %d warm-up steps\n", device.current(), warmup))
+print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d",
+  L, H, E, T, B, steps * B * T / dt, 1000 * dt / steps, loss, nparams))
