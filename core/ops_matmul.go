@@ -200,7 +200,9 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		if x.requiresGrad {
 			gx, err = e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
 				if outProd {
-					return c.OutProd(in[1], in[0], true) // Σ_j w[:, j] ⊗ g[j, :]
+					if gx, err := c.OutProd(in[1], in[0], true); err == nil { // Σ_j w[:, j] ⊗ g[j, :]
+						return gx, nil
+					}
 				}
 				wt, err := e.transposeNode(c, in[1])
 				if err != nil {
@@ -224,7 +226,9 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// so the two transposed copies pay for themselves.
 		gw, err = e.newOp("matmul_back", gwShape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) {
 			if outProd {
-				return c.OutProd(in[0], in[1], false) // Σ_i x[i, :] ⊗ g[i, :]
+				if gw, err := c.OutProd(in[0], in[1], false); err == nil { // Σ_i x[i, :] ⊗ g[i, :]
+					return gw, nil
+				}
 			}
 			xt, err := e.transposeNode(c, in[0])
 			if err != nil {

@@ -280,10 +280,30 @@ func (c *Context) OutProd(a, b Tensor, transB bool) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("out_prod: incompatible ne %v and %v (transposed: %v)", a.Ne(), b.Ne(), transB)
 	}
 	bp := b.p
-	if transB {
+	if transB && nb[1] == 1 {
+		// b is one row (ne (1, j)): its transpose is the same elements as a
+		// column, a contiguous view; a transposed view of it would not look
+		// transposed to ggml-cuda, which would pass cuBLAS a bad ldb.
+		bp = C.ggml_view_4d(c.p, b.p, C.int64_t(nb[0]), 1, C.int64_t(nb[2]), C.int64_t(nb[3]), C.size_t(4*nb[0]), b.p.nb[2], b.p.nb[3], 0)
+	} else if transB {
 		bp = C.ggml_transpose(c.p, b.p)
 	}
+	if !outProdFitsCuBLAS(a.p, bp) {
+		return Tensor{}, fmt.Errorf("out_prod: ne %v and %v have strides cuBLAS refuses", a.Ne(), b.Ne())
+	}
 	return result(C.ggml_out_prod(c.p, a.p, bp))
+}
+
+// outProdFitsCuBLAS checks the leading dimensions ggml-cuda's out_prod
+// passes cuBLAS (out-prod.cu): a bad one is a CUDA error, which aborts.
+func outProdFitsCuBLAS(a, b *C.struct_ggml_tensor) bool {
+	trans := b.nb[0] > b.nb[1] // ggml_is_transposed
+	lda, ldb := int64(a.nb[1])/4, int64(b.nb[1])/4
+	unit, need := int64(b.nb[0]), int64(b.ne[0]) // cuBLAS op T: ldb >= n
+	if trans {
+		ldb, unit, need = int64(b.nb[0])/4, int64(b.nb[1]), int64(a.ne[1]) // op N: ldb >= k
+	}
+	return unit == 4 && lda >= max(1, int64(a.ne[0])) && ldb >= max(1, need)
 }
 
 // contiguousRows reports whether t's elements are contiguous along ne0.
