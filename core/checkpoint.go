@@ -262,17 +262,14 @@ func SaveCheckpointProgress(path string, entries []CheckpointEntry, progress Pro
 				}
 			}
 		}
-		v, err := e.Tensor.Float32s()
-		if err != nil {
-			return fmt.Errorf("tensor.save: %s: %w", name, err)
-		}
-		dtype := e.Tensor.Dtype()
-		raw, err := encode(dtype, v)
+		// stEncode writes the tensor's own dtype: i32 as GGML_TYPE_I32,
+		// exactly (not through f32, which rounds past 2^24).
+		raw, err := stEncode(e.Tensor)
 		if err != nil {
 			return fmt.Errorf("tensor.save: %s: %w", name, err)
 		}
 		ne := ne4(e.Tensor.shape)
-		if err := w.AddTensor(tname, dtype, ne[:len(e.Tensor.shape)], raw); err != nil {
+		if err := w.AddTensor(tname, e.Tensor.Dtype(), ne[:len(e.Tensor.shape)], raw); err != nil {
 			return fmt.Errorf("tensor.save: %w", err)
 		}
 		w.SetString(shapeKey+tname, ShapeString(e.Tensor.shape))
@@ -288,9 +285,10 @@ func SaveCheckpointProgress(path string, entries []CheckpointEntry, progress Pro
 	return nil
 }
 
-// LoadCheckpoint reads a GGUF file into host tensors and values, each at
-// its path. An entry without a stored path (older gglua files, other ggml
-// tools' f32/f16/bf16 tensors) sits at its name, as one key.
+// LoadCheckpoint reads a GGUF file into host tensors (f32, f16, bf16 or
+// i32, as stored) and values, each at its path. An entry without a stored
+// path (older gglua files, other ggml tools' tensors) sits at its name, as
+// one key.
 func LoadCheckpoint(path string) ([]CheckpointEntry, error) {
 	return LoadCheckpointProgress(path, nil)
 }
@@ -320,7 +318,7 @@ func LoadCheckpointProgress(path string, progress Progress) ([]CheckpointEntry, 
 		total += info.Size
 	}
 	for _, info := range f.Tensors() {
-		if !info.Type.Valid() || info.Type == ggmlcgo.I32 {
+		if !info.Type.Valid() {
 			return nil, fmt.Errorf("tensor.load: %s: tensor %q has type %v, which gglua does not read", path, info.Name, info.Type)
 		}
 		shape := shapeOf(info)
@@ -339,15 +337,10 @@ func LoadCheckpointProgress(path string, progress Progress) ([]CheckpointEntry, 
 		}
 		done += info.Size
 		progress.report("reading", done, total)
-		v, err := decode(info.Type, raw)
+		t, err := tensorFromGGUF(info.Type, raw, shape)
 		if err != nil {
 			return nil, fmt.Errorf("tensor.load: %w", err)
 		}
-		t, err := FromFloat32(v, shape...)
-		if err != nil {
-			return nil, fmt.Errorf("tensor.load: %w", err)
-		}
-		t.dtype = info.Type
 		p, err := pathOf(pathKey, info.Name)
 		if err != nil {
 			return nil, err
@@ -371,6 +364,24 @@ func LoadCheckpointProgress(path string, progress Progress) ([]CheckpointEntry, 
 		out = append(out, CheckpointEntry{Path: p, Value: v})
 	}
 	return out, nil
+}
+
+// tensorFromGGUF is a host tensor of a GGUF tensor's bytes in its type:
+// i32 as []int32 (exact), the float types as f32 values of that dtype.
+func tensorFromGGUF(dtype ggmlcgo.Type, raw []byte, shape []int) (*Tensor, error) {
+	if dtype == ggmlcgo.I32 {
+		return FromInt32(decodeInt32s(raw), shape...)
+	}
+	v, err := decode(dtype, raw)
+	if err != nil {
+		return nil, err
+	}
+	t, err := FromFloat32(v, shape...)
+	if err != nil {
+		return nil, err
+	}
+	t.dtype = dtype
+	return t, nil
 }
 
 // shapeOf is a tensor's shape from its ne, trailing sizes of 1 dropped.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
@@ -150,4 +151,58 @@ func TestPathEncoding(t *testing.T) {
 		_, err := decodePath(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+// TestCheckpointI32RoundTrip: i32 tensors (a host one, a device one, one
+// nested in a table) are saved as GGML_TYPE_I32 and come back as i32 with
+// every value exact, past 2^24 (where an f32 would round) and at int32's
+// ends included.
+func TestCheckpointI32RoundTrip(t *testing.T) {
+	e := newEngine(t)
+	file := filepath.Join(t.TempDir(), "ints.gguf")
+	want := []int32{1<<24 + 1, math.MaxInt32, math.MinInt32, 0, -5, 1<<24 + 3}
+	labels, err := FromInt32(want, 2, 3)
+	require.NoError(t, err)
+	col, err := FromInt32([]int32{7, -(1<<24 + 1)}, 2, 1)
+	require.NoError(t, err)
+	onDevice, err := col.ToDevice(e, residency.Pass, ggmlcgo.I32)
+	require.NoError(t, err)
+	require.True(t, onDevice.OnDevice())
+	entries := []CheckpointEntry{
+		{Path: keyPath("labels"), Tensor: labels},
+		{Path: keyPath("data", "split", 1), Tensor: onDevice},
+		{Path: keyPath("weights"), Tensor: host(t, []int{2}, 0.5, -1)},
+	}
+	require.NoError(t, SaveCheckpoint(file, entries))
+
+	// Other ggml tools see an I32 tensor.
+	f, err := ggmlcgo.OpenGGUF(file)
+	require.NoError(t, err)
+	types := map[string]ggmlcgo.Type{}
+	for _, info := range f.Tensors() {
+		types[info.Name] = info.Type
+	}
+	f.Close()
+	assert.Equal(t, map[string]ggmlcgo.Type{"labels": ggmlcgo.I32, "data.split.1": ggmlcgo.I32, "weights": ggmlcgo.F32}, types)
+
+	loaded, err := LoadCheckpoint(file)
+	require.NoError(t, err)
+	got := byPath(loaded)
+	require.Len(t, got, 3)
+	for _, c := range []struct {
+		path  string
+		shape []int
+		ints  []int64
+	}{
+		{`["labels"]`, []int{2, 3}, []int64{1<<24 + 1, math.MaxInt32, math.MinInt32, 0, -5, 1<<24 + 3}},
+		{`["data"]["split"][1]`, []int{2, 1}, []int64{7, -(1<<24 + 1)}},
+	} {
+		x := got[c.path].Tensor
+		require.NotNil(t, x, c.path)
+		assert.Equal(t, ggmlcgo.I32, x.Dtype(), c.path)
+		assert.Equal(t, c.shape, x.Shape(), c.path)
+		assert.Equal(t, c.ints, intsOf(t, x), c.path)
+	}
+	assert.Equal(t, ggmlcgo.F32, got[`["weights"]`].Tensor.Dtype())
+	assert.Equal(t, []float32{0.5, -1}, values(t, got[`["weights"]`].Tensor))
 }

@@ -73,19 +73,40 @@ func (e *Engine) IndexAdd(x *Tensor, dim int, idx []int, source *Tensor) (*Tenso
 // by index's value there (0-based; index has src's shape, no dim larger
 // than x's outside dim): PyTorch's scatter_add.
 func (e *Engine) ScatterAdd(x *Tensor, dim int, idx []int, src *Tensor) (*Tensor, error) {
+	return e.ScatterAddIndex(x, dim, idx, src.shape, src)
+}
+
+// ScatterAddIndex is ScatterAdd with an index of shape idxShape, which
+// may be smaller than src: PyTorch 1.13's rule, index no larger than src
+// in any dim nor than x outside dim, and only src's elements within
+// index's shape added. src is narrowed to that shape first, so the rest of
+// src gets a zero gradient (PyTorch 1.13's backward fails there instead).
+func (e *Engine) ScatterAddIndex(x *Tensor, dim int, idx []int, idxShape []int, src *Tensor) (*Tensor, error) {
 	d, err := checkDim("scatter_add", x.shape, dim)
 	if err != nil {
 		return nil, err
 	}
-	if src.Dim() != x.Dim() || int64(len(idx)) != src.Numel() {
-		return nil, shapeErrorf("scatter_add: src of shape %s with %d indices for a tensor of shape %s (index and src have one shape, of x's rank)", ShapeString(src.shape), len(idx), ShapeString(x.shape))
+	if src.Dim() != x.Dim() || len(idxShape) != x.Dim() {
+		return nil, shapeErrorf("scatter_add: index of shape %s and src of shape %s for a tensor of shape %s (all three need one rank)", ShapeString(idxShape), ShapeString(src.shape), ShapeString(x.shape))
 	}
-	offsets, err := linearOffsets("scatter_add", x.shape, d, idx, src.shape)
+	for i, n := range idxShape {
+		if n > src.shape[i] {
+			return nil, shapeErrorf("scatter_add: index of shape %s is larger than src of shape %s in dim %d", ShapeString(idxShape), ShapeString(src.shape), i+1)
+		}
+	}
+	offsets, err := linearOffsets("scatter_add", x.shape, d, idx, idxShape)
 	if err != nil {
 		return nil, err
 	}
 	var c chain
-	rows := c.do(func() (*Tensor, error) { return e.Reshape(src, int(src.Numel()), 1) })
+	part := src
+	for i, n := range idxShape {
+		if n < src.shape[i] {
+			from := part
+			part = c.do(func() (*Tensor, error) { return e.Narrow(from, i, 0, n) })
+		}
+	}
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(part, len(idx), 1) })
 	added := c.do(func() (*Tensor, error) { return e.scatterRows(rows, offsets, int(x.Numel())) })
 	back := c.do(func() (*Tensor, error) { return e.Reshape(added, x.shape...) })
 	out := c.do(func() (*Tensor, error) { return e.Add(x, back) })

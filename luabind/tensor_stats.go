@@ -1,8 +1,6 @@
 package luabind
 
 import (
-	"slices"
-
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
@@ -166,15 +164,14 @@ func (env *Env) indexAddValue(L *lua.LState, x *core.Tensor) *core.Tensor {
 	return t
 }
 
-// scatterAddValue is scatter_add(x, dim, index, src) (and scatter_add_'s).
+// scatterAddValue is scatter_add(x, dim, index, src) (and scatter_add_'s):
+// index may be smaller than src, whose elements outside index's shape are
+// not used, as in PyTorch.
 func (env *Env) scatterAddValue(L *lua.LState, x *core.Tensor) *core.Tensor {
 	d := checkDim(L, "scatter_add", 2)
 	idx, shape := indexArg(L, "scatter_add", 3)
 	src := checkTensor(L, "scatter_add", 4)
-	if !slices.Equal(shape, src.Shape()) {
-		argError(L, "scatter_add", "index of shape %s and src of shape %s differ", core.ShapeString(shape), core.ShapeString(src.Shape()))
-	}
-	t, err := env.Engine.ScatterAdd(x, d, idx, src)
+	t, err := env.Engine.ScatterAddIndex(x, d, idx, shape, src)
 	raise(L, err)
 	return t
 }

@@ -1,7 +1,12 @@
 """Reference values for core's composite reductions and sorting (var, std,
-logsumexp, norm, prod, cumsum, sort, topk, gather), from PyTorch:
+logsumexp, norm, prod, cumsum, sort, topk, gather) and the scatters, from
+PyTorch:
 
-    /usr/bin/python3 scripts/reference/stats.py > core/testdata/torch_stats.json
+    /usr/bin/python3 scripts/reference/stats.py core/testdata
+
+writes torch_stats.json (TestStatsAsTorch) and torch_scatter_add.json
+(TestScatterAddSmallIndexAsTorch: scatter_add with an index smaller than src,
+of which PyTorch adds only the elements within index's shape) there.
 
 Each case: op, its arguments, the input, the output (and indices), and the
 input's gradient of loss = sum(output * w) for the recorded w. NaN and the
@@ -9,6 +14,8 @@ infinities are the strings "nan", "inf", "-inf". Dims are 0-based here.
 """
 import json
 import math
+import os
+import sys
 
 import torch
 
@@ -51,7 +58,14 @@ def run(op, x, args, src=None):
         return x.index_add(args["dim"], torch.tensor(args["index"]), src), None
     if op == "scatter_add":
         idx = torch.tensor(args["index"]).reshape(args["index_shape"])
-        return x.scatter_add(args["dim"], idx, src), None
+        # PyTorch 1.13's backward fails for an src larger than index (its
+        # gradient, grad.gather(dim, index), has index's shape), so the
+        # gradient comes through src sliced to index's shape, whose forward
+        # must be PyTorch's own with the whole src.
+        part = src[tuple(slice(0, n) for n in idx.shape)]
+        y = x.scatter_add(args["dim"], idx, part)
+        assert torch.equal(y, x.detach().scatter_add(args["dim"], idx, src.detach()))
+        return y, None
     if op == "masked_select":
         mask = torch.tensor(args["mask"]).reshape(args["mask_shape"]).bool()
         return torch.masked_select(x, mask), None
@@ -100,8 +114,37 @@ cases += [
     ("masked_select", m, {"mask": [1, 0, 1, 0, 0, 1], "mask_shape": [2, 3]}),
     ("masked_select", m, {"mask": [0, 1, 1], "mask_shape": [3]}),
 ]
-out = []
-for op, xv, args in cases:
+# scatter_add with an index smaller than src in some dims (PyTorch 1.13:
+# index.size(d) <= src.size(d) for every d, <= self.size(d) for d != dim;
+# index.size(dim) may exceed self.size(dim)). Only src[:index's shape] adds.
+scatter_cases = [
+    ("scatter_add", m, {"dim": 1, "index": [0, 0, 2, 1], "index_shape": [2, 2],
+                        "src": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]}),
+    ("scatter_add", [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],
+     {"dim": 0, "index": [2, 0], "index_shape": [1, 2],
+      "src": [[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]]}),
+    ("scatter_add", [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]],
+     {"dim": 1, "index": [3, 3], "index_shape": [1, 2],
+      "src": [[1.5, -2.0, 4.0], [8.0, 16.0, 32.0], [64.0, 128.0, 256.0]]}),
+    ("scatter_add", m, {"dim": 0, "index": [1, 0, 1, 1, 0, 0, 1, 1], "index_shape": [4, 2],
+                        "src": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0], [10.0, 11.0, 12.0],
+                                [13.0, 14.0, 15.0]]}),
+    ("scatter_add", [[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], [[7.0, 8.0], [9.0, 10.0], [11.0, 12.0]]],
+     {"dim": 1, "index": [2, 0, 1, 1], "index_shape": [2, 2, 1],
+      "src": [[[0.5, 1.0], [1.5, 2.0], [2.5, 3.0]], [[3.5, 4.0], [4.5, 5.0], [5.5, 6.0]]]}),
+    ("scatter_add", m, {"dim": -1, "index": [2, 1], "index_shape": [2, 1],
+                        "src": [[1.0, 2.0], [3.0, 4.0]]}),
+]
+
+
+def reference(cases):
+    out = []
+    for op, xv, args in cases:
+        out.append(one(op, xv, args))
+    return out
+
+
+def one(op, xv, args):
     x = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
     src = None
     if "src" in args:
@@ -111,7 +154,7 @@ for op, xv, args in cases:
     w = torch.randn(y.shape, dtype=torch.float64).round(decimals=2)
     (y * w).sum().backward()
     g = x.grad if x.grad is not None else torch.zeros_like(x)
-    out.append({
+    return {
         "op": op, "args": {k: (num(v) if isinstance(v, float) else v) for k, v in args.items()},
         "x": {"shape": list(x.shape), "values": flat(x)},
         "out": {"shape": list(y.shape) or [1], "values": flat(y)},
@@ -119,5 +162,11 @@ for op, xv, args in cases:
         "w": {"shape": list(y.shape) or [1], "values": flat(w)},
         "grad": {"shape": list(x.shape), "values": flat(g)},
         "grad_src": None if src is None else {"shape": list(src.shape), "values": flat(src.grad)},
-    })
-json.dump(out, open(1, "w"), indent=1)
+    }
+
+
+# One random stream, stats first: adding scatter cases leaves torch_stats.json as it was.
+outdir = sys.argv[1]
+for name, cs in (("torch_stats.json", cases), ("torch_scatter_add.json", scatter_cases)):
+    with open(os.path.join(outdir, name), "w") as f:
+        json.dump(reference(cs), f, indent=1)

@@ -72,6 +72,21 @@ assert(1 / ck.nums[3] == -1 / 0, "-0 keeps its sign")
 assert(ck.s == "bytes \255\1 \"q\" . dots" and ck.yes == true and ck.no == false)
 assert(ck.nan ~= ck.nan, "nan comes back as nan")
 
+-- i32 tensors come back as i32, exactly: past 2^24 (where an f32 rounds
+-- 16777217 to 16777216) and at int32's ends; a device tensor is read back
+-- and saved too.
+local big = 16777217
+local labels = tensor({{big, 2147483647}, {-2147483648, -5}}, {dtype = "i32"})
+local dev = to_gpu(tensor({big + 2, 3}, {dtype = "i32"}))
+assert(dev:device() ~= "host")
+tensor.save(p2, {labels = labels, split = {train = {ids = dev}}, w = tensor{0.5}})
+ck = tensor.load(p2)
+assert(ck.labels:dtype() == "i32" and ck.split.train.ids:dtype() == "i32", ck.labels:dtype())
+local lv = ck.labels:totable()
+assert(lv[1][1] == big and lv[1][2] == 2147483647 and lv[2][1] == -2147483648 and lv[2][2] == -5, lv[1][1])
+assert(ck.split.train.ids:totable()[1] == big + 2 and ck.split.train.ids:totable()[2] == 3)
+assert(ck.w:dtype() == "f32" and ck.w:totable()[1] == 0.5)
+
 -- Names that collide, and NUL bytes, are errors, not a coin toss or a crash.
 ok, err = pcall(tensor.save, p2, {["1.weight"] = tensor{1}, ["1"] = {weight = tensor{2}}})
 assert(not ok and err:find('"1.weight"', 1, true), err)

@@ -1,0 +1,111 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestScatterAddSmallIndexAsTorch: scatter_add with an index smaller than
+// src (testdata/torch_scatter_add.json, scripts/reference/stats.py) adds
+// only src's elements within index's shape, as PyTorch 1.13 does; the
+// gradients of x and src (zero outside index's shape) are PyTorch's too.
+func TestScatterAddSmallIndexAsTorch(t *testing.T) {
+	raw, err := os.ReadFile("testdata/torch_scatter_add.json")
+	require.NoError(t, err)
+	var cases []statsCase
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	require.NotEmpty(t, cases)
+	e := newEngine(t)
+	for i, c := range cases {
+		a := c.Args
+		t.Run(fmt.Sprintf("%d dim %d index %v src %v", i+1, a.Dim, a.IndexShape, a.SrcShape), func(t *testing.T) {
+			x := c.X.host(t)
+			src := torchTensor{Shape: a.SrcShape, Values: a.Src}.host(t)
+			require.NoError(t, x.SetRequiresGrad(true))
+			require.NoError(t, src.SetRequiresGrad(true))
+			var y, loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				if y, err = e.ScatterAddIndex(x, a.Dim, a.Index, a.IndexShape, src); err != nil {
+					return err
+				}
+				loss, err = sumOf(e)(e.Mul(y, c.W.host(t)))
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			assert.Equal(t, c.Out.Shape, y.Shape())
+			sameNumbers(t, c.Out.Values, values(t, y), "output")
+			require.NotNil(t, x.Grad())
+			sameNumbers(t, c.Grad.Values, values(t, x.Grad()), "gradient of x")
+			require.NotNil(t, src.Grad())
+			sameNumbers(t, c.GradSrc.Values, values(t, src.Grad()), "gradient of src")
+		})
+	}
+}
+
+// TestScatterAddSmallIndexGradients: loss = sum(scatter_add(x, 2, index,
+// src) * w) with a [2, 2] index into a [3, 3] src: x's gradient is w, and
+// src's is w at the position each src element went to, 0 for the elements
+// outside index's shape (worked out by hand below).
+func TestScatterAddSmallIndexGradients(t *testing.T) {
+	w := host(t, []int{2, 3}, 0.5, -1, 2, 3, 0.25, -2)
+	idx := []int{2, 0, 1, 1} // [[3, 1], [2, 2]] in Lua's 1-based terms
+	cases := []gradCase{{
+		name: "dim 2, src larger in both dims",
+		inputs: []*Tensor{
+			host(t, []int{2, 3}, 1, 2, 3, 4, 5, 6),
+			host(t, []int{3, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+		},
+		f: func(e *Engine, x []*Tensor) (*Tensor, error) {
+			y, err := e.ScatterAddIndex(x[0], 1, idx, []int{2, 2}, x[1])
+			if err != nil {
+				return nil, err
+			}
+			return sumOf(e)(e.Mul(y, w))
+		},
+		// y = [[1+2, 2, 3+1], [4, 5+4+5, 6]]
+		loss: 3*0.5 - 2 + 4*2 + 4*3 + 14*0.25 - 6*2,
+		want: [][]float64{
+			{0.5, -1, 2, 3, 0.25, -2},
+			{2, 0.5, 0, 0.25, 0.25, 0, 0, 0, 0},
+		},
+	}}
+	runGradCases(t, cases, gradChecks{})
+}
+
+// TestScatterAddIndexErrors: PyTorch's shape rule is enforced with errors
+// naming scatter_add, never a partial result.
+func TestScatterAddIndexErrors(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{2, 3}, 1, 2, 3, 4, 5, 6)
+	src := host(t, []int{2, 2}, 1, 2, 3, 4)
+	big := host(t, []int{3, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	for _, c := range []struct {
+		name     string
+		dim      int
+		idx      []int
+		idxShape []int
+		src      *Tensor
+		is       error
+		want     string
+	}{
+		{"index larger than src", 1, make([]int, 6), []int{2, 3}, src, ErrShape, "larger than src of shape 2x2 in dim 2"},
+		{"index larger than x outside dim", 1, make([]int, 3), []int{3, 1}, big, ErrShape, "larger than 2x3 outside dim 2"},
+		{"index rank", 1, make([]int, 2), []int{2}, src, ErrShape, "one rank"},
+		{"src rank", 1, make([]int, 2), []int{2, 1}, host(t, []int{2}, 1, 2), ErrShape, "one rank"},
+		{"index count", 1, make([]int, 3), []int{2, 1}, src, ErrShape, "3 indices"},
+		{"index value", 1, []int{0, 3}, []int{2, 1}, src, ErrArgument, "index 4 (element 2) is out of range"},
+		{"dim", 2, make([]int, 2), []int{2, 1}, src, ErrShape, "dim 3 out of range"},
+	} {
+		_, err := e.ScatterAddIndex(x, c.dim, c.idx, c.idxShape, c.src)
+		assert.ErrorIs(t, err, c.is, c.name)
+		assert.ErrorContains(t, err, "scatter_add: ", c.name)
+		assert.ErrorContains(t, err, c.want, c.name)
+	}
+}
