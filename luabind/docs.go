@@ -20,6 +20,12 @@ import (
 //
 //	[nn] Neural-network layers and functions.        a section: a library's name, or a title with a space
 //	nn.Linear(in_features, out_features, bias=true) -- A linear layer.   an entry: signature -- summary
+//	```lua                                             a section's example: Lua lines, kept verbatim,
+//	local m = nn.Linear(2, 3)                          up to a line ``` (at most one a section)
+//	```
+//
+// Examples are printed by help("section") and under the section in
+// docs/API.md, whose every ```lua block tests/docs_examples_test.go runs.
 //
 // An entry's name is its signature up to the first '(' or '{': "tensor.zeros",
 // "x:matmul" (a tensor method, also tensor.matmul(x, ...)), "nn.Linear",
@@ -42,6 +48,7 @@ type DocSection struct {
 	Key     string // a library's Lua name ("nn.init"), or a title (has a space)
 	Summary string
 	Entries []DocEntry
+	Example string // Lua code, one or more lines without the last newline; "" if none
 }
 
 // IsLibrary says whether the section's key is a Lua name (a library table).
@@ -75,12 +82,34 @@ func parseDocs(src string) (*apiDocs, error) {
 	d := &apiDocs{byName: map[string]*DocEntry{}, byKey: map[string]*DocSection{}}
 	var cur *DocSection
 	names := map[string]bool{}
-	for i, line := range strings.Split(src, "\n") {
-		line = strings.TrimSpace(line)
+	var example []string // the lines of an open example, nil outside one
+	exampleLine := 0     // where the open example started
+	for i, raw := range strings.Split(src, "\n") {
+		line := strings.TrimSpace(raw)
 		lineNo := i + 1
+		if example != nil { // inside ```lua ... ```: Lua, kept as it is
+			if line != "```" {
+				example = append(example, strings.TrimRight(raw, " \t\r"))
+				continue
+			}
+			if len(example) == 1 {
+				return nil, fmt.Errorf("docs.txt:%d: an empty example", exampleLine)
+			}
+			cur.Example = strings.Join(example[1:], "\n")
+			example = nil
+			continue
+		}
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
 			continue
+		case line == "```lua":
+			switch {
+			case cur == nil:
+				return nil, fmt.Errorf("docs.txt:%d: an example before any [section]", lineNo)
+			case cur.Example != "":
+				return nil, fmt.Errorf("docs.txt:%d: a second example in [%s] (one a section)", lineNo, cur.Key)
+			}
+			example, exampleLine = []string{line}, lineNo
 		case strings.HasPrefix(line, "["):
 			end := strings.Index(line, "]")
 			if end < 2 {
@@ -112,6 +141,9 @@ func parseDocs(src string) (*apiDocs, error) {
 			names[name] = true
 			cur.Entries = append(cur.Entries, DocEntry{Name: name, Signature: sig, Summary: summary, Section: cur.Key})
 		}
+	}
+	if example != nil {
+		return nil, fmt.Errorf("docs.txt:%d: an example that no ``` line closes", exampleLine)
 	}
 	for _, s := range d.sections {
 		for i := range s.Entries {
@@ -235,13 +267,15 @@ func APIMarkdown() (string, error) {
 		fmt.Fprintf(&b, "- [%s](#%s)\n", s.Key, anchor(s.Key))
 	}
 	for _, s := range d.sections {
-		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", s.Key, s.Summary)
-		if len(s.Entries) == 0 {
-			continue
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n", s.Key, s.Summary) // each part starts with its blank line
+		if len(s.Entries) > 0 {
+			b.WriteString("\n| name | description |\n| --- | --- |\n")
+			for _, e := range s.Entries {
+				fmt.Fprintf(&b, "| `%s` | %s |\n", strings.ReplaceAll(e.Signature, "|", "\\|"), strings.ReplaceAll(e.Summary, "|", "\\|"))
+			}
 		}
-		b.WriteString("| name | description |\n| --- | --- |\n")
-		for _, e := range s.Entries {
-			fmt.Fprintf(&b, "| `%s` | %s |\n", strings.ReplaceAll(e.Signature, "|", "\\|"), strings.ReplaceAll(e.Summary, "|", "\\|"))
+		if s.Example != "" {
+			fmt.Fprintf(&b, "\nExample:\n\n```lua\n%s\n```\n", s.Example)
 		}
 	}
 	return b.String(), nil

@@ -143,3 +143,55 @@ func TestAPIMarkdownIsUpToDate(t *testing.T) {
 	require.NoError(t, err, "docs/API.md is missing: run `go run ./scripts/gendocs` (or `go generate ./luabind`)")
 	assert.True(t, string(got) == want, "docs/API.md is out of date with luabind/docs.txt: run `go run ./scripts/gendocs` (or `go generate ./luabind`)")
 }
+
+// An example is kept verbatim, indent and all, even lines that would be
+// comments, sections or entries outside it; a malformed one is an error
+// naming its line.
+func TestDocsParseExamples(t *testing.T) {
+	d, err := parseDocs("[nn] N.\nnn.Linear(i, o) -- L.\n```lua\nfor i = 1, 2 do\n  print(#t[i]) -- x\n# not a comment\n[not a section]\nend\n```\n[data] D.")
+	require.NoError(t, err)
+	assert.Equal(t, "for i = 1, 2 do\n  print(#t[i]) -- x\n# not a comment\n[not a section]\nend", d.byKey["nn"].Example)
+	assert.Empty(t, d.byKey["data"].Example)
+	assert.Len(t, d.byKey["nn"].Entries, 1)
+	for src, line := range map[string]string{
+		"```lua\nx()\n```": "docs.txt:1",
+		"[nn] N.\n```lua\nx()\n```\n```lua\ny()\n```": "docs.txt:5",
+		"[nn] N.\n\n```lua\nx()":                      "docs.txt:3",
+		"[nn] N.\n```lua\n```":                        "docs.txt:2",
+	} {
+		_, err := parseDocs(src)
+		assert.ErrorContains(t, err, line, src)
+	}
+}
+
+// One example per library: every library's section, and every section
+// holding global functions (autograd, progress, help), has one. They run
+// in tests/docs_examples_test.go, from docs/API.md.
+func TestEveryLibraryHasAnExample(t *testing.T) {
+	d, err := loadDocs()
+	require.NoError(t, err)
+	globals := map[string]bool{}
+	for _, n := range d.roots() {
+		if e := d.byName[n]; e != nil {
+			globals[e.Section] = true
+		}
+	}
+	for _, s := range d.sections {
+		if (s.IsLibrary() || globals[s.Key]) && s.Example == "" {
+			t.Errorf("section [%s] of luabind/docs.txt has no example: add a short one between ```lua and ``` lines at its end", s.Key)
+		}
+	}
+	md, err := APIMarkdown()
+	require.NoError(t, err)
+	assert.Contains(t, md, "\nExample:\n\n```lua\n"+d.byKey["optim"].Example+"\n```\n")
+}
+
+// help("library") ends with the library's example, indented.
+func TestHelpShowsTheExample(t *testing.T) {
+	L, out := helpState(t)
+	d, err := loadDocs()
+	require.NoError(t, err)
+	want := "Example:\n  " + strings.ReplaceAll(d.byKey["optim"].Example, "\n", "\n  ") + "\n"
+	assert.True(t, strings.HasSuffix(helpOutput(t, L, out, `help("optim")`), want), "help(\"optim\") does not end with its example")
+	assert.Contains(t, helpOutput(t, L, out, `help("bar")`), "Example:\n  local bar = progress(")
+}

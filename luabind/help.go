@@ -296,6 +296,18 @@ func (h *helper) section(sec *DocSection) {
 		es[i] = &sec.Entries[i]
 	}
 	h.entries(es)
+	h.example(sec)
+}
+
+// example prints a section's example, indented, if it has one.
+func (h *helper) example(sec *DocSection) {
+	if sec.Example == "" {
+		return
+	}
+	h.printf("Example:\n")
+	for _, line := range strings.Split(sec.Example, "\n") {
+		h.printf("%s\n", strings.TrimRight("  "+line, " "))
+	}
 }
 
 // library prints a library: its summary, its functions and classes (the
@@ -328,6 +340,7 @@ func (h *helper) library(sec *DocSection) {
 		h.printf("Methods (x:name(...), also tensor.name(x, ...)):\n")
 		h.entries(h.withPrefix("x:"))
 	}
+	h.example(sec)
 }
 
 // bracketed is a shape as x:shape() prints: [2, 3].

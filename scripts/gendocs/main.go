@@ -1,5 +1,7 @@
 // Command gendocs writes docs/API.md from luabind/docs.txt, the one source
-// of the Lua API's documentation (help() prints the same text):
+// of the Lua API's documentation (help() prints the same text): a table of
+// each section's names, then its example as a ```lua block, which
+// tests/docs_examples_test.go runs.
 //
 //	go run ./scripts/gendocs          (from the repository root)
 //	go generate ./luabind
