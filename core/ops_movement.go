@@ -310,6 +310,9 @@ func (e *Engine) rowsBack(name string, g *Tensor, idx []int, it *Tensor, rows in
 			return e.pickRowsBack(name, g, inv)
 		}
 	}
+	if (!e.backend.IsCPU() || forceOneHotRowsBack) && int64(rows)*int64(len(idx)) <= oneHotRowsBackLimit {
+		return e.oneHotRowsBack(name, g, idx, rows)
+	}
 	if e.backend.IsCPU() || rows <= cudaGridLimit {
 		shape := []int{rows, cols}
 		return e.newOp(name, shape, []*Tensor{g, it}, func(c ctx, in []node) (node, error) {
@@ -416,6 +419,43 @@ func (e *Engine) pickRowsBack(name string, g *Tensor, inv []int) (*Tensor, error
 		return c.GetRows(flat, in[1])
 	})
 }
+
+// oneHotRowsBack is rowsBack for repeated indices (an embedding's
+// gradient: every token adds its row) as one GEMM, out_prod(g, onehot),
+// with the one-hot [n, rows] made on the device from the indices as f32
+// (|index - r| stepped). ggml-cuda's get_rows_back walks every index for
+// every output element. Like every f32 GEMM on CUDA it runs in TF32.
+func (e *Engine) oneHotRowsBack(name string, g *Tensor, idx []int, rows int) (*Tensor, error) {
+	n, cols := len(idx), g.shape[1]
+	at := make([]float32, n)
+	for i, r := range idx {
+		at[i] = float32(r) // exact: rows*n is bounded far below 2^24 squared
+	}
+	idxF, err := FromFloat32(at, n)
+	if err != nil {
+		return nil, err
+	}
+	return e.newOp(name, []int{rows, cols}, []*Tensor{g, idxF}, func(c ctx, in []node) (node, error) {
+		b := e.nodes(c)
+		col := b.reshape(in[1], [4]int64{1, int64(n), 1, 1})
+		ramp := b.set(c.Arange(0, float32(rows), 1)) // ne (rows)
+		ramp = b.reshape(ramp, [4]int64{int64(rows), 1, 1, 1})
+		grid := b.repeat(ramp, [4]int64{int64(rows), int64(n), 1, 1})
+		diff := b.unary("abs", b.sub(grid, col))            // ne (rows, n): |r - idx[i]|
+		onehot := b.scaleBias(b.unary("step", diff), -1, 1) // 1 where r == idx[i]
+		if b.err != nil {
+			return node{}, b.err
+		}
+		return c.OutProd(in[0], onehot, false) // ne (cols, rows): Σ_i g[i, :] ⊗ onehot[i, :]
+	})
+}
+
+// oneHotRowsBackLimit bounds the one-hot's elements (128 MiB of f32): a
+// vocabulary of 50k over 16k tokens stays on get_rows_back.
+const oneHotRowsBackLimit = 1 << 25
+
+// forceOneHotRowsBack makes tests take the GPU's oneHotRowsBack on the CPU.
+var forceOneHotRowsBack = false
 
 // forcePickRowsBack makes tests take the GPU's pickRowsBack on the CPU.
 var forcePickRowsBack = false

@@ -99,3 +99,17 @@ func TestPickRowsBackAsGetRowsBack(t *testing.T) {
 	t.Run("stats torch", TestStatsAsTorch)
 	t.Run("shape", TestShapeGradients)
 }
+
+// TestOneHotRowsBackAsGetRowsBack: the GPU's gradient of picking rows by
+// repeated indices (an embedding's: one GEMM with a one-hot made on the
+// device), forced on the CPU, gives what get_rows_back gives.
+func TestOneHotRowsBackAsGetRowsBack(t *testing.T) {
+	forceOneHotRowsBack = true
+	defer func() { forceOneHotRowsBack = false }()
+	t.Run("movement", TestMovementGradients)
+	t.Run("losses", TestLossGradients)
+	t.Run("losses torch", TestLossesMatchTorch)
+	t.Run("stats torch", TestStatsAsTorch)
+	t.Run("shape", TestShapeGradients)
+	t.Run("scatter", TestScatterAddSmallIndexAsTorch)
+}

@@ -110,10 +110,18 @@ func (e *Engine) repeatBack(c ctx, x node, from, to []int) (node, error) {
 		}
 		return c.Reshape(s, ne4(to))
 	}
-	if e.backend.IsCPU() && sumsLastDimOnly(from, to) {
+	if sumsLastDimOnly(from, to) {
 		// ggml's CPU repeat_back adds one float at a time when the
 		// innermost dim is summed (LayerNorm's mean and deviation
-		// gradients, [B, T, E] to [B, T, 1]); sum_rows adds whole rows.
+		// gradients, [B, T, E] to [B, T, 1]), and ggml-cuda's gives each
+		// output one thread; sum_rows adds whole rows (a block per row on
+		// CUDA), exactly in f32.
+		var err error
+		if !x.IsContiguous() {
+			if x, err = c.Cont(x); err != nil {
+				return node{}, err
+			}
+		}
 		s, err := c.SumRows(x)
 		if err != nil {
 			return node{}, err
