@@ -1,6 +1,10 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
 
 // Comparisons, masks and selections (issue 12). gglua has no bool dtype:
 // a mask is a float32 tensor of 0s and 1s, and an op that takes one reads
@@ -47,6 +51,11 @@ func (e *Engine) operands(name string, a, b Operand) (*Tensor, *Tensor, error) {
 		shape = b.T.shape
 	default:
 		return nil, nil, argErrorf("%s: expected at least one tensor, got two numbers", name)
+	}
+	for _, o := range []Operand{a, b} {
+		if o.T != nil && o.T.storage().dtype == ggmlcgo.I32 {
+			return nil, nil, fmt.Errorf("%s: %w", name, errIntOperand(o.T))
+		}
 	}
 	one := func(o Operand, like *Tensor) (*Tensor, error) {
 		if o.T != nil {

@@ -192,6 +192,9 @@ func (env *Env) loader(L *lua.LState) int {
 	if !ok {
 		argError(L, "data.loader", "argument 1: expected a tensor or a table, got nil")
 	}
+	if isOptions(L.Get(2)) && L.Get(3) == lua.LNil {
+		L.Insert(lua.LNil, 2) // data.loader(x, {batch=...}): no targets
+	}
 	y, hasY := sourceArg(L, 2)
 	if hasY && y.rows() != x.rows() {
 		argError(L, "data.loader", "x has %d rows but y has %d", x.rows(), y.rows())

@@ -13,6 +13,12 @@ assert(seen == 5 and batches == 3)
 batches = 0
 for _ in data.loader(x, nil, {batch = 2, drop_last = true}) do batches = batches + 1 end
 assert(batches == 2)
+batches = 0
+for xb, yb in data.loader(x, {batch = 2, drop_last = true}) do -- no targets: options second
+  assert(yb == nil and xb:shape()[1] == 2)
+  batches = batches + 1
+end
+assert(batches == 2)
 
 local function order(seed)
   tensor.manual_seed(seed)

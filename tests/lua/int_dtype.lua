@@ -72,9 +72,11 @@ for _, bad in ipairs({
   function() return x + 1 end,
   function() return x:sum() end,
   function() return x:eq(tensor{1, 2, 3}) end,
+  function() return tensor{1, 2, 3}:lt(x) end,
 }) do
   ok, err = pcall(bad)
   assert(not ok and err:find("i32") and err:find("float()", 1, true), tostring(err))
+  assert(not err:find("expand"), "the error names the op, not a helper: " .. err)
 end
 ok, err = pcall(function() x:fill_(1) end)
 assert(not ok and err:find("i32"), tostring(err))
