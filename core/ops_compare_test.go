@@ -53,6 +53,7 @@ func mathGradCases(t *testing.T) []gradCase {
 		unary("rsqrt", (*Engine).Rsqrt, []float64{0.5, 1.5, 4}, func(a float64) float64 { return 1 / math.Sqrt(a) },
 			func(a float64) float64 { return -0.5 * math.Pow(a, -1.5) }),
 		unary("log1p", (*Engine).Log1p, []float64{0.5, -0.5, 1e-3}, math.Log1p, func(a float64) float64 { return 1 / (1 + a) }),
+		unary("erf", (*Engine).Erf, []float64{0.3, -0.7, 1.5, 1e-3}, math.Erf, func(a float64) float64 { return 2 / math.Sqrt(math.Pi) * math.Exp(-a*a) }),
 		unary("floor", (*Engine).Floor, xs, math.Floor, zero),
 		unary("ceil", (*Engine).Ceil, xs, math.Ceil, zero),
 		unary("round", (*Engine).Round, []float64{0.3, -1.7, 2.2}, math.RoundToEven, zero),
@@ -97,7 +98,7 @@ var mathTorchOps = func() map[string]torchOp {
 		"sin": (*Engine).Sin, "cos": (*Engine).Cos, "tan": (*Engine).Tan, "square": (*Engine).Square,
 		"reciprocal": (*Engine).Reciprocal, "rsqrt": (*Engine).Rsqrt, "log1p": (*Engine).Log1p,
 		"floor": (*Engine).Floor, "ceil": (*Engine).Ceil, "round": (*Engine).Round, "trunc": (*Engine).Trunc,
-		"sign": (*Engine).Sign, "isnan": (*Engine).IsNaN, "isinf": (*Engine).IsInf, "isfinite": (*Engine).IsFinite,
+		"sign": (*Engine).Sign, "erf": (*Engine).Erf, "isnan": (*Engine).IsNaN, "isinf": (*Engine).IsInf, "isfinite": (*Engine).IsFinite,
 		"logical_not": (*Engine).LogicalNot,
 	}
 	for name, f := range unary {

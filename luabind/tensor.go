@@ -48,6 +48,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"eq":            env.compare(core.OpEQ),
 		"exp":           env.unary("exp", (*core.Engine).Exp),
 		"expand":        env.expand,
+		"erf":           env.unary("erf", (*core.Engine).Erf),
 		"expm1":         env.unary("expm1", (*core.Engine).Expm1),
 		"fill_":         env.inPlace("fill_", fillValue),
 		"flatten":       env.flatten,

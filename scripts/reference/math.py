@@ -50,6 +50,9 @@ case("reciprocal", "reciprocal", torch.reciprocal, [ux])
 case("rsqrt", "rsqrt", torch.rsqrt, [[0.25, 1, 4, 1e-6, 1e6, -1] + specials])
 case("log1p", "log1p", torch.log1p, [[1e-8, -1e-8, 1e-4, 0.5, -0.5, 3, 1e30, -1, -2, 6e-8, -6e-8] + specials])
 case("log1p random", "log1p", torch.log1p, [torch.rand(3, 4) * 4 - 0.99])
+ex = [0.5, -0.5, 0.49999997, 0.50000006, 1e-4, -1e-4, 1e-30, 0.1, -0.3, 1, -2, 3.9, 5.9, 6.5, -7, 20] + specials
+case("erf", "erf", torch.erf, [ex])
+case("erf random", "erf", torch.erf, [torch.randn(3, 5) * 2])
 rx = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.5, -3.5, 0.49999997, 2.7, -2.7, 1e7 + 1, 8388609, 4194304.5,
       -4194304.5, 0.4, 1e20] + specials
 for op in ["floor", "ceil", "round", "trunc", "sign"]:
