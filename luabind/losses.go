@@ -16,6 +16,7 @@ import (
 func (env *Env) lossFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
 		"bce_loss":                         env.binaryTensors("bce_loss", (*core.Engine).BCELoss),
+		"bce_with_logits":                  env.bceWithLogits, // the short name (the issue's, Torch users')
 		"binary_cross_entropy_with_logits": env.bceWithLogits,
 		"cross_entropy":                    env.crossEntropy,
 		"huber_loss":                       env.thresholdLoss("huber_loss", "delta", (*core.Engine).HuberLoss),

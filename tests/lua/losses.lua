@@ -23,6 +23,7 @@ backward(loss)
 local g = x.grad:totable()
 assert(near(g[1], -1 / 3) and near(g[2], 0) and near(g[3], 1 / 3))
 local pw = nn.binary_cross_entropy_with_logits(tensor{{0, 0}}, tensor{{1, 1}}, {pos_weight = tensor{2, 3}, reduction = "sum"})
+assert(nn.bce_with_logits(tensor{{0, 0}}, tensor{{1, 1}}, {pos_weight = tensor{2, 3}, reduction = "sum"}):item() == pw:item(), "the short name is the same loss")
 assert(near(pw:item(), 5 * math.log(2)), pw:item())
 
 -- l1, smooth_l1 (beta) and huber (delta), "none" keeps the shape.
