@@ -2,7 +2,10 @@ package core
 
 import (
 	"math"
+	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -182,4 +185,16 @@ func TestGradcheckCatchesAWrongGradient(t *testing.T) {
 	}
 	err := Gradcheck(e, wrong, []*Tensor{host(t, []int{2}, 0.1, 0.2)}, 1e-2, 2e-3, 2e-2)
 	assert.ErrorContains(t, err, "central differences")
+}
+
+// runForced runs tests as subtests with *force set: a path the GPU takes
+// (a package variable makes the CPU take it too) checked by the cases of
+// the path it replaces.
+func runForced(t *testing.T, force *bool, tests ...func(*testing.T)) {
+	*force = true
+	defer func() { *force = false }()
+	for _, test := range tests {
+		name := runtime.FuncForPC(reflect.ValueOf(test).Pointer()).Name()
+		t.Run(name[strings.LastIndex(name, ".")+1:], test)
+	}
 }

@@ -180,9 +180,5 @@ func TestMatmulAsTorch(t *testing.T) {
 // TestOutProdGradientsAsTorch runs the gradient cases and PyTorch's matmul
 // cases through the GPU's out_prod gradients (forced on the CPU).
 func TestOutProdGradientsAsTorch(t *testing.T) {
-	forceOutProd = true
-	defer func() { forceOutProd = false }()
-	t.Run("gradients", TestMatmulGradients)
-	t.Run("torch", TestMatmulAsTorch)
-	t.Run("paths", TestLinearPathsAgree)
+	runForced(t, &forceOutProd, TestMatmulGradients, TestMatmulAsTorch, TestLinearPathsAgree)
 }

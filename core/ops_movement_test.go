@@ -90,26 +90,14 @@ func randHost(t *testing.T, shape ...int) *Tensor {
 // picking ops' gradient cases and their PyTorch references (cross-entropy
 // and nll labels, index_select, gather, sort, the scatters).
 func TestPickRowsBackAsGetRowsBack(t *testing.T) {
-	forcePickRowsBack = true
-	defer func() { forcePickRowsBack = false }()
-	t.Run("movement", TestMovementGradients)
-	t.Run("losses", TestLossGradients)
-	t.Run("losses torch", TestLossesMatchTorch)
-	t.Run("new losses torch", TestNewLossesMatchTorch)
-	t.Run("stats torch", TestStatsAsTorch)
-	t.Run("shape", TestShapeGradients)
+	runForced(t, &forcePickRowsBack, TestMovementGradients, TestLossGradients, TestLossesMatchTorch,
+		TestNewLossesMatchTorch, TestStatsAsTorch, TestShapeGradients)
 }
 
 // TestOneHotRowsBackAsGetRowsBack: the GPU's gradient of picking rows by
 // repeated indices (an embedding's: one GEMM with a one-hot made on the
 // device), forced on the CPU, gives what get_rows_back gives.
 func TestOneHotRowsBackAsGetRowsBack(t *testing.T) {
-	forceOneHotRowsBack = true
-	defer func() { forceOneHotRowsBack = false }()
-	t.Run("movement", TestMovementGradients)
-	t.Run("losses", TestLossGradients)
-	t.Run("losses torch", TestLossesMatchTorch)
-	t.Run("stats torch", TestStatsAsTorch)
-	t.Run("shape", TestShapeGradients)
-	t.Run("scatter", TestScatterAddSmallIndexAsTorch)
+	runForced(t, &forceOneHotRowsBack, TestMovementGradients, TestLossGradients, TestLossesMatchTorch,
+		TestStatsAsTorch, TestShapeGradients, TestScatterAddSmallIndexAsTorch)
 }

@@ -231,11 +231,7 @@ func TestSumsPastCUDARepeatBackLimit(t *testing.T) {
 // with ones), forced on the CPU, gives the reduction cases' values and
 // gradients and PyTorch's.
 func TestSumRowsGEMMAsRepeatBack(t *testing.T) {
-	gemmSumsOnCPU = true
-	defer func() { gemmSumsOnCPU = false }()
-	t.Run("reduce", TestReduceGradients)
-	t.Run("torch", TestReductionsMatchPyTorch)
-	t.Run("matmul", TestMatmulGradients) // bias-like broadcast gradients
-	t.Run("losses", TestLossGradients)
-	t.Run("norms", TestNormMatchesTorch)
+	// The matmul cases hold bias-like broadcast gradients.
+	runForced(t, &gemmSumsOnCPU, TestReduceGradients, TestReductionsMatchPyTorch, TestMatmulGradients,
+		TestLossGradients, TestNormMatchesTorch)
 }
