@@ -3,9 +3,11 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -268,4 +270,34 @@ end`
 		}
 	}
 	assert.NotEqual(t, parts[0][0], parts[0][1], "each epoch is shuffled anew")
+}
+
+// TestGPTExampleUnderMPI: scripts/examples/gpt.lua on two processes, each
+// on half of every batch, prints the losses and gradient norms one process
+// prints on the whole batches (issue [14]'s "loss trajectory equal to one
+// GPU on the global batch", here on CPUs).
+func TestGPTExampleUnderMPI(t *testing.T) {
+	example := filepath.Join("..", "scripts", "examples", "gpt.lua")
+	steps := func(out string) [][]float64 {
+		var rows [][]float64
+		for _, m := range regexp.MustCompile(`step +\d+ +loss ([0-9.]+) +lr [0-9.]+ +grad norm ([0-9.]+)`).FindAllStringSubmatch(out, -1) {
+			loss, err1 := strconv.ParseFloat(m[1], 64)
+			norm, err2 := strconv.ParseFloat(m[2], 64)
+			require.NoError(t, errors.Join(err1, err2))
+			rows = append(rows, []float64{loss, norm})
+		}
+		return rows
+	}
+	dir := t.TempDir()
+	out, errOut, code, _ := mpirun(t, nil, 2, example, "6", filepath.Join(dir, "two.gguf"), "5")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	alone, errAlone, code := runJob(t, nil, gglua, example, "6", filepath.Join(dir, "one.gguf"), "5")
+	require.Equal(t, 0, code, errAlone)
+	want, got := steps(alone), steps(out)
+	require.Len(t, want, 6, alone)
+	require.Len(t, got, 6, "one process (rank 0) prints each step:\n%s", out)
+	for i := range want {
+		assert.InDelta(t, want[i][0], got[i][0], 2e-4, "step %d loss", i+1)
+		assert.InDelta(t, want[i][1], got[i][1], 2e-3, "step %d grad norm", i+1)
+	}
 }

@@ -12,11 +12,19 @@
 --     (optim.lr_scheduler.warmup_cosine), and gradient clipping;
 --   * a checkpoint: the model's state_dict saved with tensor.save, loaded
 --     into a fresh model with tensor.load and load_state_dict;
---   * sampling with a temperature and tensor.multinomial.
+--   * sampling with a temperature and tensor.multinomial;
+--   * data parallelism: under `gglua --nproc N` (GPUs) or `mpirun -np N`
+--     (CPUs) every process trains on its 1/N of each batch and the
+--     gradients are averaged (dist.data_parallel), so the losses are one
+--     process's on the whole batch. Alone, the dist calls do nothing.
 --
 --   gglua scripts/examples/gpt.lua [steps] [checkpoint_path] [sample_length]
 --
 -- The checkpoint goes to checkpoint_path (default: $TMPDIR/gpt.gguf).
+
+dist.init()
+local rank, world = dist.rank(), dist.world_size()
+local function say(...) if rank == 0 then print(string.format(...)) end end
 
 local steps = tonumber(arg and arg[1]) or 400
 local ckpt_path = (arg and arg[2]) or ((os.getenv("TMPDIR") or "/tmp") .. "/gpt.gguf")
@@ -39,7 +47,7 @@ for c in text:gmatch(".") do
   ids[#ids + 1] = id[c]
 end
 local V = #chars
-print(string.format("%d characters of text, a vocabulary of %d", #text, V))
+say("%d characters of text, a vocabulary of %d", #text, V)
 
 tensor.manual_seed(7)
 math.randomseed(7)
@@ -95,10 +103,10 @@ function GPT:forward(idx) -- idx [B, T] of token ids -> logits [B, T, vocab]
   return self.head(self.ln_f(x))
 end
 
-local model = GPT(cfg):to_gpu("persistent")
+local model = dist.data_parallel(GPT(cfg):to_gpu("persistent"))
 local n = 0
 for _, p in ipairs(model:parameters()) do n = n + p:numel() end
-print(string.format("GPT: %d layers, %d heads, %d-wide, %d parameters", cfg.layers, cfg.heads, cfg.embd, n))
+say("GPT: %d layers, %d heads, %d-wide, %d parameters", cfg.layers, cfg.heads, cfg.embd, n)
 
 -- Weight decay pulls the matrices towards zero; biases, LayerNorm's gains and
 -- the embeddings are left alone.
@@ -109,7 +117,7 @@ for _, np in ipairs(model:named_parameters()) do
 end
 local opt = optim.adamw({{params = decay, weight_decay = 0.1}, {params = no_decay, weight_decay = 0}},
   {lr = 3e-3, betas = {0.9, 0.95}})
-print(string.format("AdamW: %d matrices with weight decay, %d tensors without", #decay, #no_decay))
+say("AdamW: %d matrices with weight decay, %d tensors without", #decay, #no_decay)
 -- The rate rises linearly over the first tenth of the steps, then falls along
 -- a cosine to eta_min by the last. After t calls of sched:step(), with
 -- W = warmup and N = total:
@@ -117,18 +125,24 @@ print(string.format("AdamW: %d matrices with weight decay, %d tensors without", 
 --   lr = eta_min + (lr0 - eta_min) * (1 + cos(pi * (t - W) / (N - W))) / 2   t >= W
 local sched = optim.lr_scheduler.warmup_cosine(opt, {warmup = math.floor(steps / 10), total = steps, eta_min = 3e-4})
 
+-- A batch of B windows of the text; every process draws the same starts
+-- (the same seed) and keeps its own B / world of them.
 local B, T = 16, cfg.block
+assert(B % world == 0, "the batch of 16 must split evenly over the processes")
 local function batch()
   local x, y = {}, {}
   for b = 1, B do
     local s = math.random(1, #ids - T)
-    x[b] = {}
-    for t = 1, T do x[b][t] = ids[s + t - 1]; y[#y + 1] = ids[s + t] end
+    if (b - 1) % world == rank then
+      local row = {}
+      for t = 1, T do row[t] = ids[s + t - 1]; y[#y + 1] = ids[s + t] end
+      x[#x + 1] = row
+    end
   end
   return tensor(x), y
 end
 local function loss_of(m, x, y)
-  return nn.cross_entropy(m(x):reshape(B * T, V), y)
+  return nn.cross_entropy(m(x):reshape(#y, V), y)
 end
 
 local first_loss, last_loss
@@ -141,13 +155,14 @@ for step = 1, steps do
   local lr = opt:get_lr()                                      -- this step's rate
   opt:step()
   sched:step()
-  last_loss = loss:item()
+  last_loss = dist.all_reduce(tensor{loss:item()}, "avg"):item() -- the whole batch's
   first_loss = first_loss or last_loss
   if step == 1 or step % math.max(1, math.floor(steps / 8)) == 0 then
-    print(string.format("step %4d  loss %.3f  lr %.5f  grad norm %.2f", step, last_loss, lr, norm:item()))
+    say("step %4d  loss %.4f  lr %.5f  grad norm %.3f", step, last_loss, lr, norm:item())
   end
 end
-print(string.format("loss %.3f -> %.3f (uniform guessing: %.3f)", first_loss, last_loss, math.log(V)))
+say("loss %.3f -> %.3f (uniform guessing: %.3f)", first_loss, last_loss, math.log(V))
+if rank ~= 0 then return end -- one process writes the checkpoint and samples
 
 -- A checkpoint: the state dict goes to a GGUF file, and a fresh model of the
 -- same shape takes it back. Both give the same loss on the same batch. (To
