@@ -16,6 +16,7 @@ import (
 
 type createOpts struct {
 	dtype        ggmlcgo.Type
+	dtypeGiven   bool // the options named a dtype (the *_like ones keep x's otherwise)
 	requiresGrad bool
 }
 
@@ -44,6 +45,7 @@ func trailingOpts(L *lua.LState, fn string) (createOpts, int) {
 		return o, top
 	}
 	r := readOpts(L, fn, top)
+	o.dtypeGiven = r.has("dtype")
 	o.dtype = parseDtype(L, fn, r.str("dtype", "f32"))
 	o.requiresGrad = r.boolean("requires_grad", false)
 	r.done()

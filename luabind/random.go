@@ -174,31 +174,37 @@ func (env *Env) uniformValues(L *lua.LState, x *core.Tensor) *core.Tensor {
 }
 
 // like binds tensor.name_like(x [, value] [, opts]): a new host tensor of
-// x's shape (value(i) for each element).
-func (env *Env) like(name string, value func(env *Env, L *lua.LState) func(int) float32) lua.LGFunction {
+// x's shape, value(i) for each element, of x's dtype unless opts gives one
+// (as PyTorch's *_like); values go to an i32 tensor without rounding
+// through f32 (a fraction there is an error, as rand_like of an int
+// tensor is in PyTorch).
+func (env *Env) like(name string, value func(env *Env, L *lua.LState) func(int) float64) lua.LGFunction {
 	fn := "tensor." + name
 	return func(L *lua.LState) int {
 		o, _ := trailingOpts(L, fn)
 		x := checkTensor(L, fn, 1)
-		return env.finish(L, fn, env.hostOf(L, fn, x.Shape(), value(env, L)), o)
+		if !o.dtypeGiven {
+			o.dtype = x.Dtype()
+		}
+		return env.finishExact(L, fn, x.Shape(), o, value(env, L))
 	}
 }
 
-func constant(v float32) func(*Env, *lua.LState) func(int) float32 {
-	return func(*Env, *lua.LState) func(int) float32 { return func(int) float32 { return v } }
+func constant(v float64) func(*Env, *lua.LState) func(int) float64 {
+	return func(*Env, *lua.LState) func(int) float64 { return func(int) float64 { return v } }
 }
 
-func fullLike(_ *Env, L *lua.LState) func(int) float32 {
-	v := float32(L.CheckNumber(2))
-	return func(int) float32 { return v }
+func fullLike(_ *Env, L *lua.LState) func(int) float64 {
+	v := float64(L.CheckNumber(2))
+	return func(int) float64 { return v }
 }
 
-func randLike(env *Env, _ *lua.LState) func(int) float32 {
+func randLike(env *Env, _ *lua.LState) func(int) float64 {
 	rng := env.Engine.Rand()
-	return func(int) float32 { return float32(rng.Float64()) }
+	return func(int) float64 { return float64(float32(rng.Float64())) }
 }
 
-func randnLike(env *Env, _ *lua.LState) func(int) float32 {
+func randnLike(env *Env, _ *lua.LState) func(int) float64 {
 	rng := env.Engine.Rand()
-	return func(int) float32 { return float32(rng.NormFloat64()) }
+	return func(int) float64 { return float64(float32(rng.NormFloat64())) }
 }

@@ -94,3 +94,13 @@ local loader = data.loader(tensor{{1}, {2}, {3}, {4}}, tensor({big, big + 1, big
 for bx, by in loader do
   assert(by:dtype() == "i32" and by:totable()[1] - bx:totable()[1][1] == big - 1, "rows stay paired and exact")
 end
+
+-- *_like keep the input's dtype (as PyTorch's) and take i32 values exactly.
+local li = tensor({1, 2}, {dtype = "i32"})
+assert(tensor.full_like(li, big):totable()[2] == big and tensor.full_like(li, big):dtype() == "i32")
+assert(tensor.full_like(li, big, {dtype = "i32"}):totable()[1] == big)
+assert(tensor.zeros_like(li):dtype() == "i32" and tensor.ones_like(li):totable()[2] == 1)
+assert(tensor.zeros_like(tensor{1.5}:half()):dtype() == "f16")
+assert(tensor.zeros_like(li, {dtype = "f32"}):dtype() == "f32")
+ok, err = pcall(tensor.rand_like, li)
+assert(not ok and err:find("integer"), tostring(err))
