@@ -126,7 +126,7 @@ func writePlot(path string, series []runlog.Series, stderr io.Writer) error {
 	for i, s := range series {
 		p, skipped := panel(s)
 		if skipped > 0 {
-			fmt.Fprintf(stderr, "gglua plot: %s: %d of %d values are NaN or infinite and are not drawn\n", s.Tag, skipped, len(s.Points))
+			fmt.Fprintf(stderr, "gglua plot: %s: %d of %d values are NaN, infinite or past ±1e300 and are not drawn\n", s.Tag, skipped, len(s.Points))
 		}
 		plots[i/cols][i%cols] = p
 	}
@@ -177,6 +177,11 @@ func panel(s runlog.Series) (*plot.Plot, int) {
 		p.Title.Text += " (no finite values)"
 		return p, len(s.Points)
 	}
+	if !axisRange(&p.X.Min, &p.X.Max, xys, func(q plotter.XY) float64 { return q.X }) ||
+		!axisRange(&p.Y.Min, &p.Y.Max, xys, func(q plotter.XY) float64 { return q.Y }) {
+		p.Title.Text += " (values past ±1e300 cannot be drawn)"
+		return p, len(s.Points)
+	}
 	line, err := plotter.NewLine(xys) // fails only on NaN/Inf, left out above
 	if err != nil {
 		p.Title.Text += " (" + err.Error() + ")"
@@ -191,4 +196,24 @@ func panel(s runlog.Series) (*plot.Plot, int) {
 		}
 	}
 	return p, len(s.Points) - len(xys)
+}
+
+// axisRange sets an axis to the range of v over xys, widened where it is a
+// single value: gonum's own padding adds ±1, which a value past 2^53 does
+// not notice (an "illegal range" panic, or a tick loop that never ends).
+// It reports false for values too large for any range to be drawn.
+func axisRange(lo, hi *float64, xys plotter.XYs, v func(plotter.XY) float64) bool {
+	a, b := math.Inf(1), math.Inf(-1)
+	for _, q := range xys {
+		a, b = min(a, v(q)), max(b, v(q))
+	}
+	if math.Max(math.Abs(a), math.Abs(b)) > 1e300 {
+		return false // and the axis keeps its defaults
+	}
+	if pad := math.Max(math.Abs(a), math.Abs(b)) * 1e-9; b-a <= pad {
+		pad = math.Max(pad, 1e-6)
+		a, b = a-pad, b+pad
+	}
+	*lo, *hi = a, b
+	return true
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -97,7 +98,7 @@ func TestPlotWritesPNGAndSVG(t *testing.T) {
 	code, stdout, stderr := gglua("plot", dir, "-o", pngPath)
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "wrote "+pngPath+" (loss, acc)\n", stdout)
-	assert.Contains(t, stderr, "loss: 1 of 50 values are NaN or infinite and are not drawn")
+	assert.Contains(t, stderr, "loss: 1 of 50 values are NaN, infinite or past ±1e300 and are not drawn")
 	img := decodePNG(t, pngPath)
 	assert.Equal(t, image.Rect(0, 0, plotWidthPx, 2*panelPx), img.Bounds(), "one panel per tag")
 	assert.Greater(t, distinctColors(img), 3, "something is drawn")
@@ -315,4 +316,38 @@ func TestPlotLaysOutManyTags(t *testing.T) {
 	code, _, stderr = gglua("plot", dir, "-o", svg)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, svgTexts(t, svg), "broken (no finite values)")
+}
+
+// TestPlotExtremeValues: a constant series past 2^53, values near float64's
+// limits and steps past 2^53 are drawn or named, never a panic or a hang
+// (gonum pads a one-value range by ±1, which such values do not notice).
+func TestPlotExtremeValues(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "runs", "extreme")
+	r, err := runlog.Open(dir)
+	require.NoError(t, err)
+	for _, p := range []struct {
+		tag  string
+		step int64
+		v    float64
+	}{
+		{"flat", 1, 1e16}, {"flat", 2, 1e16}, {"huge", 1, 1e308}, {"huge", 2, -1e308},
+		{"one", 1, 3.4e38}, {"late", 1 << 53, 5}, {"tiny", 1, 1e-300}, {"tiny", 2, 1e-300},
+	} {
+		require.NoError(t, r.Scalar(p.tag, p.step, p.v))
+	}
+	require.NoError(t, r.Close())
+	done := make(chan struct{})
+	var code int
+	var stderr string
+	go func() {
+		code, _, stderr = gglua("plot", dir, "-o", filepath.Join(t.TempDir(), "x.svg"))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("gglua plot did not end within 60 s")
+	}
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "panic")
 }
