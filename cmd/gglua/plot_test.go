@@ -309,7 +309,7 @@ func TestPlotLaysOutManyTags(t *testing.T) {
 	code, stdout, stderr := gglua("plot", dir, "-o", out)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "(ma, mb, mc, md, me, single, broken)")
-	assert.Contains(t, stderr, "broken: 1 of 1 values are NaN or infinite")
+	assert.Contains(t, stderr, "broken: 1 of 1 values are NaN, infinite or past ±1e300")
 	assert.Equal(t, image.Rect(0, 0, 2*plotWidthPx, 4*panelPx), decodePNG(t, out).Bounds(), "7 tags: 2 columns of 4 rows")
 
 	svg := filepath.Join(t.TempDir(), "many.svg")
