@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Optimizers update parameters on the device, inside the step graph: each
@@ -187,6 +188,9 @@ func newOptimizer(e *Engine, fn string, groups [][]*Tensor, lrs []*float32) (opt
 		if !p.IsLeaf() {
 			return optimizer{}, fmt.Errorf("optimizer: parameter %d is not a leaf tensor", i+1)
 		}
+		if p.storage().dtype == ggmlcgo.I32 {
+			return optimizer{}, argErrorf("%s: parameter %d is an i32 tensor, which has no gradient (only floating-point tensors can be optimized)", fn, i+1)
+		}
 	}
 	for i, p := range params {
 		p.requiresGrad = true
@@ -226,6 +230,8 @@ func (o *optimizer) addGroup(fn string, ps []*Tensor, lr *float32) error {
 			return argErrorf("%s: parameter %d is given twice", fn, i+1)
 		case !p.IsLeaf():
 			return argErrorf("%s: parameter %d is not a leaf tensor", fn, i+1)
+		case p.storage().dtype == ggmlcgo.I32:
+			return argErrorf("%s: parameter %d is an i32 tensor, which has no gradient (only floating-point tensors can be optimized)", fn, i+1)
 		}
 		mine[p] = true
 	}

@@ -104,3 +104,13 @@ assert(tensor.zeros_like(tensor{1.5}:half()):dtype() == "f16")
 assert(tensor.zeros_like(li, {dtype = "f32"}):dtype() == "f32")
 ok, err = pcall(tensor.rand_like, li)
 assert(not ok and err:find("integer"), tostring(err))
+
+-- An optimizer refuses an i32 tensor (it has no gradient) and leaves it be.
+local lab = tensor({1, 2}, {dtype = "i32"})
+ok, err = pcall(optim.sgd, {lab}, {lr = 0.1})
+assert(not ok and err:find("i32"), tostring(err))
+assert(not lab:requires_grad() and lab:device() == "host")
+local opt = optim.sgd({tensor.param(tensor{1.0})}, {lr = 0.1})
+ok, err = pcall(function() opt:add_param_group{params = {lab}} end)
+assert(not ok and err:find("i32"), tostring(err))
+assert(not lab:requires_grad())
