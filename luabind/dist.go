@@ -113,9 +113,15 @@ func comm(L *lua.LState, fn string) dist.Comm {
 }
 
 // lend lends c the memory of t, refusing memory of the wrong kind.
+//
+// Alone (c nil) nothing is sent, but t is still checked as a collective
+// would check it, so that a script that runs alone does not fail only at
+// scale (a view, an i32 tensor).
 func (env *Env) lend(L *lua.LState, fn string, c dist.Comm, t *core.Tensor, write bool, use func(core.Buffer) error) {
 	err := env.Engine.WithBuffer(t, write, func(b core.Buffer) error {
 		switch {
+		case c == nil:
+			return nil
 		case b.OnDevice && !c.OnDevice():
 			return fmt.Errorf("MPI reduces host memory, this tensor is on %s", t.Device())
 		case !b.OnDevice && c.OnDevice():
@@ -136,9 +142,8 @@ func (env *Env) distAllReduce(L *lua.LState) int {
 	if err != nil {
 		argError(L, "dist.all_reduce", "argument 2: %s", err.Error())
 	}
-	if c := comm(L, "dist.all_reduce"); c != nil {
-		env.lend(L, "dist.all_reduce", c, t, true, func(b core.Buffer) error { return c.AllReduce(b.Data, b.Count, op) })
-	}
+	c := comm(L, "dist.all_reduce")
+	env.lend(L, "dist.all_reduce", c, t, true, func(b core.Buffer) error { return c.AllReduce(b.Data, b.Count, op) })
 	L.Push(L.Get(1))
 	return 1
 }
@@ -147,14 +152,16 @@ func (env *Env) distAllReduce(L *lua.LState) int {
 // 0-based, as ranks are; 0 by default), in place; it returns t.
 func (env *Env) distBroadcast(L *lua.LState) int {
 	t := checkTensor(L, "dist.broadcast", 1)
-	src := L.OptInt(2, 0)
+	src := 0
+	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
+		src = checkInteger(L, "dist.broadcast", 2)
+	}
 	world := distPlace(L, "dist.broadcast").World
 	if src < 0 || src >= world {
 		argError(L, "dist.broadcast", "argument 2: src %d is not a rank (ranks count from 0 to %d)", src, world-1)
 	}
-	if c := comm(L, "dist.broadcast"); c != nil {
-		env.lend(L, "dist.broadcast", c, t, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, src) })
-	}
+	c := comm(L, "dist.broadcast")
+	env.lend(L, "dist.broadcast", c, t, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, src) })
 	L.Push(L.Get(1))
 	return 1
 }
@@ -166,6 +173,7 @@ func (env *Env) distAllGather(L *lua.LState) int {
 	out := L.CreateTable(1, 0)
 	c := comm(L, "dist.all_gather")
 	if c == nil {
+		env.lend(L, "dist.all_gather", nil, t, false, nil)
 		v, err := env.Engine.Clone(t)
 		raise(L, err)
 		out.Append(env.push(L, v))

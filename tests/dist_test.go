@@ -183,6 +183,17 @@ dist.all_reduce(t, "avg"); dist.broadcast(t, 0); dist.barrier()
 local g = dist.all_gather(t)
 local m = nn.Linear(2, 1)
 assert(dist.data_parallel(m) == m)
+-- What a collective refuses is refused alone too, so that a script does
+-- not fail only at scale: a view, an i32 tensor, a fractional src.
+for _, bad in ipairs{
+  function() dist.all_reduce(tensor{1, 2, 3}:narrow(1, 1, 2)) end,
+  function() dist.all_gather(tensor{{1, 2}, {3, 4}}:t()) end,
+  function() dist.all_reduce(tensor({1, 2}, {dtype = "i32"})) end,
+  function() dist.broadcast(tensor{1}, 0.5) end,
+} do
+  local ok, err = pcall(bad)
+  assert(not ok, "refused alone as with several processes")
+end
 print(dist.world_size(), dist.rank(), dist.local_rank(), dist.backend(), #g, t[1]:item(), t[2]:item(), g[1][2]:item())`)
 	require.Equal(t, 0, code, errOut)
 	assert.Equal(t, "1\t0\t0\tnil\t1\t1\t2\t2\n", out)
