@@ -84,6 +84,9 @@ func parseSafetensorsHeader(hdr []byte, dataLen uint64) ([]stTensor, map[string]
 	if !utf8.Valid(hdr) {
 		return nil, nil, errors.New("the header is not valid UTF-8")
 	}
+	if err := noDuplicateKeys(hdr); err != nil {
+		return nil, nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, nil, errors.New("the header is not a JSON object")
@@ -102,8 +105,15 @@ func parseSafetensorsHeader(hdr []byte, dataLen uint64) ([]stTensor, map[string]
 		}
 		seen[name] = true
 		if name == SafetensorsMetadataKey {
-			if err := dec.Decode(&meta); err != nil {
+			var raw map[string]*string // a null value is not a string
+			if err := dec.Decode(&raw); err != nil {
 				return nil, nil, fmt.Errorf("__metadata__ must map strings to strings: %v", err)
+			}
+			for k, v := range raw {
+				if v == nil {
+					return nil, nil, fmt.Errorf("__metadata__: %q is null, not a string", k)
+				}
+				meta[k] = *v
 			}
 			continue
 		}
@@ -141,6 +151,60 @@ func parseSafetensorsHeader(hdr []byte, dataLen uint64) ([]stTensor, map[string]
 		return nil, nil, fmt.Errorf("the tensors hold %d bytes of data but the file has %d after its header", next, dataLen)
 	}
 	return tensors, meta, nil
+}
+
+// noDuplicateKeys refuses a JSON text in which an object, at any depth,
+// names a key twice: Go's decoder keeps the last value, other readers (the
+// reference Rust one) refuse, and two readers must not disagree on a
+// tensor's dtype or place.
+func noDuplicateKeys(text []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next token of an object is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // bad JSON: the parser after this says what is wrong
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			if stack = stack[:len(stack)-1]; len(stack) == 0 {
+				return nil // the first value ends; what follows is the parser's
+			}
+			if stack[len(stack)-1].object {
+				stack[len(stack)-1].key = true
+			}
+			continue
+		}
+		if top != nil && top.object && top.key {
+			k := tok.(string)
+			if top.keys[k] {
+				return fmt.Errorf("the header names %q twice in one object", k)
+			}
+			top.keys[k], top.key = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, object: true, key: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		default:
+			if top == nil {
+				return nil // not an object: the parser refuses it
+			}
+			if top.object {
+				top.key = true // a value ends; a key comes next
+			}
+		}
+	}
 }
 
 // checkHeaderEntry validates one tensor entry on its own.

@@ -240,6 +240,10 @@ func corruptSafetensors() map[string]struct {
 			"the file has 4"},
 		"bad stored path": {stFile(`{"__metadata__":{"gglua.path.a":"\"b\""},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4),
 			"stored path"},
+		// Go's decoder would keep the last of two fields; other readers refuse.
+		"field twice in an entry": {stFile(`{"a":{"dtype":"I32","dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "twice"},
+		"metadata key twice":      {stFile(`{"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "twice"},
+		"null metadata value":     {stFile(`{"__metadata__":{"k":null},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "null"},
 	}
 }
 
