@@ -199,7 +199,7 @@ func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
 			g = sum
 		}
 		leaf.grad, leaf.gradZero = g, false
-		return nil
+		return keepAcrossPasses(g)
 	}
 	if leaf.grad == nil {
 		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent})
@@ -220,6 +220,22 @@ func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
 	}
 	leaf.gradZero = false
 	return nil
+}
+
+// keepAcrossPasses makes a host parameter's gradient (which lives in the
+// pass pool, unlike a persistent parameter's) outlive the next tape's reset
+// of the pass pool, as PyTorch accumulates gradients over backward calls:
+// its value is copied to the host when computed (now, if it already is).
+func keepAcrossPasses(g *Tensor) error {
+	g.held, g.inTape = true, false
+	if g.pending || g.handle == nil || !g.handle.Live() || g.handle.HostCopy() != nil {
+		return nil
+	}
+	raw := make([]byte, g.handle.Nbytes())
+	if err := g.handle.Read(raw); err != nil {
+		return err
+	}
+	return g.handle.KeepHostCopy(raw)
 }
 
 // ZeroGrad clears the gradients of params: the next backward sets them

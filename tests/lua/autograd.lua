@@ -71,3 +71,14 @@ assert(bad:totable()[1] == 4, "no update")
 detect_anomaly("off")
 ok2, err2 = pcall(detect_anomaly, "loud")
 assert(not ok2, "bad modes are errors")
+
+-- A host parameter's gradient accumulates over tapes, as PyTorch's does
+-- (it lives in the pass pool, which each tape resets).
+local hb = tensor.param(tensor{0.5, 4})
+with_grad_tape(function() (hb * 2):sum():backward() end)
+with_grad_tape(function() (hb * 3):sum():backward() end)
+local hg = hb.grad:totable()
+assert(hg[1] == 5 and hg[2] == 5, "2 + 3")
+with_grad_tape(function() (hb * hb):sum():backward() end)
+hg = hb.grad:totable()
+assert(hg[1] == 6 and hg[2] == 13, "+ 2b")
