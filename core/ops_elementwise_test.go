@@ -82,6 +82,20 @@ func elementwiseGradCases(t *testing.T) []gradCase {
 			geluErfRef(0.5) + geluErfRef(-1.5) + geluErfRef(2), [][]float64{mapf(xs, func(a float64) float64 {
 				return 0.5*(1+math.Erf(a/math.Sqrt2)) + a*math.Exp(-a*a/2)/math.Sqrt(2*math.Pi)
 			})}},
+		// Near 0 Φ(x) = y/x is blended to 1/2 (x = 0 and 5e-19 on either
+		// side of the CPU's 1e-18 cut); far out φ underflows (±13.5: e^-z
+		// past 88 in the CPU's silu form).
+		{"gelu exact near 0 and far out", []*Tensor{x(0, 5e-19, -3e-18, 13.5, -13.5, 4)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Gelu(in[0], "none")) },
+			geluErfRef(0) + geluErfRef(5e-19) + geluErfRef(-3e-18) + geluErfRef(13.5) + geluErfRef(-13.5) + geluErfRef(4),
+			[][]float64{mapf([]float64{0, 5e-19, -3e-18, 13.5, -13.5, 4}, func(a float64) float64 {
+				return 0.5*(1+math.Erf(a/math.Sqrt2)) + a*math.Exp(-a*a/2)/math.Sqrt(2*math.Pi)
+			})}},
+		// x² overflows f32 past 1.8e19: Φ(x) + x φ(x) is still 1 and 0
+		// (central differences cannot see it: no gradcheck).
+		{"gelu exact of huge inputs", []*Tensor{x(3e19, -3e19, 1e38)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Gelu(in[0], "none")) },
+			3e19 + 1e38, [][]float64{{1, 0, 1}}},
 		{"pow 17 of negatives", []*Tensor{x(-1.1, 0.9, -1.05)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Pow(in[0], 17)) },
 			math.Pow(-1.1, 17) + math.Pow(0.9, 17) + math.Pow(-1.05, 17),
@@ -127,8 +141,8 @@ func geluRef(x float64) float64 {
 
 func TestElementwiseGradients(t *testing.T) {
 	runGradCases(t, elementwiseGradCases(t), gradChecks{
-		loose: []string{"gelu", "gelu exact"},
-		kinks: []string{"abs", "clamp", "relu"},
+		loose: []string{"gelu", "gelu exact", "gelu exact near 0 and far out"},
+		kinks: []string{"abs", "clamp", "relu", "gelu exact of huge inputs"},
 	})
 }
 

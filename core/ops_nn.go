@@ -42,32 +42,43 @@ func (e *Engine) Softmax(x *Tensor, dim int) (*Tensor, error) {
 // log(sum(exp(x - max))), so a logit far below the row's maximum keeps its
 // value instead of becoming -inf. Its gradient is g - softmax(x) * sum(g)
 // along the dim.
+//
+// Differences are taken as sums of negated columns: ggml's CPU sub is
+// single-threaded, its add is not, and the two are the same in IEEE
+// arithmetic. On the CPU the gradient's softmax is ggml's soft_max of x
+// (vectorised and threaded) rather than exp(y) (scalar and single-threaded
+// there): the same values within f32 rounding.
 func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 	return e.alongLastDim("log_softmax", x, dim, func(x *Tensor) (*Tensor, error) {
 		cols := int64(x.shape[len(x.shape)-1])
 		rows := x.Numel() / cols
+		flat := [4]int64{cols, rows, 1, 1}
 		return e.unaryOp("log_softmax", x, func(c ctx, a node) (node, error) {
 			b := e.nodes(c)
-			x2 := b.reshape(a, [4]int64{cols, rows, 1, 1})
-			d := b.sub(x2, b.rowMax(x2, cols, rows)) // the max broadcast along each row
+			x2 := a
+			if a.Ne() != flat {
+				x2 = b.reshape(a, flat)
+			}
+			d := b.add(x2, b.scale(b.rowMax(x2, cols, rows), -1)) // the max broadcast along each row
 			lse := b.unary("log", b.sumRows(b.unary("exp", d)))
-			y := b.reshape(b.sub(d, lse), a.Ne())
+			y := b.add(d, b.scale(lse, -1))
+			if a.Ne() != flat {
+				y = b.reshape(y, a.Ne())
+			}
 			return y, b.err
 		}, func(g, x, y *Tensor) (*Tensor, error) {
-			return e.newOp("log_softmax_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
-				p, err := c.Unary("exp", in[1])
-				if err != nil {
-					return node{}, err
+			from := y
+			if e.backend.IsCPU() {
+				from = x
+			}
+			return e.build("log_softmax_back", x.shape, []*Tensor{g, from}, func(b *nodes, in []node) node {
+				var p node
+				if e.backend.IsCPU() {
+					p = b.set(b.c.SoftMax(in[1]))
+				} else {
+					p = b.unary("exp", in[1])
 				}
-				sg, err := c.SumRows(in[0])
-				if err != nil {
-					return node{}, err
-				}
-				ps, err := c.Mul(p, sg) // sg broadcasts along the row
-				if err != nil {
-					return node{}, err
-				}
-				return c.Sub(in[0], ps)
+				return b.add(in[0], b.mul(p, b.scale(b.sumRows(in[0]), -1))) // the sum broadcasts along the row
 			})
 		})
 	})
@@ -75,9 +86,20 @@ func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 
 // LayerNorm normalises over the last dim to zero mean and unit variance
 // (biased, as PyTorch), then scales by w and shifts by b when given.
+//
+// It is one op with its own gradient rather than a composition of mean,
+// sub, mul, sqrt and div: composed, their gradients made about 60 nodes per
+// LayerNorm, many of them single-threaded in ggml (sub, repeat, the
+// gradients of broadcasts), a sixth of a small GPT's step on the CPU
+// (docs/BENCHMARKS.md). Without OpenBLAS (and on GPUs) the forward computes
+// the same values, in the same order, as the composition did; with it the
+// row means are BLAS sums (see rowOps), equal within f32 rounding.
 func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 	if !(eps >= 0) || math.IsInf(float64(eps), 0) {
 		return nil, argErrorf("layer_norm: eps must be a finite number >= 0, got %g", eps)
+	}
+	if x.Dim() == 0 {
+		return nil, shapeErrorf("layer_norm: expected a tensor of at least 1 dim, got a scalar")
 	}
 	last := x.shape[len(x.shape)-1]
 	for _, p := range []*Tensor{w, b} {
@@ -85,22 +107,198 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 			return nil, shapeErrorf("layer_norm: weight/bias of shape %s do not match the last dim %d of %s", ShapeString(p.shape), last, ShapeString(x.shape))
 		}
 	}
+	rowShape := append(append([]int(nil), x.shape[:len(x.shape)-1]...), 1)
 	var ch chain
 	do := ch.do
-	mu := do(func() (*Tensor, error) { return e.MeanDim(x, -1, true) })
-	xc := do(func() (*Tensor, error) { return e.Sub(x, mu) })
-	sq := do(func() (*Tensor, error) { return e.Mul(xc, xc) })
-	v := do(func() (*Tensor, error) { return e.MeanDim(sq, -1, true) })
-	sd := do(func() (*Tensor, error) { return e.AddScalar(v, eps) })
-	sd = do(func() (*Tensor, error) { return e.Sqrt(sd) })
-	y := do(func() (*Tensor, error) { return e.Div(xc, sd) })
+	r, err := e.newRowOps(x)
+	if err != nil {
+		return nil, err
+	}
+	// xc = x - mean(x), as x + (-mean): sub is single-threaded in ggml's CPU
+	// backend, add is not, and the two are the same in IEEE arithmetic.
+	xc := do(func() (*Tensor, error) {
+		return e.build("layer_norm", x.shape, r.with(x), func(n *nodes, in []node) node {
+			rows := contiguousRows(n, in[0])
+			return n.add(rows, r.spread(n, in, r.negMean(n, in, rows), rows.Ne()))
+		})
+	})
+	// sd = sqrt(mean(xc²) + eps), one per row, spread along the rows when r
+	// has its rows of constants (the backward divides by it too).
+	sdShape := rowShape
+	if r.ones != nil {
+		sdShape = x.shape
+	}
+	sd := do(func() (*Tensor, error) {
+		return e.build("layer_norm", sdShape, r.with(xc), func(n *nodes, in []node) node {
+			v := n.scaleBias(r.negMean(n, in, n.mul(in[0], in[0])), -1, eps)
+			return r.spread(n, in, n.unary("sqrt", v), in[0].Ne())
+		})
+	})
+	xhat := do(func() (*Tensor, error) {
+		return e.build("layer_norm", x.shape, []*Tensor{xc, sd}, func(n *nodes, in []node) node { return n.div(in[0], in[1]) })
+	})
+	if ch.err != nil {
+		return nil, ch.err
+	}
+	inputs, affine := []*Tensor{x}, []*Tensor{xhat}
+	for _, p := range []*Tensor{w, b} {
+		if p != nil {
+			inputs, affine = append(inputs, p), append(affine, p)
+		}
+	}
+	y := xhat
+	if len(affine) > 1 {
+		y = do(func() (*Tensor, error) {
+			return e.build("layer_norm", x.shape, affine, func(n *nodes, in []node) node {
+				out, k := in[0], 1
+				if w != nil {
+					out, k = n.mul(out, in[k]), k+1
+				}
+				if b != nil {
+					out = n.add(out, in[k])
+				}
+				return out
+			})
+		})
+		if ch.err != nil {
+			return nil, ch.err
+		}
+	}
+	e.record(y, "layer_norm", inputs, func(g *Tensor) ([]*Tensor, error) {
+		return e.layerNormBack(g, x, w, b, xhat, sd, r)
+	})
+	return y, nil
+}
+
+// layerNormBack is LayerNorm's gradient, with x̂ = (x - mean) / sd the
+// normalised rows, ĝ = g·w (g without a weight) and n the row length:
+//
+//	dx = (ĝ - mean(ĝ) - x̂·mean(ĝ·x̂)) / sd,  dw = Σ g·x̂,  db = Σ g
+//
+// summed over every row for dw and db. The means are subtracted as added
+// negative means (see LayerNorm).
+func (e *Engine) layerNormBack(g, x, w, b, xhat, sd *Tensor, r rowOps) ([]*Tensor, error) {
+	var gx, gw, gb *Tensor
+	var ch chain
+	do := ch.do
+	if x.requiresGrad {
+		ins := []*Tensor{g, xhat, sd}
+		if w != nil {
+			ins = append(ins, w)
+		}
+		gx = do(func() (*Tensor, error) {
+			return e.build("layer_norm_back", x.shape, r.with(ins...), func(n *nodes, in []node) node {
+				gh := contiguousRows(n, in[0])
+				if w != nil {
+					gh = n.mul(gh, in[3])
+				}
+				ne := gh.Ne()
+				m1 := r.spread(n, in, r.negMean(n, in, gh), ne)
+				m2 := r.spread(n, in, r.negMean(n, in, n.mul(gh, in[1])), ne)
+				return n.div(n.add(n.add(gh, m1), n.mul(in[1], m2)), in[2])
+			})
+		})
+	}
+	if w != nil && w.requiresGrad {
+		gxh := do(func() (*Tensor, error) {
+			return e.build("layer_norm_back", x.shape, []*Tensor{g, xhat}, func(n *nodes, in []node) node { return n.mul(in[0], in[1]) })
+		})
+		gw = do(func() (*Tensor, error) { return e.sumTo(gxh, w.shape) })
+	}
+	if b != nil && b.requiresGrad {
+		gb = do(func() (*Tensor, error) { return e.sumTo(g, b.shape) })
+	}
+	grads := []*Tensor{gx}
 	if w != nil {
-		y = do(func() (*Tensor, error) { return e.Mul(y, w) })
+		grads = append(grads, gw)
 	}
 	if b != nil {
-		y = do(func() (*Tensor, error) { return e.Add(y, b) })
+		grads = append(grads, gb)
 	}
-	return y, ch.err
+	return grads, ch.err
+}
+
+// rowOps are LayerNorm's means along rows (negated: what it needs) and
+// its spreads of one value per row along its row. ggml's CPU sum_rows is
+// single-threaded, and its add, mul and div broadcast a column one element
+// at a time (a function call each: 3-4x the time of the same op on two full
+// operands), its repeat single-threaded too. On the CPU with OpenBLAS both
+// are GEMMs split over the threads instead: a negated mean is rows times a
+// column of -1/n (f32 sums in BLAS's order, where sum_rows adds in f64), a
+// spread col times a row of ones (exact copies). Elsewhere (ones nil) they
+// are sum_rows scaled by -1/n and the column itself, which the binary ops
+// broadcast.
+type rowOps struct {
+	n       int     // the row length
+	ones    *Tensor // [n] of 1, or nil
+	negAvgs *Tensor // [n] of -1/n, or nil
+}
+
+// newRowOps makes the rows of constants for rows like x's last dim, where
+// GEMMs are used.
+func (e *Engine) newRowOps(x *Tensor) (rowOps, error) {
+	n := x.shape[len(x.shape)-1]
+	r := rowOps{n: n}
+	if !e.useBLAS {
+		return r, nil
+	}
+	fill := func(v float32) (*Tensor, error) {
+		return e.build("layer_norm", []int{n}, []*Tensor{x}, func(b *nodes, in []node) node {
+			// fill reads nothing of its operand: any [n] view of x will do.
+			n4 := int64(n)
+			first := b.set(b.c.View(in[0], [4]int64{n4, 1, 1, 1}, [3]int64{4 * n4, 4 * n4, 4 * n4}, 0))
+			if !in[0].IsContiguous() {
+				first = b.set(b.c.Cont(first))
+			}
+			return b.fill(first, v)
+		})
+	}
+	var err error
+	if r.ones, err = fill(1); err != nil {
+		return r, err
+	}
+	r.negAvgs, err = fill(float32(-1 / float64(n)))
+	return r, err
+}
+
+// with is a build's inputs, the rows of constants last when there are.
+func (r rowOps) with(in ...*Tensor) []*Tensor {
+	if r.ones == nil {
+		return in
+	}
+	return append(append([]*Tensor(nil), in...), r.ones, r.negAvgs)
+}
+
+// negMean is minus the mean of each row of a (contiguous, ne [n, rows..]):
+// ne [1, rows..].
+func (r rowOps) negMean(b *nodes, in []node, a node) node {
+	if b.err != nil {
+		return node{}
+	}
+	if r.ones == nil {
+		return b.scale(b.sumRows(a), float32(-1/float64(r.n)))
+	}
+	ne := a.Ne()
+	ne[0] = 1
+	return b.set(b.c.Gemm(a, in[len(in)-1], false, true, ne))
+}
+
+// spread is col (ne [1, rows..]) repeated along rows of ne, or col itself
+// without the rows of constants.
+func (r rowOps) spread(b *nodes, in []node, col node, ne [4]int64) node {
+	if b.err != nil || r.ones == nil {
+		return col
+	}
+	return b.set(b.c.Gemm(col, in[len(in)-2], false, false, ne))
+}
+
+// contiguousRows is a, copied contiguous if it is a strided view: sum_rows
+// reads each row as packed floats.
+func contiguousRows(n *nodes, a node) node {
+	if n.err != nil || a.IsContiguous() {
+		return a
+	}
+	return n.set(n.c.Cont(a))
 }
 
 // Dropout zeroes each element with probability p and scales the rest by

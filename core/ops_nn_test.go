@@ -40,7 +40,131 @@ func nnGradCases(t *testing.T) []gradCase {
 				return sumOf(e)(e.Mul(y, m23(1, -1, 2, 0.5, 3, -2)))
 			},
 			layerNormRef(lnX), [][]float64{refGrad(layerNormRef, lnX), nil, {1 + 0.5, -1 + 3, 2 - 2}}},
+		// LayerNorm is one op with its own gradient: every input's gradient
+		// is checked against central differences of a float64 reference,
+		// with and without weight and bias, on 3-d input, and on a
+		// transposed view read through a transposed gradient.
+		lnCase(t, "layer_norm 3-d, no affine", []int{2, 2, 3}, lnX3, nil, nil, false),
+		lnCase(t, "layer_norm weight only", []int{2, 3}, lnX, []float64{0.5, -2, 1.5}, nil, false),
+		lnCase(t, "layer_norm bias only", []int{2, 3}, lnX, nil, []float64{1, 0, -3}, false),
+		lnCase(t, "layer_norm of a narrowed view", []int{4, 3}, lnX4, []float64{2, 1, -1}, []float64{0.5, 0.5, 0}, true),
 	}
+}
+
+var (
+	lnX3 = []float64{1, 2, 4, -1, 0.5, 3, 0, 0, 1, 2, -2, 7}
+	lnX4 = []float64{1, 2, 4, -1, 0.5, 3, 0, 0.25, 1, 2, -2, 7}
+)
+
+// lnCase is loss = sum(layer_norm(x) * r) over rows of 3 for x of shape,
+// with weight w and bias b where given (nil: none); strided passes x [rows,
+// 3] as columns 2..4 of a [rows, 5] tensor (a narrowed view, whose rows are
+// not packed) and multiplies r through a transposed view of the result.
+func lnCase(t *testing.T, name string, shape []int, x, w, b []float64, strided bool) gradCase {
+	rv := make([]float64, len(x))
+	for i := range rv {
+		rv[i] = float64(i%5) - 1.5
+	}
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, a := range v {
+			out[i] = float32(a)
+		}
+		return out
+	}
+	rows, n := len(x)/3, 3
+	wide := make([]float64, rows*5) // x in columns 1..3 (0-based) of [rows, 5]
+	for i := range rows {
+		wide[i*5] = 9
+		copy(wide[i*5+1:i*5+4], x[i*n:i*n+n])
+		wide[i*5+4] = -9
+	}
+	inputs := []*Tensor{host(t, shape, f32(x)...)}
+	if strided {
+		inputs[0] = host(t, []int{rows, 5}, f32(wide)...)
+	}
+	params := [][]float64{x}
+	for _, p := range [][]float64{w, b} {
+		if p != nil {
+			inputs = append(inputs, host(t, []int{n}, f32(p)...))
+			params = append(params, p)
+		}
+	}
+	loss := func(ps [][]float64) float64 {
+		xs, k := ps[0], 1
+		var wp, bp []float64
+		if w != nil {
+			wp, k = ps[k], k+1
+		}
+		if b != nil {
+			bp = ps[k]
+		}
+		total := 0.0
+		for row := range rows {
+			v := xs[row*n : row*n+n]
+			mu := (v[0] + v[1] + v[2]) / 3
+			va := 0.0
+			for _, a := range v {
+				va += (a - mu) * (a - mu) / 3
+			}
+			for j, a := range v {
+				y := (a - mu) / math.Sqrt(va+1e-5)
+				if wp != nil {
+					y *= wp[j]
+				}
+				if bp != nil {
+					y += bp[j]
+				}
+				total += y * rv[row*n+j]
+			}
+		}
+		return total
+	}
+	want := make([][]float64, len(params))
+	for i := range params {
+		g := refGrad(func(v []float64) float64 {
+			ps := append([][]float64(nil), params...)
+			ps[i] = v
+			return loss(ps)
+		}, params[i])
+		if i == 0 && strided { // the gradient of the wide tensor: 0 outside x
+			gw := make([]float64, rows*5)
+			for r := range rows {
+				copy(gw[r*5+1:r*5+4], g[r*n:r*n+n])
+			}
+			g = gw
+		}
+		want[i] = g
+	}
+	return gradCase{name, inputs, func(e *Engine, in []*Tensor) (*Tensor, error) {
+		xin, k := in[0], 1
+		var wt, bt *Tensor
+		if w != nil {
+			wt, k = in[k], k+1
+		}
+		if b != nil {
+			bt = in[k]
+		}
+		r := host(t, shape, f32(rv)...)
+		if strided {
+			xin = e.must(e.Narrow(xin, 1, 1, 3))
+			rt := make([]float64, len(rv))
+			for i := range rows {
+				for j := range n {
+					rt[j*rows+i] = rv[i*n+j]
+				}
+			}
+			r = e.must(e.Transpose(host(t, []int{n, rows}, f32(rt)...), 0, 1))
+		}
+		y, err := e.LayerNorm(xin, wt, bt, 1e-5)
+		if err != nil {
+			return nil, err
+		}
+		if strided { // the product through transposed views: g reaches y transposed
+			return sumOf(e)(e.Mul(e.must(e.Transpose(y, 0, 1)), e.must(e.Transpose(r, 0, 1))))
+		}
+		return sumOf(e)(e.Mul(y, r))
+	}, loss(params), want}
 }
 
 func softmaxDot(x, w []float64) float64 {
@@ -117,7 +241,7 @@ func layerNormRef(x []float64) float64 {
 
 func TestNNGradients(t *testing.T) {
 	runGradCases(t, nnGradCases(t), gradChecks{
-		loose: []string{"layer_norm"},
+		loose: []string{"layer_norm", "layer_norm 3-d, no affine", "layer_norm weight only", "layer_norm bias only", "layer_norm of a narrowed view"},
 	})
 }
 
