@@ -116,7 +116,9 @@ func launch(n int, args []string, stdout, stderr io.Writer) int {
 	}
 	var outMu sync.Mutex // one line at a time, whole
 	children := make([]*exec.Cmd, n)
-	var copiers sync.WaitGroup
+	// Each child's output is read to its end before its Wait, which closes
+	// the pipes: waiting first could lose its last lines (its error).
+	copiers := make([]sync.WaitGroup, n)
 	for r := range n {
 		cmd := exec.Command(exe, childDevices(args, r)...)
 		// Its own process group: a terminal's Ctrl-C reaches the launcher
@@ -135,8 +137,8 @@ func launch(n int, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "gglua --nproc: %v\n", err)
 				return 1
 			}
-			copiers.Add(1)
-			go prefixLines(pipe, p.w, fmt.Sprintf("[%d] ", r), &outMu, &copiers)
+			copiers[r].Add(1)
+			go prefixLines(pipe, p.w, fmt.Sprintf("[%d] ", r), &outMu, &copiers[r])
 		}
 		if err := cmd.Start(); err != nil {
 			stopAll(children)
@@ -161,6 +163,7 @@ func launch(n int, args []string, stdout, stderr io.Writer) int {
 	exits := make(chan exit, n)
 	for r, c := range children {
 		go func() {
+			copiers[r].Wait()
 			c.Wait()
 			exits <- exit{r, c.ProcessState.ExitCode()}
 		}()
@@ -179,7 +182,6 @@ func launch(n int, args []string, stdout, stderr io.Writer) int {
 			stopAll(children)
 		}
 	}
-	copiers.Wait()
 	return status
 }
 
