@@ -1,53 +1,10 @@
 package core
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
-
-// TestScatterAddSmallIndexAsTorch: scatter_add with an index smaller than
-// src (testdata/torch_scatter_add.json, scripts/reference/stats.py) adds
-// only src's elements within index's shape, as PyTorch 1.13 does; the
-// gradients of x and src (zero outside index's shape) are PyTorch's too.
-func TestScatterAddSmallIndexAsTorch(t *testing.T) {
-	raw, err := os.ReadFile("testdata/torch_scatter_add.json")
-	require.NoError(t, err)
-	var cases []statsCase
-	require.NoError(t, json.Unmarshal(raw, &cases))
-	require.NotEmpty(t, cases)
-	e := newEngine(t)
-	for i, c := range cases {
-		a := c.Args
-		t.Run(fmt.Sprintf("%d dim %d index %v src %v", i+1, a.Dim, a.IndexShape, a.SrcShape), func(t *testing.T) {
-			x := c.X.host(t)
-			src := torchTensor{Shape: a.SrcShape, Values: a.Src}.host(t)
-			require.NoError(t, x.SetRequiresGrad(true))
-			require.NoError(t, src.SetRequiresGrad(true))
-			var y, loss *Tensor
-			require.NoError(t, e.WithGradTape(func() error {
-				var err error
-				if y, err = e.ScatterAddIndex(x, a.Dim, a.Index, a.IndexShape, src); err != nil {
-					return err
-				}
-				loss, err = sumOf(e)(e.Mul(y, c.W.host(t)))
-				return err
-			}))
-			_, err := e.Backward(loss)
-			require.NoError(t, err)
-			assert.Equal(t, c.Out.Shape, y.Shape())
-			sameNumbers(t, c.Out.Values, values(t, y), "output")
-			require.NotNil(t, x.Grad())
-			sameNumbers(t, c.Grad.Values, values(t, x.Grad()), "gradient of x")
-			require.NotNil(t, src.Grad())
-			sameNumbers(t, c.GradSrc.Values, values(t, src.Grad()), "gradient of src")
-		})
-	}
-}
 
 // TestScatterAddSmallIndexGradients: loss = sum(scatter_add(x, 2, index,
 // src) * w) with a [2, 2] index into a [3, 3] src: x's gradient is w, and

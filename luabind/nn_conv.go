@@ -162,19 +162,6 @@ func (env *Env) adaptiveAvgPool2d(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// optTensor is option key as a tensor, or nil when absent.
-func optTensor(o *optReader, key string) *core.Tensor {
-	v := o.get(key)
-	if v == lua.LNil {
-		return nil
-	}
-	t := toTensor(v)
-	if t == nil {
-		argError(o.L, o.fn, "option %s must be a tensor, got %s", key, luaTypeName(v))
-	}
-	return t
-}
-
 // optionalTensor is argument n as a tensor, or nil when it is nil.
 func optionalTensor(L *lua.LState, fn string, n int) *core.Tensor {
 	if L.Get(n) == lua.LNil {
@@ -191,7 +178,7 @@ func (env *Env) batchNorm(L *lua.LState) int {
 	x := checkTensor(L, fn, 1)
 	rm, rv := optionalTensor(L, fn, 2), optionalTensor(L, fn, 3)
 	o := readOpts(L, fn, 4)
-	w, b := optTensor(o, "weight"), optTensor(o, "bias")
+	w, b := tensorOpt(o, "weight"), tensorOpt(o, "bias")
 	opts := core.BatchNormOptions{Training: o.boolean("training", false), Momentum: o.number("momentum", 0.1), Eps: o.number("eps", 1e-5)}
 	o.done()
 	t, err := env.Engine.BatchNorm(x, rm, rv, w, b, opts)
@@ -204,7 +191,7 @@ func (env *Env) groupNorm(L *lua.LState) int {
 	x := checkTensor(L, fn, 1)
 	g := checkInteger(L, fn, 2)
 	o := readOpts(L, fn, 3)
-	w, b := optTensor(o, "weight"), optTensor(o, "bias")
+	w, b := tensorOpt(o, "weight"), tensorOpt(o, "bias")
 	eps := o.number("eps", 1e-5)
 	o.done()
 	t, err := env.Engine.GroupNorm(x, g, w, b, eps)
@@ -233,7 +220,7 @@ func (env *Env) rmsNorm(L *lua.LState) int {
 		argError(L, fn, "argument 2 (normalized_shape): expected an integer or a table of sizes, got %s", luaTypeName(v))
 	}
 	o := readOpts(L, fn, 3)
-	w := optTensor(o, "weight")
+	w := tensorOpt(o, "weight")
 	var eps *float64
 	if o.has("eps") {
 		v := o.number("eps", 0)

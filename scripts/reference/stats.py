@@ -4,8 +4,8 @@ PyTorch:
 
     /usr/bin/python3 scripts/reference/stats.py core/testdata
 
-writes torch_stats.json (TestStatsAsTorch) and torch_scatter_add.json
-(TestScatterAddSmallIndexAsTorch: scatter_add with an index smaller than src,
+writes torch_stats.json and torch_scatter_add.json (both run by TestStatsAsTorch;
+the second holds scatter_add with an index smaller than src,
 of which PyTorch adds only the elements within index's shape) there.
 
 Each case: op, its arguments, the input, the output (and indices), and the
