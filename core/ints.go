@@ -50,24 +50,19 @@ func Int32FromFloat(v float64) (int32, error) {
 func (t *Tensor) Float64s() ([]float64, error) {
 	if t.storage().dtype != ggmlcgo.I32 {
 		v, err := t.Float32s()
-		if err != nil {
-			return nil, err
-		}
-		out := make([]float64, len(v))
-		for i, x := range v {
-			out[i] = float64(x)
-		}
-		return out, nil
+		return widen(v), err
 	}
 	ints, err := t.int32s()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float64, len(ints))
-	for i, x := range ints {
+	return widen(ints), err
+}
+
+// widen converts values to float64, exactly.
+func widen[T float32 | int32](v []T) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
 		out[i] = float64(x)
 	}
-	return out, nil
+	return out
 }
 
 // int32s is an i32 tensor's values (its storage for a host tensor, a copy

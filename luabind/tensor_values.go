@@ -228,19 +228,32 @@ func nestedTable[T float32 | float64](L *lua.LState, v []T, shape []int) *lua.LT
 // followed by a footer such as [tensor f32 2x3 cpu pass].
 func formatTensor(t *core.Tensor) string {
 	footer := fmt.Sprintf("[tensor %s %s %s %s]", t.Dtype(), core.ShapeString(t.Shape()), t.Device(), t.Scope())
-	v, err := t.Float64s()
+	var body string
+	var err error
+	if t.Dtype() == ggmlcgo.I32 {
+		var v []float64
+		if v, err = t.Float64s(); err == nil { // exact past 2^24
+			body = formatValues(v, t.Shape(), "%.0f") // every digit of an index
+		}
+	} else {
+		var v []float32
+		if v, err = t.Float32s(); err == nil { // no float64 copy of a big tensor
+			body = formatValues(v, t.Shape(), "%.4g")
+		}
+	}
 	if err != nil {
 		return fmt.Sprintf("<%s>\n%s", err.Error(), footer)
 	}
-	verb := "%.4g"
-	if t.Dtype() == ggmlcgo.I32 {
-		verb = "%.0f" // every digit of an index
-	}
+	return body + "\n" + footer
+}
+
+// formatValues prints values of shape as nested brackets, each with verb,
+// summarised (three first and last along each dim) above 1000 values.
+func formatValues[T float32 | float64](v []T, shape []int, verb string) string {
 	var b strings.Builder
-	shape := t.Shape()
 	summarise := len(v) > 1000
-	var rec func(v []float64, shape []int, indent int)
-	rec = func(v []float64, shape []int, indent int) {
+	var rec func(v []T, shape []int, indent int)
+	rec = func(v []T, shape []int, indent int) {
 		b.WriteString("[")
 		n := shape[0]
 		step := len(v) / n
@@ -270,7 +283,7 @@ func formatTensor(t *core.Tensor) string {
 		b.WriteString("]")
 	}
 	rec(v, shape, 0)
-	return b.String() + "\n" + footer
+	return b.String()
 }
 
 // toDtype binds x:float(), x:half(), x:bfloat16() (dtype fixed) and
