@@ -53,6 +53,7 @@ type Engine struct {
 	dp      *dataParallel // gradient averaging across processes (data_parallel.go)
 	anomaly AnomalyMode   // see anomaly.go
 	warn    func(string)
+	profile *opProfile // GGLUA_OPPROFILE=1 (op_profile.go)
 }
 
 // TakeRand makes e draw from old's generator (device.use keeps the seed).
@@ -84,7 +85,8 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{backend: b, res: residency.New(b), eager: os.Getenv("GGLUA_EAGER") == "1",
-		useBLAS: b.IsCPU() && ggmlcgo.BLASAvailable() && os.Getenv("GGLUA_NO_BLAS") != "1"}, nil
+		useBLAS: b.IsCPU() && ggmlcgo.BLASAvailable() && os.Getenv("GGLUA_NO_BLAS") != "1",
+		profile: newOpProfile()}, nil
 }
 
 func resolveDevice(want string) (string, error) {
@@ -142,6 +144,8 @@ func (e *Engine) DeviceName() string { return strings.ToLower(e.backend.Name()) 
 
 // Close frees every device buffer and the backend.
 func (e *Engine) Close() {
+	e.profile.write(os.Stderr, 40)
+	e.profile = nil
 	e.dropPending()
 	e.freeNodeContexts()
 	e.dp.free()

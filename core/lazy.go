@@ -336,7 +336,11 @@ func (e *Engine) Realize() error {
 		e.backend.UseThreads(threads)
 	}
 	started := time.Now()
-	if err := e.backend.ComputeContext(ctx, g); err != nil {
+	compute := e.backend.ComputeContext
+	if e.profile != nil {
+		compute = func(_ context.Context, g *ggmlcgo.Graph) error { return e.profile.compute(e.backend, g) }
+	}
+	if err := compute(ctx, g); err != nil {
 		// A cancelled step is abandoned whole: its work is dropped rather
 		// than retried, since some in-place updates may already have run.
 		e.dropPending()

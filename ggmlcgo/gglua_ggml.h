@@ -228,6 +228,8 @@ struct ggml_cgraph * ggml_new_graph_custom(struct ggml_context * ctx, size_t siz
 void ggml_build_forward_expand(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
 int ggml_graph_size(struct ggml_cgraph * cgraph);
 int ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
+void ggml_graph_clear(struct ggml_cgraph * cgraph);
+void ggml_graph_add_node(struct ggml_cgraph * cgraph, struct ggml_tensor * tensor);
 
 void ggml_fp32_to_fp16_row(const float * x, ggml_fp16_t * y, int64_t n);
 void ggml_fp16_to_fp32_row(const ggml_fp16_t * x, float * y, int64_t n);
