@@ -446,6 +446,20 @@ func (e *Engine) oneHotRowsBack(name string, g *Tensor, idx []int, rows int) (*T
 		if b.err != nil {
 			return node{}, b.err
 		}
+		if !cuBLASAligned(rows, cols) {
+			// out_prod would hand cuBLAS unaligned leading dims (a
+			// 65-symbol vocabulary): mul_mat over the transposes, whose
+			// leading dim is n.
+			gt, err := e.transposeNode(c, in[0])
+			if err != nil {
+				return node{}, err
+			}
+			ot, err := e.transposeNode(c, onehot)
+			if err != nil {
+				return node{}, err
+			}
+			return c.MulMat(gt, ot) // ne (cols, rows)
+		}
 		return c.OutProd(in[0], onehot, false) // ne (cols, rows): Σ_i g[i, :] ⊗ onehot[i, :]
 	})
 }

@@ -101,3 +101,40 @@ func TestOneHotRowsBackAsGetRowsBack(t *testing.T) {
 	runForced(t, &forceOneHotRowsBack, TestMovementGradients, TestLossGradients, TestLossesMatchTorch,
 		TestStatsAsTorch, TestShapeGradients)
 }
+
+// TestOneHotRowsBackLayouts: the one-hot GEMM has two layouts (out_prod
+// where cuBLAS gets aligned leading dims, mul_mat over transposes where
+// not); both give get_rows_back's gradient.
+func TestOneHotRowsBackLayouts(t *testing.T) {
+	e := newEngine(t)
+	idx := []int{3, 0, 3, 1, 2, 3, 0}
+	for _, shape := range [][]int{{8, 4}, {5, 3}, {4, 6}} {
+		rows, cols := shape[0], shape[1]
+		grad := func(force bool) []float32 {
+			forceOneHotRowsBack = force
+			defer func() { forceOneHotRowsBack = false }()
+			xv := make([]float32, rows*cols)
+			for i := range xv {
+				xv[i] = float32(i%7) - 3
+			}
+			x := host(t, shape, xv...)
+			require.NoError(t, x.SetRequiresGrad(true))
+			wv := make([]float32, len(idx)*cols)
+			for i := range wv {
+				wv[i] = float32(i%5) + 0.5
+			}
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				y, err := e.IndexSelect(x, 0, idx)
+				if err == nil {
+					loss, err = sumOf(e)(e.Mul(y, host(t, []int{len(idx), cols}, wv...)))
+				}
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			return values(t, x.Grad())
+		}
+		require.Equal(t, grad(false), grad(true), "rows %d, cols %d (aligned: %v)", rows, cols, cuBLASAligned(rows, cols))
+	}
+}
