@@ -35,10 +35,13 @@ type Buffer struct {
 	OnDevice bool           // GPU memory (else host memory: a host tensor or the CPU backend's buffers)
 }
 
-// bucketBytes bounds one gradient bucket, as PyTorch DDP's default 25 MB
-// does: few collectives, each large enough to run at the link's bandwidth.
-// (A variable for the tests.)
-var bucketBytes int64 = 25 << 20
+// bucketBytes bounds one gradient bucket. PyTorch DDP's 25 MB buckets let
+// it start reducing while backward still runs; gglua reduces after the whole
+// backward, where every further bucket is one more collective to launch and
+// wait for (nine for the 216 MB of the H200 MLP benchmark), so a model
+// below 1 GiB of gradients makes one. The bound keeps an MPI count (a C
+// int) far from overflow. (A variable for the tests.)
+var bucketBytes int64 = 1 << 30
 
 // WithBuffer computes pending work, then lends fn the memory of t (f32, not
 // a view). With write, fn may change it in place and t's readers see the
