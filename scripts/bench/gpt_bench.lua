@@ -17,6 +17,10 @@
 -- used in turn, so what is timed is the model's step and the batch's upload.
 -- scripts/bench/torch_gpt.py is the PyTorch twin; gpt_compare.sh runs both.
 --
+-- Under `gglua --nproc N` each rank trains on B/N of every batch with
+-- dist.data_parallel (B is the global batch) and rank 0 prints the global
+-- tokens/s.
+--
 -- Prints one line that gpt_compare.sh parses:
 --   gglua gpt L=.. H=.. d=.. T=.. B=.. tokens/s=... ms/step=... loss=... params=...
 
@@ -31,6 +35,11 @@ local L, H, E, T, B = int_arg(1, 2), int_arg(2, 4), int_arg(3, 128), int_arg(4, 
 local steps, warmup = int_arg(6, 20), int_arg(7, 5)
 assert(E % H == 0, string.format("gpt_bench: d=%d is not a multiple of H=%d", E, H))
 local V, NBATCH = 65, 8
+dist.init()
+local world = dist.world_size()
+assert(B % world == 0, string.format("gpt_bench: the batch %d does not split over %d processes", B, world))
+local global = B
+B = math.floor(B / world)
 
 tensor.manual_seed(1337)
 math.randomseed(1337)
@@ -89,6 +98,7 @@ local model = GPT(cfg)
 -- pool each step: 83 against 116 ms a step at the small size);
 -- GPT_BENCH_HOST=1 leaves them on the host to measure that.
 if os.getenv("GPT_BENCH_HOST") ~= "1" then model:to_gpu("persistent") end
+if world > 1 then model = dist.data_parallel(model) end
 local nparams = 0
 for _, p in ipairs(model:parameters()) do nparams = nparams + p:numel() end
 
@@ -105,6 +115,7 @@ local sched = optim.lr_scheduler.warmup_cosine(opt, {warmup = math.floor(total /
 -- Token ids 1..V (1-based, as nn.Embedding and cross_entropy take them), as
 -- i32 tensors on the host.
 local xs, ys = {}, {}
+tensor.manual_seed(1337 + dist.rank()) -- each rank its own rows
 for i = 1, NBATCH do
   xs[i] = tensor.randint(1, V + 1, {B, T}, {dtype = "i32"})
   ys[i] = tensor.randint(1, V + 1, {B * T}, {dtype = "i32"})
@@ -130,6 +141,8 @@ local t0 = device.clock()
 for _ = 1, steps do loss = step() end
 local dt = device.clock() - t0
 
-io.stderr:write(string.format("gglua device %s, %d warm-up steps\n", device.current(), warmup))
-print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d",
-  L, H, E, T, B, steps * B * T / dt, 1000 * dt / steps, loss, nparams))
+if dist.rank() == 0 then
+  io.stderr:write(string.format("gglua device %s, %d warm-up steps, %d processes\n", device.current(), warmup, world))
+  print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d",
+    L, H, E, T, global, steps * global * T / dt, 1000 * dt / steps, loss, nparams))
+end

@@ -123,9 +123,22 @@ def main():
     if dev == "cpu":
         torch.set_num_threads(int(os.environ.get("TORCH_THREADS", os.cpu_count())))
 
+    # Under torchrun (the twin of `gglua --nproc N gpt_bench.lua`): DDP, each
+    # rank on B/N of the batch, rank 0 printing the global tokens/s.
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = 0
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        rank = dist.get_rank()
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     torch.manual_seed(1337)
     model = GPT(L, H, E, T, attn).to(dev)
     nparams = sum(p.numel() for p in model.parameters())
+    global_b, B = B, B // world
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        torch.manual_seed(1337 + rank)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "emb" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]
     lr0 = 3e-3
@@ -160,9 +173,11 @@ def main():
     if dev == "cuda":
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    if rank != 0:
+        return
     print(f"torch {torch.__version__} {dev}, {torch.get_num_threads()} threads, attention {attn}, "
-          f"{warmup} warm-up steps", file=sys.stderr)
-    print(f"torch gpt L={L} H={H} d={E} T={T} B={B} tokens/s={steps * B * T / dt:.0f} "
+          f"{warmup} warm-up steps, {world} processes", file=sys.stderr)
+    print(f"torch gpt L={L} H={H} d={E} T={T} B={global_b} tokens/s={steps * global_b * T / dt:.0f} "
           f"ms/step={1000 * dt / steps:.2f} loss={loss:.4f} params={nparams}")
 
 
