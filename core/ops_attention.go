@@ -44,6 +44,17 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 	var c chain
 	kt := c.do(func() (*Tensor, error) { return e.Transpose(k, -1, -2) })
 	s := c.do(func() (*Tensor, error) { return e.Matmul(q, kt) })
+	if o.Bias == nil && o.Mask == nil && e.backend.IsCPU() {
+		// The scale and a causal bias ride in ggml's soft_max_ext: one node
+		// (and one for its gradient) instead of three over every score. On
+		// the CPU only until ggml-cuda's masked soft_max is checked on a GPU.
+		var bias *Tensor
+		if o.Causal {
+			bias = c.do(func() (*Tensor, error) { return causalBias(tq, tk) })
+		}
+		p := c.do(func() (*Tensor, error) { return e.scaledSoftmax(s, float32(scale), bias) })
+		return e.attend(p, v, o, &c)
+	}
 	s = c.do(func() (*Tensor, error) { return e.arithRight(OpMul, s, scale) })
 	if o.Bias != nil {
 		s = c.do(func() (*Tensor, error) { return e.Add(s, o.Bias) })
@@ -55,13 +66,7 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 		// attn_bias). One broadcast add instead of masked_fill's where over
 		// every score (argmax + get_rows of 2*B*H*Tq*Tk elements, a fifth
 		// of a small GPT's step on the CPU).
-		bias := make([]float32, tq*tk)
-		for i := range tq {
-			for j := i + 1; j < tk; j++ {
-				bias[i*tk+j] = float32(math.Inf(-1))
-			}
-		}
-		causal := c.do(func() (*Tensor, error) { return FromFloat32(bias, tq, tk) })
+		causal := c.do(func() (*Tensor, error) { return causalBias(tq, tk) })
 		s = c.do(func() (*Tensor, error) { return e.Add(s, causal) })
 	} else if o.Causal {
 		tri := make([]float32, tq*tk)
@@ -79,9 +84,55 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 		s = c.do(func() (*Tensor, error) { return e.MaskedFill(s, blocked, math.Inf(-1)) })
 	}
 	p := c.do(func() (*Tensor, error) { return e.Softmax(s, -1) })
+	return e.attend(p, v, o, &c)
+}
+
+// attend is the end of attention: the weights p, dropped while training,
+// times v.
+func (e *Engine) attend(p, v *Tensor, o AttentionOptions, c *chain) (*Tensor, error) {
 	if o.DropoutP > 0 && o.Training {
 		p = c.do(func() (*Tensor, error) { return e.Dropout(p, o.DropoutP, true) })
 	}
 	out := c.do(func() (*Tensor, error) { return e.Matmul(p, v) })
 	return out, c.err
+}
+
+// causalBias is [tq, tk]: 0 where query i may attend to key j (j <= i), -inf
+// elsewhere.
+func causalBias(tq, tk int) (*Tensor, error) {
+	bias := make([]float32, tq*tk)
+	for i := range tq {
+		for j := i + 1; j < tk; j++ {
+			bias[i*tk+j] = float32(math.Inf(-1))
+		}
+	}
+	return FromFloat32(bias, tq, tk)
+}
+
+// scaledSoftmax is softmax(s·scale + bias) along the last dim, one ggml
+// soft_max_ext node; bias (may be nil) is a constant [Tq, Tk] broadcast over
+// s's batch dims, with no gradient. The gradient is soft_max_ext_back,
+// which applies the scale: scale·p·(g - Σ g·p).
+func (e *Engine) scaledSoftmax(s *Tensor, scale float32, bias *Tensor) (*Tensor, error) {
+	inputs := []*Tensor{s}
+	if bias != nil {
+		inputs = append(inputs, bias)
+	}
+	p, err := e.newOp("softmax", s.shape, inputs, func(c ctx, in []node) (node, error) {
+		var mask node
+		if len(in) > 1 {
+			mask = in[1]
+		}
+		return c.SoftMaxExt(in[0], mask, scale)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(p, "softmax", []*Tensor{s}, func(g *Tensor) ([]*Tensor, error) {
+		gs, err := e.newOp("softmax_back", s.shape, []*Tensor{g, p}, func(c ctx, in []node) (node, error) {
+			return c.SoftMaxExtBack(in[0], in[1], scale)
+		})
+		return []*Tensor{gs}, err
+	})
+	return p, nil
 }

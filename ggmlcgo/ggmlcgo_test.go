@@ -119,7 +119,7 @@ func TestBadShapesAreErrors(t *testing.T) {
 }
 
 func TestOpsRefuseWhatGGMLWouldAssert(t *testing.T) {
-	ctx, err := NewContext(8, 0)
+	ctx, err := NewContext(16, 0)
 	require.NoError(t, err)
 	defer ctx.Free()
 	a, _ := ctx.NewTensor(F32, []int64{3, 2})
@@ -130,6 +130,17 @@ func TestOpsRefuseWhatGGMLWouldAssert(t *testing.T) {
 	assert.ErrorContains(t, err, "cannot broadcast")
 	_, err = ctx.Add(a, Tensor{})
 	assert.ErrorContains(t, err, "nil operand")
+
+	// soft_max_ext's mask: ne0 equal, ne1 at least a's, outer dims dividing.
+	scores, _ := ctx.NewTensor(F32, []int64{4, 3, 2})
+	for name, ne := range map[string][]int64{"ne0": {3, 3}, "ne1": {4, 2}, "ne2": {4, 3, 3}} {
+		m, _ := ctx.NewTensor(F32, ne)
+		_, err = ctx.SoftMaxExt(scores, m, 1)
+		assert.ErrorContains(t, err, "soft_max_ext: mask", name)
+	}
+	fits, _ := ctx.NewTensor(F32, []int64{4, 3})
+	_, err = ctx.SoftMaxExt(scores, fits, 0.5)
+	assert.NoError(t, err)
 }
 
 func TestGraphAndBufferLimits(t *testing.T) {

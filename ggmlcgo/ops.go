@@ -348,14 +348,45 @@ func (c *Context) GetRowsBack(grad, idx, like Tensor) (Tensor, error) {
 }
 
 // SoftMaxBack is the gradient of SoftMax, given its output y.
-func (c *Context) SoftMaxBack(grad, y Tensor) (Tensor, error) {
+func (c *Context) SoftMaxBack(grad, y Tensor) (Tensor, error) { return c.SoftMaxExtBack(grad, y, 1) }
+
+// SoftMaxExt is the softmax along ne0 of a·scale + mask: one node. mask (may
+// be nil) is f32 ne (ne0, ≥ ne1, d2, d3) with d2, d3 dividing a's, broadcast
+// over a's outer dims. A non-contiguous a is copied first.
+func (c *Context) SoftMaxExt(a, mask Tensor, scale float32) (Tensor, error) {
+	if err := c.checkF32("soft_max_ext", a); err != nil {
+		return Tensor{}, err
+	}
+	var mp *C.struct_ggml_tensor
+	if mask.p != nil {
+		na, nm := a.Ne(), mask.Ne()
+		if mask.Type() != F32 || !mask.contiguous() || nm[0] != na[0] || nm[1] < na[1] || na[2]%nm[2] != 0 || na[3]%nm[3] != 0 {
+			return Tensor{}, fmt.Errorf("soft_max_ext: mask ne %v (%v) does not fit ne %v", nm, mask.Type(), na)
+		}
+		mp = mask.p
+	}
+	if !a.contiguous() {
+		if c.Room() < 2 {
+			return Tensor{}, fmt.Errorf("soft_max_ext: context has no room for two nodes")
+		}
+		var err error
+		if a, err = c.Cont(a); err != nil {
+			return Tensor{}, err
+		}
+	}
+	return result(C.ggml_soft_max_ext(c.p, a.p, mp, C.float(scale), 0))
+}
+
+// SoftMaxExtBack is the gradient of SoftMaxExt with respect to a, given its
+// output y: scale·y·(grad - Σ grad·y).
+func (c *Context) SoftMaxExtBack(grad, y Tensor, scale float32) (Tensor, error) {
 	if err := c.checkF32("soft_max_back", grad, y); err != nil {
 		return Tensor{}, err
 	}
 	if !sameShape(grad, y) {
 		return Tensor{}, fmt.Errorf("soft_max_back: ne %v and %v differ", grad.Ne(), y.Ne())
 	}
-	return result(C.ggml_soft_max_ext_back(c.p, grad.p, y.p, 1, 0))
+	return result(C.ggml_soft_max_ext_back(c.p, grad.p, y.p, C.float(scale), 0))
 }
 
 // SiluBack is the gradient of Silu at x.
