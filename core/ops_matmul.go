@@ -165,16 +165,19 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if x.Dim() < 2 || w.Dim() < 2 || x.Dim() > 3 || w.Dim() > 3 || x.shape[x.Dim()-1] != w.shape[w.Dim()-1] || (bx != bw && bx != 1 && bw != 1) {
 		return nil, shapeErrorf("linear: cannot multiply shape %s by the transpose of %s (expected [.., m, k] and [.., n, k])", ShapeString(x.shape), ShapeString(w.shape))
 	}
-	if x.Dim() == 3 && w.Dim() == 2 {
+	if x.Dim() == 3 && w.Dim() == 2 && x.dtype == ggmlcgo.F32 && w.dtype == ggmlcgo.F32 {
 		// A batch of inputs times one weight is one 2-d product over all
 		// their rows. As a batched mul_mat, ggml-cuda ran it 30x slower than
 		// one GEMM on an H200 (a [64, 256, 384] input through a 384->1152
 		// layer: 7.8 ms against 0.25), and the weight's gradient was an
-		// out_prod per batch plus a sum over them.
+		// out_prod per batch plus a sum over them. The reshapes are ops of
+		// their own (PyTorch's _unsafe_view), so the result is no view and
+		// x's changes are reported against x's shape. (An i32 operand takes
+		// the path below, whose error names its shape.)
 		var c chain
-		x2 := c.do(func() (*Tensor, error) { return e.Reshape(x, x.shape[0]*x.shape[1], x.shape[2]) })
+		x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
 		y2 := c.do(func() (*Tensor, error) { return e.Linear(x2, w) })
-		return c.do(func() (*Tensor, error) { return e.Reshape(y2, x.shape[0], x.shape[1], w.shape[0]) }), c.err
+		return c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], w.shape[0]}) }), c.err
 	}
 	m, n := x.shape[x.Dim()-2], w.shape[w.Dim()-2]
 	if bw > bx { // mul_mat broadcasts only w's batch over x's

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
@@ -25,6 +26,12 @@ func matmulGradCases(t *testing.T) []gradCase {
 		{"batched by shared matrix", []*Tensor{host(t, []int{2, 1, 2}, 1, 2, 3, 4), host(t, []int{2, 1}, 1, -1)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Matmul(in[0], in[1])) },
 			-2, [][]float64{{1, -1, 1, -1}, {4, 6}}},
+		// Dims that are multiples of 4: a GPU (and forceOutProd) takes both
+		// gradients as out_prod. Σ x·wᵀ = Σ_k colsum(x)_k · colsum(w)_k.
+		{"linear, aligned dims", []*Tensor{host(t, []int{2, 4}, 1, 2, 3, 4, 5, 6, 7, 8),
+			host(t, []int{4, 4}, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Linear(in[0], in[1])) },
+			60, [][]float64{{2, 2, 2, 1, 2, 2, 2, 1}, {6, 8, 10, 12, 6, 8, 10, 12, 6, 8, 10, 12, 6, 8, 10, 12}}},
 	}
 }
 
@@ -181,4 +188,18 @@ func TestMatmulAsTorch(t *testing.T) {
 // cases through the GPU's out_prod gradients (forced on the CPU).
 func TestOutProdGradientsAsTorch(t *testing.T) {
 	runForced(t, &forceOutProd, TestMatmulGradients, TestMatmulAsTorch, TestLinearPathsAgree)
+}
+
+// TestBatchedLinearIsNoView: a 3-d input times a 2-d weight is computed as
+// one 2-d product, but its result, as PyTorch's, is a tensor of its own (not
+// a view of an intermediate), so it can become a parameter and move.
+func TestBatchedLinearIsNoView(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{2, 3, 4}, make([]float32, 24)...)
+	w := host(t, []int{5, 4}, make([]float32, 20)...)
+	y, err := e.Linear(x, w)
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 3, 5}, y.Shape())
+	require.Nil(t, y.base)
+	require.NoError(t, y.MoveToDevice(e, residency.Persistent))
 }

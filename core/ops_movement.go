@@ -65,6 +65,14 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 	if x.contiguous() {
 		return e.View(x, shape...)
 	}
+	return e.reshapeOp(x, shape)
+}
+
+// reshapeOp is x with a new shape as a tensor of its own, not a view of x
+// (whatever x's layout): what Reshape copies into for a strided x, and
+// PyTorch's _unsafe_view for results that only look like views of an
+// intermediate nobody else holds.
+func (e *Engine) reshapeOp(x *Tensor, shape []int) (*Tensor, error) {
 	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Reshape(in[0], ne4(shape)) })
 	if err != nil {
 		return nil, err
