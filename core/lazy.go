@@ -338,7 +338,7 @@ func (e *Engine) Realize() error {
 	started := time.Now()
 	compute := e.backend.ComputeContext
 	if e.profile != nil {
-		compute = func(_ context.Context, g *ggmlcgo.Graph) error { return e.profile.compute(e.backend, g) }
+		compute = func(ctx context.Context, g *ggmlcgo.Graph) error { return e.profile.compute(ctx, e.backend, g) }
 	}
 	if err := compute(ctx, g); err != nil {
 		// A cancelled step is abandoned whole: its work is dropped rather

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -15,12 +16,15 @@ import (
 // stderr where the time went, by op and output shape, largest first. It is
 // how gglua's GPU steps were profiled: per-kernel tools replay each kernel
 // and took minutes for one transformer step. Steps run slower under it (a
-// wait after every node), so it measures shares, not speed.
+// wait after every node), so it measures shares, not speed. The table is
+// written when the engine closes: at the end of a script (normal or with an
+// error, not os.exit), and for the old engine when device.use switches.
 
 type opProfile struct {
 	byKey  map[string]*opCost
 	total  time.Duration
 	graphs int
+	device string
 }
 
 type opCost struct {
@@ -37,9 +41,10 @@ func newOpProfile() *opProfile {
 }
 
 // compute runs g node by node, adding each node's time to the profile.
-func (p *opProfile) compute(b *ggmlcgo.Backend, g *ggmlcgo.Graph) error {
+func (p *opProfile) compute(ctx context.Context, b *ggmlcgo.Backend, g *ggmlcgo.Graph) error {
 	p.graphs++
-	return b.ComputeEach(g, func(n ggmlcgo.Tensor, took time.Duration) {
+	p.device = b.Name()
+	return b.ComputeEach(ctx, g, func(n ggmlcgo.Tensor, took time.Duration) {
 		ne := n.Ne()
 		shape := fmt.Sprintf("%dx%dx%dx%d", ne[0], ne[1], ne[2], ne[3])
 		key := n.OpName() + " " + shape
@@ -70,7 +75,7 @@ func (p *opProfile) write(w io.Writer, top int) {
 		o.count += c.count
 		o.took += c.took
 	}
-	fmt.Fprintf(w, "gglua op profile: %d graphs, %.1f ms in nodes\n", p.graphs, ms(p.total))
+	fmt.Fprintf(w, "gglua op profile (%s): %d graphs, %.1f ms in nodes\n", p.device, p.graphs, ms(p.total))
 	fmt.Fprintf(w, "%10s %6s %8s  %s\n", "ms", "%", "nodes", "op")
 	for _, c := range sorted(byOp, 0) {
 		fmt.Fprintf(w, "%10.2f %6.1f %8d  %s\n", ms(c.took), 100*float64(c.took)/float64(p.total), c.count, c.op)

@@ -2,10 +2,13 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // TestOpProfile: under an op profile a graph computes node by node with the
@@ -30,9 +33,17 @@ func TestOpProfile(t *testing.T) {
 	var out bytes.Buffer
 	e.profile.write(&out, 10)
 	report := out.String()
-	require.Regexp(t, `op profile: \d+ graphs`, report)
+	require.Regexp(t, `op profile \(CPU\): \d+ graphs`, report)
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  MUL_MAT 4x2x1x1$`), report)
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  RELU$`), report)
+
+	// A cancelled context stops a profiled compute as it stops a plain one.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.SetContext(ctx)
+	_, err := e.Relu(host(t, []int{2}, 1, -1))
+	require.NoError(t, err)
+	require.ErrorIs(t, e.Realize(), ggmlcgo.ErrAborted)
 
 	t.Setenv("GGLUA_OPPROFILE", "")
 	require.Nil(t, newOpProfile())

@@ -157,24 +157,8 @@ func (b *Backend) Compute(g *Graph) error { return b.ComputeContext(context.Back
 // ComputeContext runs g; cancelling ctx stops the CPU backend between graph
 // nodes (ErrAborted). Other backends finish the graph first.
 func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
-	if b == nil || b.p == nil {
-		return errors.New("compute: backend is closed")
-	}
-	if g == nil || g.p == nil {
-		return errors.New("compute: nil graph")
-	}
-	for _, n := range g.nodes() {
-		if !n.Allocated() {
-			return fmt.Errorf("compute: tensor %q has no memory", n.Name())
-		}
-	}
-	if !b.IsCPU() {
-		// A backend that meets an op it lacks aborts the process: ask first.
-		for _, n := range g.Nodes() {
-			if !b.Supports(n) {
-				return fmt.Errorf("compute: %s cannot run %s on ne %v (%v)", b.name, C.GoString(C.ggml_op_desc(n.p)), n.Ne(), n.Type())
-			}
-		}
+	if err := b.checkGraph(g); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -209,6 +193,31 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 		return fmt.Errorf("%w: %w", ErrAborted, ctx.Err())
 	}
 	return statusError("compute", status)
+}
+
+// checkGraph refuses, before anything runs, a graph the backend would abort
+// on: a tensor without memory, an op the backend lacks.
+func (b *Backend) checkGraph(g *Graph) error {
+	if b == nil || b.p == nil {
+		return errors.New("compute: backend is closed")
+	}
+	if g == nil || g.p == nil {
+		return errors.New("compute: nil graph")
+	}
+	for _, n := range g.nodes() {
+		if !n.Allocated() {
+			return fmt.Errorf("compute: tensor %q has no memory", n.Name())
+		}
+	}
+	if !b.IsCPU() {
+		// A backend that meets an op it lacks aborts the process: ask first.
+		for _, n := range g.Nodes() {
+			if !b.Supports(n) {
+				return fmt.Errorf("compute: %s cannot run %s on ne %v (%v)", b.name, C.GoString(C.ggml_op_desc(n.p)), n.Ne(), n.Type())
+			}
+		}
+	}
+	return nil
 }
 
 func (b *Backend) pauseIdle() {

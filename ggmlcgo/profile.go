@@ -4,7 +4,9 @@ package ggmlcgo
 import "C"
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -15,9 +17,9 @@ import (
 // graph computes more slowly than under Compute (no overlap, fusion or CUDA
 // graph across nodes, a wait after each), so the times are each node's own
 // cost plus one launch.
-func (b *Backend) ComputeEach(g *Graph, each func(node Tensor, took time.Duration)) error {
-	if b == nil || b.p == nil {
-		return errors.New("compute: backend is closed")
+func (b *Backend) ComputeEach(ctx context.Context, g *Graph, each func(node Tensor, took time.Duration)) error {
+	if err := b.checkGraph(g); err != nil {
+		return err
 	}
 	one, err := NewContext(0, 1)
 	if err != nil {
@@ -30,9 +32,17 @@ func (b *Backend) ComputeEach(g *Graph, each func(node Tensor, took time.Duratio
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.p == nil {
+		return errors.New("compute: backend is closed")
+	}
+	if b.idle != nil {
+		defer b.idle.Reset(PauseAfter)
+	}
 	for _, n := range g.Nodes() {
-		if !b.IsCPU() && !b.Supports(n) {
-			return errors.New("compute: " + b.name + " cannot run " + C.GoString(C.ggml_op_desc(n.p)))
+		// Cancellation stops the graph between nodes, as ComputeContext's
+		// abort callback does on the CPU.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrAborted, err)
 		}
 		C.ggml_graph_clear(single.p)
 		C.ggml_graph_add_node(single.p, n.p)
