@@ -393,3 +393,24 @@ func TestElementwiseMistakesAreErrors(t *testing.T) {
 	_, err = e.PowTensor(x, host(t, []int{3}, 1, 2, 3))
 	assert.ErrorIs(t, err, ErrShape)
 }
+
+// TestNanOfBothForms: nanOf is 0 at every number (±inf included) and NaN
+// at NaN, in its CPU form and in its GPU form (a leading scale by 1 that
+// ggml-cuda fuses with the rest), here both computed on the CPU.
+func TestNanOfBothForms(t *testing.T) {
+	e := newEngine(t)
+	inf := float32(math.Inf(1))
+	x := host(t, []int{6}, float32(math.NaN()), inf, -inf, 1, 0, -2)
+	for _, gpu := range []bool{false, true} {
+		y, err := e.build("nan_of", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
+			b.gpu = gpu
+			return b.nanOf(in[0])
+		})
+		require.NoError(t, err)
+		v := values(t, y)
+		assert.True(t, math.IsNaN(float64(v[0])), "gpu %v: %v", gpu, v)
+		for i, z := range v[1:] {
+			assert.Zero(t, z, "gpu %v, element %d", gpu, i+1)
+		}
+	}
+}
