@@ -39,8 +39,9 @@ type Buffer struct {
 // it start reducing while backward still runs; gglua reduces after the whole
 // backward, where every further bucket is one more collective to launch and
 // wait for (nine for the 216 MB of the H200 MLP benchmark), so a model
-// below 1 GiB of gradients makes one. The bound keeps an MPI count (a C
-// int) far from overflow. (A variable for the tests.)
+// below 1 GiB of gradients makes one. (A parameter larger than the bound
+// gets a bucket of its own; package dist splits an MPI call past a C int's
+// count, and NCCL takes a size_t.) A variable for the tests.
 var bucketBytes int64 = 1 << 30
 
 // WithBuffer computes pending work, then lends fn the memory of t (f32, not

@@ -115,7 +115,7 @@ local sched = optim.lr_scheduler.warmup_cosine(opt, {warmup = math.floor(total /
 -- Token ids 1..V (1-based, as nn.Embedding and cross_entropy take them), as
 -- i32 tensors on the host.
 local xs, ys = {}, {}
-tensor.manual_seed(1337 + dist.rank()) -- each rank its own rows
+if world > 1 then tensor.manual_seed(1337 + dist.rank()) end -- each rank its own rows
 for i = 1, NBATCH do
   xs[i] = tensor.randint(1, V + 1, {B, T}, {dtype = "i32"})
   ys[i] = tensor.randint(1, V + 1, {B * T}, {dtype = "i32"})

@@ -127,6 +127,8 @@ def main():
     # rank on B/N of the batch, rank 0 printing the global tokens/s.
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = 0
+    if B % world != 0:
+        sys.exit(f"torch_gpt: the batch {B} does not split over {world} processes")
     if world > 1:
         import torch.distributed as dist
         dist.init_process_group("nccl")
