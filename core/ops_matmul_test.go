@@ -202,4 +202,20 @@ func TestBatchedLinearIsNoView(t *testing.T) {
 	require.Equal(t, []int{2, 3, 5}, y.Shape())
 	require.Nil(t, y.base)
 	require.NoError(t, y.MoveToDevice(e, residency.Persistent))
+
+	// Flattening a pending input and unflattening the product copy nothing:
+	// the graph reshapes in place.
+	t.Setenv("GGLUA_OPPROFILE", "1")
+	e.profile = newOpProfile()
+	x2, err := e.Mul(x, x)
+	require.NoError(t, err)
+	y, err = e.Linear(x2, w)
+	require.NoError(t, err)
+	require.NoError(t, e.Realize())
+	var ops []string
+	for _, c := range e.profile.byKey {
+		ops = append(ops, c.op)
+	}
+	require.Contains(t, ops, "RESHAPE")
+	require.NotContains(t, ops, "CONT")
 }

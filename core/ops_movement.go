@@ -71,9 +71,17 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 // reshapeOp is x with a new shape as a tensor of its own, not a view of x
 // (whatever x's layout): what Reshape copies into for a strided x, and
 // PyTorch's _unsafe_view for results that only look like views of an
-// intermediate nobody else holds.
+// intermediate nobody else holds. When x is an op still to be computed, in
+// the same graph, the node only reinterprets its memory (ggml's reshape, no
+// copy); a computed x (a leaf of the graph, in memory the graph does not
+// place) is copied.
 func (e *Engine) reshapeOp(x *Tensor, shape []int) (*Tensor, error) {
-	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Reshape(in[0], ne4(shape)) })
+	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		if a := in[0]; !a.Allocated() && !a.IsView() && a.IsContiguous() {
+			return c.ReshapeView(a, ne4(shape))
+		}
+		return c.Reshape(in[0], ne4(shape))
+	})
 	if err != nil {
 		return nil, err
 	}

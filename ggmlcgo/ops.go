@@ -247,6 +247,18 @@ func (c *Context) Reshape(a Tensor, ne [MaxDims]int64) (Tensor, error) {
 	return result(C.ggml_cont_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3])))
 }
 
+// ReshapeView is a with the shape ne, sharing a's memory (ggml_reshape_4d):
+// no copy. a must be contiguous.
+func (c *Context) ReshapeView(a Tensor, ne [MaxDims]int64) (Tensor, error) {
+	if err := c.checkOp("reshape", a); err != nil {
+		return Tensor{}, err
+	}
+	if ne[0]*ne[1]*ne[2]*ne[3] != a.Nelements() || !a.contiguous() {
+		return Tensor{}, fmt.Errorf("reshape: cannot view ne %v (contiguous: %v) as %v", a.Ne(), a.contiguous(), ne)
+	}
+	return result(C.ggml_reshape_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3])))
+}
+
 // MulMat is ggml_mul_mat: for a of ne (k, m) and b of ne (k, n) the result has
 // ne (m, n), i.e. b times the transpose of a; batch dims of a broadcast over b.
 func (c *Context) MulMat(a, b Tensor) (Tensor, error) {
