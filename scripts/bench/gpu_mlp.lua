@@ -48,6 +48,9 @@ for _ = 1, steps do loss = step() end
 local dt = device.clock() - t0
 local s = residency.stats()
 if dist.rank() == 0 then
-  print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB",
-    global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20)))
+  -- persistent: the pool's buffers; used: what lives in them (the pool
+  -- grows in steps, so bf16 weights show in the second number).
+  print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB used=%dMiB",
+    global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20),
+    math.floor((s.p_buffer_bytes - s.p_free_bytes) / 2^20)))
 end
