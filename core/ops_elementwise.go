@@ -320,28 +320,29 @@ func (e *Engine) Gelu(x *Tensor, approximate string) (*Tensor, error) {
 	return nil, argErrorf("gelu: approximate must be \"none\" or \"tanh\", got %q", approximate)
 }
 
-// geluErf is x Φ(x) (ggml's gelu_erf); its gradient is Φ(x) + x φ(x), with
-// Φ(x) = y / x, and 1/2 where |x| is too small to divide by (below 1e-20,
-// or on the CPU 1e-18): there tiny = 1 makes it y / (x + 1) + 1/2, within
-// 1e-18 of 1/2. Blending by tiny instead of selecting with where (argmax +
-// get_rows over 2n elements) keeps the MLP's backward cheap: where was a
-// sixth of a GPT step on the CPU.
+// geluErf is x Φ(x) (ggml's gelu_erf); its gradient is Φ(x) + x φ(x): on
+// the CPU one pass of gglua's kernel; elsewhere composed, with Φ(x) = y / x,
+// and 1/2 where |x| is too small to divide by (below 1e-20): there tiny = 1
+// makes it y / (x + 1) + 1/2, within 1e-20 of 1/2. Blending by tiny
+// instead of selecting with where (argmax + get_rows over 2n elements)
+// keeps the backward cheap.
 func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	return e.elementwise("gelu_erf", x, func(g, x, y *Tensor) (*Tensor, error) {
 		var ch chain
 		do := ch.do
 		if e.backend.IsCPU() {
-			d := do(func() (*Tensor, error) {
-				return e.build("gelu_back", x.shape, []*Tensor{x, y}, func(b *nodes, in []node) node {
-					// x², capped where it overflows (|x| > 1.8e19) or is NaN:
-					// inf would make silu(-z) NaN (see negGaussPDF).
-					sq := b.clamp(b.mul(in[0], in[0]), 0, 1e30)
-					tiny := b.unary("step", b.scaleBias(sq, -1, 1e-36)) // |x| < 1e-18
-					cdf := b.add(b.div(in[1], b.add(in[0], tiny)), b.scale(tiny, 0.5))
-					return b.sub(cdf, b.mul(in[0], negGaussPDF(b, sq)))
-				})
+			// One pass of gglua's kernel (gelu_back.c), g included.
+			return e.newOp("gelu_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
+				for i, a := range in {
+					if !a.IsContiguous() {
+						var err error
+						if in[i], err = c.Cont(a); err != nil {
+							return node{}, err
+						}
+					}
+				}
+				return c.GeluErfBackCPU(in[0], in[1], in[2])
 			})
-			return do(func() (*Tensor, error) { return e.Mul(g, d) }), ch.err
 		}
 		cdf := do(func() (*Tensor, error) {
 			return e.build("gelu_cdf", x.shape, []*Tensor{x, y}, func(b *nodes, in []node) node {
@@ -359,18 +360,6 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	})
 }
 
-// negGaussPDF is -φ(x), the standard normal density negated, from sq = x²,
-// for the CPU, whose exp is single-threaded and scalar in ggml (8% of a
-// GPT step), while its silu is vectorised and threaded: with z = x²/2 +
-// ln √(2π), φ(x) = e^-z = σ(-z)/σ(z), and silu(-z)/silu(z) = -σ(-z)/σ(z).
-// The CPU path also tests |x| on x² (abs is single-threaded too). z >=
-// 0.918 never divides by zero; past z ≈ 88 silu(-z) is -0 (φ underflows),
-// as long as z is finite: silu(-inf) is -inf/inf, NaN, so x² comes capped
-// at 1e30 (x·φ(x) is then ±0 for finite x and NaN at ±inf, as it was).
-func negGaussPDF(b *nodes, sq node) node {
-	c := float32(0.5 * math.Log(2*math.Pi))
-	return b.div(b.unary("silu", b.scaleBias(sq, -0.5, -c)), b.unary("silu", b.scaleBias(sq, 0.5, c)))
-}
 
 // geluTanh is PyTorch's approximate="tanh", built from differentiable ops:
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

@@ -6,6 +6,10 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[1], a->ne[0], a->ne[2], a->ne[3], args, 1, gglua_transpose_f32, -1, NULL);
 // }
+// static struct ggml_tensor * gglua_gelu_erf_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x, struct ggml_tensor * y) {
+//     struct ggml_tensor * args[3] = {g, x, y};
+//     return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, gglua_gelu_erf_back_f32, -1, NULL);
+// }
 // static struct ggml_tensor * gglua_values_node(struct ggml_context * ctx, int64_t n, float * vals) {
 //     return ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals);
 // }
@@ -37,6 +41,20 @@ func (c *Context) TransposeCPU(a Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("transpose: the fast kernel needs a contiguous tensor")
 	}
 	return result(C.gglua_transpose_node(c.p, a.p))
+}
+
+// GeluErfBackCPU is g·gelu'(x) for gelu's erf form (Φ(x) + x φ(x), with
+// Φ(x) = y / x from the forward's y = gelu(x)), one node of gglua's kernel
+// (gelu_back.c); g, x and y are contiguous f32 tensors of one shape. A
+// custom op: the CPU backend only.
+func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
+	if err := c.checkF32("gelu_back", g, x, y); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(g, x) || !sameShape(x, y) || !g.contiguous() || !x.contiguous() || !y.contiguous() {
+		return Tensor{}, fmt.Errorf("gelu_back: the kernel needs contiguous operands of one shape, got ne %v, %v and %v", g.Ne(), x.Ne(), y.Ne())
+	}
+	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p, y.p))
 }
 
 // Values is a CPU-only node holding vals. The numbers live in C memory that

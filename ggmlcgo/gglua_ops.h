@@ -10,4 +10,9 @@ void gglua_transpose_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 // gglua_fill_values copies dst->ne[0] floats from userdata into dst.
 void gglua_fill_values(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_gelu_erf_back_f32 writes dst = g · (Φ(x) + x φ(x)) for g, x and
+// y = gelu(x) = dst->src[0..2] (contiguous f32 of dst's shape), with
+// Φ(x) = y / x, the elements split over nth threads.
+void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 #endif

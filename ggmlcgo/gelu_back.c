@@ -1,0 +1,28 @@
+// The gradient of gelu (erf form) times the incoming gradient, in one pass
+// for the CPU backend, run as a ggml custom op. Built from ggml's own ops
+// it was sixteen nodes over the MLP's widest tensor (ggml has no erf, and
+// its CPU exp is scalar and single-threaded).
+#include <math.h>
+
+#include "gglua_ops.h"
+
+void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const float * g = (const float *) dst->src[0]->data;
+    const float * x = (const float *) dst->src[1]->data;
+    const float * y = (const float *) dst->src[2]->data;
+    float * d = (float *) dst->data;
+    const int64_t n = ggml_nelements(dst);
+    const int64_t per = (n + nth - 1) / nth;
+    const int64_t i0 = per * ith;
+    const int64_t i1 = i0 + per < n ? i0 + per : n;
+    for (int64_t i = i0; i < i1; i++) {
+        const float v = x[i];
+        // Φ(v) = gelu(v) / v (the forward's own value, no erf to compute
+        // again), 1/2 where |v| is too small to divide by; v·φ(v) is NaN
+        // at ±inf (∞·0), as in PyTorch.
+        const float cdf = fabsf(v) < 1e-18f ? 0.5f : y[i] / v;
+        const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+        d[i] = g[i] * (cdf + v * pdf);
+    }
+}
