@@ -360,7 +360,6 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	})
 }
 
-
 // geluTanh is PyTorch's approximate="tanh", built from differentiable ops:
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 func (e *Engine) geluTanh(x *Tensor) (*Tensor, error) {
