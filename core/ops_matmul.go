@@ -62,7 +62,7 @@ func (e *Engine) chunkedMulMat(c ctx, w, x node, m, n, k int) (node, error) {
 			return node{}, err
 		}
 		if b == 0 {
-			out, err = c.Pad(yb, [ggmlcgo.MaxDims][2]int{{0, 0}, {0, m - r}})
+			out, err = c.PadCPU(yb, 1, 0, m-r) // this path is the CPU's
 		} else {
 			out, err = c.SetRowsInplace(out, yb, int64(start))
 		}

@@ -195,7 +195,12 @@ func (e *Engine) Narrow(x *Tensor, dim, start, length int) (*Tensor, error) {
 		var pad [ggmlcgo.MaxDims][2]int
 		k := len(x.shape) - 1 - d // the dim in ne order
 		pad[k] = [2]int{start, x.shape[d] - start - length}
-		gx, err := e.newOp("narrow_back", x.shape, []*Tensor{g}, func(c ctx, in []node) (node, error) { return c.Pad(in[0], pad) })
+		gx, err := e.newOp("narrow_back", x.shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+			if e.backend.IsCPU() && in[0].IsContiguous() {
+				return c.PadCPU(in[0], k, pad[k][0], pad[k][1])
+			}
+			return c.Pad(in[0], pad)
+		})
 		return []*Tensor{gx}, err
 	})
 	return y, nil

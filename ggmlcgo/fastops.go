@@ -10,6 +10,10 @@ package ggmlcgo
 //     struct ggml_tensor * args[3] = {g, x, y};
 //     return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, gglua_gelu_erf_back_f32, -1, NULL);
 // }
+// static struct ggml_tensor * gglua_pad_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint64_t code) {
+//     struct ggml_tensor * args[1] = {a};
+//     return ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code);
+// }
 // static struct ggml_tensor * gglua_values_node(struct ggml_context * ctx, int64_t n, float * vals) {
 //     return ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals);
 // }
@@ -55,6 +59,27 @@ func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("gelu_back: the kernel needs contiguous operands of one shape, got ne %v, %v and %v", g.Ne(), x.Ne(), y.Ne())
 	}
 	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p, y.p))
+}
+
+// PadCPU is the contiguous f32 tensor a with before zeros ahead of it and
+// after zeros behind it along dim (ne order), one node of gglua's kernel
+// (pad.c): ggml's pad, whose CPU loop visits elements with the outermost
+// dim innermost, took a tenth of a small GPT's step. A custom op: the CPU
+// backend only.
+func (c *Context) PadCPU(a Tensor, dim, before, after int) (Tensor, error) {
+	if err := c.checkF32("pad", a); err != nil {
+		return Tensor{}, err
+	}
+	ne := a.Ne()
+	if dim < 0 || dim >= MaxDims || before < 0 || after < 0 || before > 1<<30 || after > 1<<30 || !a.contiguous() {
+		return Tensor{}, fmt.Errorf("pad: cannot pad ne %v along dim %d by %d and %d (contiguous: %v)", ne, dim, before, after, a.contiguous())
+	}
+	ne[dim] += int64(before + after)
+	if ne[0]*ne[1] > 1<<40 || ne[0]*ne[1]*ne[2]*ne[3] > 1<<40 {
+		return Tensor{}, fmt.Errorf("pad: ne %v is too large", ne)
+	}
+	code := uint64(dim)<<40 | uint64(before)
+	return result(C.gglua_pad_node(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]), C.uint64_t(code)))
 }
 
 // Values is a CPU-only node holding vals. The numbers live in C memory that

@@ -15,4 +15,10 @@ void gglua_fill_values(struct ggml_tensor * dst, int ith, int nth, void * userda
 // Φ(x) = y / x, the elements split over nth threads.
 void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_pad_f32 writes dst = dst->src[0] (contiguous f32) with zeros
+// around it along one dim: userdata carries the dim (bits 40 and up) and
+// the zeros before it (the low 40 bits); those after follow from the
+// shapes. The rows are split over nth threads.
+void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 #endif

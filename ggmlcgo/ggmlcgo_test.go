@@ -314,3 +314,48 @@ func TestTransposeCPUMatchesGGML(t *testing.T) {
 	// element (r=2, c=5) of batch 1 moves to (c=5, r=2)
 	assert.Equal(t, vals[1*70*45+2*70+5], bytesf32(fv)[1*70*45+5*45+2])
 }
+
+// TestPadCPUMatchesGGML: gglua's pad kernel gives ggml's pad, along each
+// dim, with zeros on either side or one.
+func TestPadCPUMatchesGGML(t *testing.T) {
+	b := cpu(t, 2)
+	for dim := 0; dim < MaxDims; dim++ {
+		for _, ba := range [][2]int{{2, 3}, {0, 4}, {5, 0}} {
+			ctx, err := NewContext(16, 16)
+			require.NoError(t, err)
+			vals := make([]float32, 7*5*3*2)
+			for i := range vals {
+				vals[i] = float32(i + 1)
+			}
+			x := place(t, b, ctx, [][]float32{vals}, []int64{7, 5, 3, 2})[0]
+			fast, err := ctx.PadCPU(x, dim, ba[0], ba[1])
+			require.NoError(t, err)
+			var pad [MaxDims][2]int
+			pad[dim] = ba
+			slow, err := ctx.Pad(x, pad)
+			require.NoError(t, err)
+			require.Equal(t, slow.Ne(), fast.Ne())
+			g, err := ctx.NewGraph(16)
+			require.NoError(t, err)
+			require.NoError(t, g.Expand(fast))
+			require.NoError(t, g.Expand(slow))
+			ga := NewGallocr(b.BufferType())
+			require.NoError(t, ga.AllocGraph(g))
+			require.NoError(t, b.Compute(g))
+			fv, sv := make([]byte, fast.Nbytes()), make([]byte, slow.Nbytes())
+			require.NoError(t, fast.Get(fv))
+			require.NoError(t, slow.Get(sv))
+			assert.Equal(t, bytesf32(sv), bytesf32(fv), "dim %d, pad %v", dim, ba)
+			ga.Free()
+			ctx.Free()
+		}
+	}
+	ctx, err := NewContext(4, 0)
+	require.NoError(t, err)
+	defer ctx.Free()
+	x, _ := ctx.NewTensor(F32, []int64{3, 2})
+	_, err = ctx.PadCPU(x, 4, 1, 1)
+	assert.ErrorContains(t, err, "pad: cannot pad")
+	_, err = ctx.PadCPU(x, 1, -1, 1)
+	assert.ErrorContains(t, err, "pad: cannot pad")
+}

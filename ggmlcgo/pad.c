@@ -1,0 +1,36 @@
+// Zero padding along one dim for the CPU backend, run as a ggml custom op:
+// the gradient of a narrow (a chunk of qkv, a slice) is its piece padded
+// back to the whole. ggml's own pad visits the output element by element
+// with the outermost dim innermost; here each output row is one memset or
+// memcpy, and the threads take contiguous blocks of rows.
+#include <string.h>
+
+#include "gglua_ops.h"
+
+void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    const struct ggml_tensor * src = dst->src[0];
+    const uint64_t code = (uint64_t) (uintptr_t) userdata;
+    const int dim = (int) (code >> 40);
+    int64_t before[4] = {0, 0, 0, 0};
+    before[dim] = (int64_t) (code & ((1ull << 40) - 1));
+    const int64_t * ne = dst->ne;
+    const int64_t * sn = src->ne;
+    const int64_t rows = ne[1] * ne[2] * ne[3];
+    const int64_t per = (rows + nth - 1) / nth;
+    const int64_t r0 = per * ith;
+    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    for (int64_t r = r0; r < r1; r++) {
+        float * d = (float *) dst->data + r * ne[0];
+        const int64_t s1 = r % ne[1] - before[1];
+        const int64_t s2 = (r / ne[1]) % ne[2] - before[2];
+        const int64_t s3 = r / (ne[1] * ne[2]) - before[3];
+        if (s1 < 0 || s1 >= sn[1] || s2 < 0 || s2 >= sn[2] || s3 < 0 || s3 >= sn[3]) {
+            memset(d, 0, (size_t) ne[0] * sizeof(float));
+            continue;
+        }
+        const float * s = (const float *) src->data + ((s3 * sn[2] + s2) * sn[1] + s1) * sn[0];
+        memset(d, 0, (size_t) before[0] * sizeof(float));
+        memcpy(d + before[0], s, (size_t) sn[0] * sizeof(float));
+        memset(d + before[0] + sn[0], 0, (size_t) (ne[0] - before[0] - sn[0]) * sizeof(float));
+    }
+}
