@@ -47,10 +47,14 @@ func (p *opProfile) compute(ctx context.Context, b *ggmlcgo.Backend, g *ggmlcgo.
 	return b.ComputeEach(ctx, g, func(n ggmlcgo.Tensor, took time.Duration) {
 		ne := n.Ne()
 		shape := fmt.Sprintf("%dx%dx%dx%d", ne[0], ne[1], ne[2], ne[3])
-		key := n.OpName() + " " + shape
+		op := n.OpName()
+		if name := n.Name(); op == "CUSTOM" && name != "" {
+			op += "(" + name + ")" // gglua's CPU kernels: gemm, transpose, pad, ...
+		}
+		key := op + " " + shape
 		c := p.byKey[key]
 		if c == nil {
-			c = &opCost{op: n.OpName(), shape: shape}
+			c = &opCost{op: op, shape: shape}
 			p.byKey[key] = c
 		}
 		c.count++

@@ -37,11 +37,23 @@ func TestOpProfile(t *testing.T) {
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  MUL_MAT 4x2x1x1$`), report)
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  RELU$`), report)
 
+	// gglua's own CPU kernels are named after themselves.
+	x := host(t, []int{4, 2}, 1, 2, 3, 4, 5, 6, 7, 8)
+	require.NoError(t, e.Realize())
+	tr, err := e.Transpose(x, 0, 1)
+	require.NoError(t, err)
+	_, err = e.Contiguous(tr)
+	require.NoError(t, err)
+	require.NoError(t, e.Realize())
+	out.Reset()
+	e.profile.write(&out, 20)
+	require.Contains(t, out.String(), "CUSTOM(transpose) 4x2x1x1")
+
 	// A cancelled context stops a profiled compute as it stops a plain one.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	e.SetContext(ctx)
-	_, err := e.Relu(host(t, []int{2}, 1, -1))
+	_, err = e.Relu(host(t, []int{2}, 1, -1))
 	require.NoError(t, err)
 	require.ErrorIs(t, e.Realize(), ggmlcgo.ErrAborted)
 

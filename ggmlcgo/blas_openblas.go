@@ -37,7 +37,9 @@ package ggmlcgo
 // static struct ggml_tensor * gglua_gemm_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
 //                                             int ta, int tb, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
 //     struct ggml_tensor * args[2] = {a, b};
-//     return ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 2, gglua_gemm, -1, &gglua_gemm_kinds[ta * 2 + tb]);
+//     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 2, gglua_gemm, -1, &gglua_gemm_kinds[ta * 2 + tb]);
+//     ggml_set_name(t, "gemm"); // for the op profile
+//     return t;
 // }
 // static void gglua_blas_init(void) { openblas_set_num_threads(1); }
 import "C"

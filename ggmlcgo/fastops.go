@@ -2,20 +2,25 @@ package ggmlcgo
 
 // #include <stdlib.h>
 // #include "gglua_ops.h"
+// // gglua_named names a custom node after its kernel, for the op profile.
+// static struct ggml_tensor * gglua_named(struct ggml_tensor * t, const char * name) {
+//     ggml_set_name(t, name);
+//     return t;
+// }
 // static struct ggml_tensor * gglua_transpose_node(struct ggml_context * ctx, struct ggml_tensor * a) {
 //     struct ggml_tensor * args[1] = {a};
-//     return ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[1], a->ne[0], a->ne[2], a->ne[3], args, 1, gglua_transpose_f32, -1, NULL);
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[1], a->ne[0], a->ne[2], a->ne[3], args, 1, gglua_transpose_f32, -1, NULL), "transpose");
 // }
 // static struct ggml_tensor * gglua_gelu_erf_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x, struct ggml_tensor * y) {
 //     struct ggml_tensor * args[3] = {g, x, y};
-//     return ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, gglua_gelu_erf_back_f32, -1, NULL);
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, gglua_gelu_erf_back_f32, -1, NULL), "gelu_back");
 // }
 // static struct ggml_tensor * gglua_pad_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint64_t code) {
 //     struct ggml_tensor * args[1] = {a};
-//     return ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code);
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code), "pad");
 // }
 // static struct ggml_tensor * gglua_values_node(struct ggml_context * ctx, int64_t n, float * vals) {
-//     return ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals);
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals), "values");
 // }
 import "C"
 
