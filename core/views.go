@@ -143,7 +143,7 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 		// The transpose of the two innermost dims of a packed base (as
 		// Matmul makes): the fast blocked kernel on the CPU.
 		if !sameShape(pre, t.base.shape) {
-			if b, err = c.Reshape(b, ne4(pre)); err != nil {
+			if b, err = reshapeNode(c, b, ne4(pre)); err != nil {
 				return node{}, err
 			}
 		}
@@ -153,13 +153,33 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 		if src, order, ok := permutedFrom(t); ok {
 			// A permutation of a packed 4-d base (attention's K transposed):
 			// ggml's permute of the base, made contiguous.
-			if b, err = c.Reshape(b, ne4(src)); err != nil {
+			if b, err = reshapeNode(c, b, ne4(src)); err != nil {
 				return node{}, err
 			}
 			var axes [ggmlcgo.MaxDims]int
+			for i := range axes {
+				axes[i] = i
+			}
 			n := len(t.shape)
 			for j, d := range order { // source dim j (ne n-1-j) becomes dim d (ne n-1-d)
 				axes[n-1-j] = n - 1 - d
+			}
+			if e.backend.IsCPU() && axes[0] == 0 && b.Type() == ggmlcgo.F32 {
+				// Rows stay rows: a strided view of the base, packed with
+				// the row copy (contNode).
+				sne, elem := ne4(src), b.Type().Size()
+				var ne [ggmlcgo.MaxDims]int64
+				var nb [ggmlcgo.MaxDims]int64
+				stride := elem
+				for i := range sne {
+					ne[axes[i]], nb[axes[i]] = sne[i], stride
+					stride *= sne[i]
+				}
+				v, err := c.View(b, ne, [ggmlcgo.MaxDims - 1]int64{nb[1], nb[2], nb[3]}, 0)
+				if err != nil {
+					return node{}, err
+				}
+				return e.contNode(c, v)
 			}
 			return c.Permute(b, axes)
 		}
@@ -169,11 +189,32 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 	if err != nil || (!lead && t.contiguous()) {
 		return v, err // a packed view is read as it is
 	}
-	out, err := c.Cont(v)
+	out, err := e.contNode(c, v)
 	if err != nil || !lead {
 		return out, err
 	}
 	return c.Reshape(out, ne4(t.shape))
+}
+
+// reshapeNode is b with the shape ne: its memory reinterpreted when b is
+// packed (the base of a view always is), a copy otherwise.
+func reshapeNode(c ctx, b node, ne [ggmlcgo.MaxDims]int64) (node, error) {
+	if b.IsContiguous() {
+		return c.ReshapeView(b, ne)
+	}
+	return c.Reshape(b, ne)
+}
+
+// contNode packs a strided node: on the CPU, where its rows are contiguous
+// (heads moved next to the batch, a narrow), with gglua's row copy, one
+// memcpy a row, where ggml's copy went element by element.
+func (e *Engine) contNode(c ctx, a node) (node, error) {
+	if e.backend.IsCPU() && a.Type() == ggmlcgo.F32 {
+		if out, err := c.ContRowsCPU(a); err == nil {
+			return out, nil
+		}
+	}
+	return c.Cont(a)
 }
 
 // transposedFrom reports whether t is exactly the transpose of the two

@@ -19,6 +19,10 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code), "pad");
 // }
+// static struct ggml_tensor * gglua_copy_rows_node(struct ggml_context * ctx, struct ggml_tensor * a) {
+//     struct ggml_tensor * args[1] = {a};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_copy_rows_f32, -1, NULL), "copy_rows");
+// }
 // static struct ggml_tensor * gglua_values_node(struct ggml_context * ctx, int64_t n, float * vals) {
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals), "values");
 // }
@@ -68,7 +72,7 @@ func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
 
 // PadCPU is the contiguous f32 tensor a with before zeros ahead of it and
 // after zeros behind it along dim (ne order), one node of gglua's kernel
-// (pad.c): ggml's pad, whose CPU loop visits elements with the outermost
+// (rows.c): ggml's pad, whose CPU loop visits elements with the outermost
 // dim innermost, took a tenth of a small GPT's step. A custom op: the CPU
 // backend only.
 func (c *Context) PadCPU(a Tensor, dim, before, after int) (Tensor, error) {
@@ -85,6 +89,19 @@ func (c *Context) PadCPU(a Tensor, dim, before, after int) (Tensor, error) {
 	}
 	code := uint64(dim)<<40 | uint64(before)
 	return result(C.gglua_pad_node(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]), C.uint64_t(code)))
+}
+
+// ContRowsCPU is Cont for an f32 view whose rows (ne0) are contiguous, one
+// node of gglua's kernel (rows.c): a memcpy per row, where ggml's copy of
+// such a view goes element by element. A custom op: the CPU backend only.
+func (c *Context) ContRowsCPU(a Tensor) (Tensor, error) {
+	if err := c.checkF32("cont", a); err != nil {
+		return Tensor{}, err
+	}
+	if !a.contiguousRows() {
+		return Tensor{}, fmt.Errorf("cont: the row kernel needs contiguous rows, got strides %v", a.p.nb)
+	}
+	return result(C.gglua_copy_rows_node(c.p, a.p))
 }
 
 // Values is a CPU-only node holding vals. The numbers live in C memory that

@@ -21,4 +21,8 @@ void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * 
 // shapes. The rows are split over nth threads.
 void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_copy_rows_f32 writes dst = dst->src[0], an f32 view whose rows
+// (ne0) are contiguous, packed; the rows are split over nth threads.
+void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 #endif

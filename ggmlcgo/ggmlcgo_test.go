@@ -359,3 +359,45 @@ func TestPadCPUMatchesGGML(t *testing.T) {
 	_, err = ctx.PadCPU(x, 1, -1, 1)
 	assert.ErrorContains(t, err, "pad: cannot pad")
 }
+
+// TestContRowsCPUMatchesGGML: gglua's row copy packs a permuted view and a
+// narrowed one as ggml's cont does.
+func TestContRowsCPUMatchesGGML(t *testing.T) {
+	b := cpu(t, 2)
+	ctx, err := NewContext(32, 32)
+	require.NoError(t, err)
+	defer ctx.Free()
+	vals := make([]float32, 6*5*4*3)
+	for i := range vals {
+		vals[i] = float32(i + 1)
+	}
+	x := place(t, b, ctx, [][]float32{vals}, []int64{6, 5, 4, 3})[0]
+	// dims 1 and 2 swapped, as a strided view (Permute itself copies)
+	permuted, err := ctx.View(x, [MaxDims]int64{6, 4, 5, 3}, [MaxDims - 1]int64{4 * 6 * 5, 4 * 6, 4 * 6 * 5 * 4}, 0)
+	require.NoError(t, err)
+	narrowed, err := ctx.View(x, [MaxDims]int64{6, 2, 4, 3}, [MaxDims - 1]int64{4 * 6, 4 * 6 * 5, 4 * 6 * 5 * 4}, 4*6*2)
+	require.NoError(t, err)
+	g, err := ctx.NewGraph(32)
+	require.NoError(t, err)
+	var pairs [][2]Tensor
+	for _, v := range []Tensor{permuted, narrowed} {
+		fast, err := ctx.ContRowsCPU(v)
+		require.NoError(t, err)
+		slow, err := ctx.Cont(v)
+		require.NoError(t, err)
+		require.NoError(t, g.Expand(fast))
+		require.NoError(t, g.Expand(slow))
+		pairs = append(pairs, [2]Tensor{fast, slow})
+	}
+	ga := NewGallocr(b.BufferType())
+	defer ga.Free()
+	require.NoError(t, ga.AllocGraph(g))
+	require.NoError(t, b.Compute(g))
+	for i, p := range pairs {
+		fv, sv := make([]byte, p[0].Nbytes()), make([]byte, p[1].Nbytes())
+		require.NoError(t, p[0].Get(fv))
+		require.NoError(t, p[1].Get(sv))
+		assert.Equal(t, bytesf32(sv), bytesf32(fv), "view %d", i)
+	}
+	assert.False(t, permuted.IsContiguous())
+}

@@ -1,4 +1,5 @@
-// Zero padding along one dim for the CPU backend, run as a ggml custom op:
+// Row copies for the CPU backend, run as ggml custom ops. Zero padding along
+// one dim:
 // the gradient of a narrow (a chunk of qkv, a slice) is its piece padded
 // back to the whole. ggml's own pad visits the output element by element
 // with the outermost dim innermost; here each output row is one memset or
@@ -32,5 +33,24 @@ void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
         memset(d, 0, (size_t) before[0] * sizeof(float));
         memcpy(d + before[0], s, (size_t) sn[0] * sizeof(float));
         memset(d + before[0] + sn[0], 0, (size_t) (ne[0] - before[0] - sn[0]) * sizeof(float));
+    }
+}
+
+// gglua_copy_rows_f32 packs a strided view whose rows (ne0) are contiguous
+// (a permutation of the outer dims: attention's heads moved next to the
+// batch, a narrow) into dst, one memcpy per row. ggml's copy of such a
+// view went element by element.
+void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const struct ggml_tensor * src = dst->src[0];
+    const int64_t * ne = dst->ne;
+    const int64_t rows = ne[1] * ne[2] * ne[3];
+    const int64_t per = (rows + nth - 1) / nth;
+    const int64_t r0 = per * ith;
+    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t i1 = r % ne[1], i2 = (r / ne[1]) % ne[2], i3 = r / (ne[1] * ne[2]);
+        const char * s = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        memcpy((float *) dst->data + r * ne[0], s, (size_t) ne[0] * sizeof(float));
     }
 }
