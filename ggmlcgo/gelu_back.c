@@ -12,10 +12,8 @@ void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * 
     const float * x = (const float *) dst->src[1]->data;
     const float * y = (const float *) dst->src[2]->data;
     float * d = (float *) dst->data;
-    const int64_t n = ggml_nelements(dst);
-    const int64_t per = (n + nth - 1) / nth;
-    const int64_t i0 = per * ith;
-    const int64_t i1 = i0 + per < n ? i0 + per : n;
+    int64_t i0, i1;
+    gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const float v = x[i];
         // Φ(v) = gelu(v) / v (the forward's own value, no erf to compute

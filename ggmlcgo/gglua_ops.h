@@ -3,6 +3,14 @@
 #define GGLUA_OPS_H
 #include "gglua_ggml.h"
 
+// gglua_share is thread ith's part [*from, *to) of n items cut into nth
+// contiguous blocks: how the row and element kernels split their work.
+static inline void gglua_share(int64_t n, int ith, int nth, int64_t * from, int64_t * to) {
+    const int64_t per = (n + nth - 1) / nth;
+    *from = per * ith < n ? per * ith : n;
+    *to = *from + per < n ? *from + per : n;
+}
+
 // gglua_transpose_f32 writes dst = the transpose of dst->src[0] (swapping
 // ne0 and ne1 of a contiguous f32 tensor), splitting tiles over nth threads.
 void gglua_transpose_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);

@@ -8,6 +8,13 @@
 
 #include "gglua_ops.h"
 
+// row_index is the position (i[1], i[2], i[3]) of row r of a tensor of ne.
+static void row_index(int64_t r, const int64_t * ne, int64_t * i) {
+    i[1] = r % ne[1];
+    i[2] = (r / ne[1]) % ne[2];
+    i[3] = r / (ne[1] * ne[2]);
+}
+
 void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct ggml_tensor * src = dst->src[0];
     const uint64_t code = (uint64_t) (uintptr_t) userdata;
@@ -16,15 +23,13 @@ void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) 
     before[dim] = (int64_t) (code & ((1ull << 40) - 1));
     const int64_t * ne = dst->ne;
     const int64_t * sn = src->ne;
-    const int64_t rows = ne[1] * ne[2] * ne[3];
-    const int64_t per = (rows + nth - 1) / nth;
-    const int64_t r0 = per * ith;
-    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    int64_t r0, r1;
+    gglua_share(ne[1] * ne[2] * ne[3], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         float * d = (float *) dst->data + r * ne[0];
-        const int64_t s1 = r % ne[1] - before[1];
-        const int64_t s2 = (r / ne[1]) % ne[2] - before[2];
-        const int64_t s3 = r / (ne[1] * ne[2]) - before[3];
+        int64_t i[4];
+        row_index(r, ne, i);
+        const int64_t s1 = i[1] - before[1], s2 = i[2] - before[2], s3 = i[3] - before[3];
         if (s1 < 0 || s1 >= sn[1] || s2 < 0 || s2 >= sn[2] || s3 < 0 || s3 >= sn[3]) {
             memset(d, 0, (size_t) ne[0] * sizeof(float));
             continue;
@@ -44,13 +49,12 @@ void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * user
     (void) userdata;
     const struct ggml_tensor * src = dst->src[0];
     const int64_t * ne = dst->ne;
-    const int64_t rows = ne[1] * ne[2] * ne[3];
-    const int64_t per = (rows + nth - 1) / nth;
-    const int64_t r0 = per * ith;
-    const int64_t r1 = r0 + per < rows ? r0 + per : rows;
+    int64_t r0, r1;
+    gglua_share(ne[1] * ne[2] * ne[3], ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        const int64_t i1 = r % ne[1], i2 = (r / ne[1]) % ne[2], i3 = r / (ne[1] * ne[2]);
-        const char * s = (const char *) src->data + i1 * src->nb[1] + i2 * src->nb[2] + i3 * src->nb[3];
+        int64_t i[4];
+        row_index(r, ne, i);
+        const char * s = (const char *) src->data + i[1] * src->nb[1] + i[2] * src->nb[2] + i[3] * src->nb[3];
         memcpy((float *) dst->data + r * ne[0], s, (size_t) ne[0] * sizeof(float));
     }
 }
