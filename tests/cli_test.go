@@ -42,13 +42,18 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
+	return out.String(), errb.String(), exitCode(t, err)
+}
+
+// exitCode is the exit status a finished command's error carries (0 for
+// none); any other error fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
+		return ee.ExitCode()
 	}
-	return out.String(), errb.String(), code
+	require.NoError(t, err)
+	return 0
 }
 
 func TestCLIFirstEndToEndPath(t *testing.T) {
@@ -169,11 +174,7 @@ func waitExit(t *testing.T, cmd *exec.Cmd, exited chan error, d time.Duration, e
 	t.Helper()
 	select {
 	case err := <-exited:
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		require.NoError(t, err)
-		return 0
+		return exitCode(t, err)
 	case <-time.After(d):
 		cmd.Process.Kill()
 		<-exited

@@ -39,13 +39,7 @@ func runJob(t *testing.T, env []string, name string, args ...string) (string, st
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v did not end within %v (a hang):\nstdout:\n%s\nstderr:\n%s", name, args, distTimeout, out.String(), errb.String())
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return out.String(), errb.String(), code
+	return out.String(), errb.String(), exitCode(t, err)
 }
 
 // mpirun runs gglua under mpirun -np n (the test may run as root, as CI
