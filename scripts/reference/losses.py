@@ -27,7 +27,7 @@ import torch.nn.functional as F
 torch.manual_seed(12)
 
 
-from torchref import enc, make_case, tensor_json  # noqa: E402 (shared helpers)
+from torchref import enc, make_case, optim_fixture, tensor_json  # noqa: E402 (shared helpers)
 
 
 cases = []
@@ -109,13 +109,7 @@ case("kl_div zero target", "kl_div", lambda a, b: F.kl_div(a, b, reduction="batc
 
 # ---- optimizer parameter groups ----
 def run_groups(kind, steps=4):
-    torch.manual_seed(5)
-    w = torch.randn(3, 2)
-    b = torch.randn(2)
-    x = torch.randn(4, 3)
-    w0, b0 = w.clone(), b.clone()
-    w.requires_grad_(True)
-    b.requires_grad_(True)
+    w, b, x, w0, b0 = optim_fixture()
     groups = [{"params": [w], "weight_decay": 0.1, "lr": 0.05}, {"params": [b], "weight_decay": 0.0}]
     if kind == "sgd":
         opt = torch.optim.SGD(groups, lr=0.1, momentum=0.9)

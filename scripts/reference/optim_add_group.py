@@ -21,29 +21,14 @@ import os
 
 import torch
 
-from torchref import enc
-
-KEEP = ["lr", "initial_lr", "momentum", "dampening", "weight_decay", "nesterov", "betas", "eps"]
+from torchref import enc, optim_fixture, param_groups_json, scheduler, torch_settings, tensor_json
 
 
 def run(name, kind, defaults, first, group, before, after, sched=None):
-    torch.manual_seed(5)
-    w = torch.randn(3, 2)
-    b = torch.randn(2)
-    x = torch.randn(4, 3)
-    w0, b0 = w.clone(), b.clone()
-    w.requires_grad_(True)
-    b.requires_grad_(True)
-
-    def tup(d):
-        d = dict(d)
-        if "betas" in d:
-            d["betas"] = tuple(d["betas"])
-        return d
-
+    w, b, x, w0, b0 = optim_fixture()
     cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind]
-    params = [w] if first is None else [dict(tup(first), params=[w])]
-    opt = cls(params, **tup(defaults))
+    params = [w] if first is None else [dict(torch_settings(first), params=[w])]
+    opt = cls(params, **torch_settings(defaults))
     trace = []
     s = None
 
@@ -59,24 +44,14 @@ def run(name, kind, defaults, first, group, before, after, sched=None):
 
     for _ in range(before):
         step()
-    opt.add_param_group(dict(tup(group), params=[b]))
-    if sched and sched["kind"] == "step":
-        s = torch.optim.lr_scheduler.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
-    elif sched:
-        s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=sched["t_max"], eta_min=sched["eta_min"])
+    opt.add_param_group(dict(torch_settings(group), params=[b]))
+    s = scheduler(opt, sched)
     for _ in range(after):
         step()
-    sd = opt.state_dict()
-    pg = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k in KEEP} for g in sd["param_groups"]]
-    for g, saved in zip(pg, sd["param_groups"]):
-        g["params"] = [i + 1 for i in saved["params"]]
     return {"name": name, "kind": kind, "defaults": defaults, "first": first, "group": group,
             "before": before, "after": after, "scheduler": sched,
-            "w": tensor(w0), "b": tensor(b0), "x": tensor(x), "steps": trace, "param_groups": pg}
-
-
-def tensor(t):
-    return {"shape": list(t.shape), "values": enc(t.reshape(-1).tolist())}
+            "w": tensor_json(w0), "b": tensor_json(b0), "x": tensor_json(x), "steps": trace,
+            "param_groups": param_groups_json(opt)}
 
 
 cases = [

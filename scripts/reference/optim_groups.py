@@ -18,53 +18,21 @@ The data and loss are those of the "optim" section of torch_losses.json
 (scripts/reference/losses.py), whose runs this file extends.
 """
 import json
-import math
 import os
 
 import torch
 
-
-def enc(v):
-    if isinstance(v, (list, tuple)):
-        return [enc(x) for x in v]
-    v = float(v)
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return v
-
-
-def tensor_json(t):
-    return {"shape": list(t.shape), "values": enc(t.detach().reshape(-1).tolist())}
+from torchref import enc, optim_fixture, param_groups_json, scheduler, torch_settings, tensor_json
 
 
 SLOTS = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
 
 
 def run(name, kind, defaults, groups, sched, steps=5, set_lr=None):
-    torch.manual_seed(5)
-    w = torch.randn(3, 2)
-    b = torch.randn(2)
-    x = torch.randn(4, 3)
-    w0, b0 = w.clone(), b.clone()
-    w.requires_grad_(True)
-    b.requires_grad_(True)
-    tg = []
-    for g, p in zip(groups, [w, b]):
-        g = dict(g)
-        if "betas" in g:
-            g["betas"] = tuple(g["betas"])
-        g["params"] = [p]
-        tg.append(g)
-    d = dict(defaults)
-    if "betas" in d:
-        d["betas"] = tuple(d["betas"])
-    opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind](tg, **d)
-    if sched["kind"] == "step":
-        s = torch.optim.lr_scheduler.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
-    else:
-        s = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=sched["t_max"], eta_min=sched["eta_min"])
+    w, b, x, w0, b0 = optim_fixture()
+    tg = [dict(torch_settings(g), params=[p]) for g, p in zip(groups, [w, b])]
+    opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind](tg, **torch_settings(defaults))
+    s = scheduler(opt, sched)
     trace = []
     for i in range(1, steps + 1):
         opt.zero_grad()
@@ -81,14 +49,9 @@ def run(name, kind, defaults, groups, sched, steps=5, set_lr=None):
                     state["state.%d.%s" % (j + 1, slot)] = enc(opt.state[p][slot].reshape(-1).tolist())
         trace.append({"w": enc(w.detach().reshape(-1).tolist()), "b": enc(b.detach().reshape(-1).tolist()),
                       "lrs": [g["lr"] for g in opt.param_groups], "state": state})
-    sd = opt.state_dict()
-    keep = ["lr", "initial_lr", "momentum", "dampening", "weight_decay", "nesterov", "betas", "eps"]
-    pg = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k in keep} for g in sd["param_groups"]]
-    for g, saved in zip(pg, sd["param_groups"]):
-        g["params"] = [i + 1 for i in saved["params"]]
     return {"name": name, "kind": kind, "defaults": defaults, "groups": groups, "scheduler": sched,
             "set_lr": set_lr, "w": tensor_json(w0), "b": tensor_json(b0), "x": tensor_json(x),
-            "steps": trace, "param_groups": pg}
+            "steps": trace, "param_groups": param_groups_json(opt)}
 
 
 step_lr = {"kind": "step", "step_size": 2, "gamma": 0.5}

@@ -1,6 +1,7 @@
 """What the PyTorch reference scripts share: the JSON encoding of numbers
 (NaN and the infinities as the strings "nan", "inf", "-inf") and tensors,
-and the fixed cotangent each case's gradients are taken against."""
+the fixed cotangent each case's gradients are taken against, and the
+optimizer runs' data, settings, schedulers and saved groups."""
 import math
 
 import torch
@@ -66,3 +67,47 @@ def make_case(name, op, f, inputs, grads=None, args=None, flags=False):
         c["output_requires_grad"] = out_rg
     c.update({"output": tensor_json(out), "cotangent": tensor_json(cot), "grads": grad_json})
     return c
+
+
+def optim_fixture():
+    """The optimizer runs' data (losses.py's "optim" section, optim_groups.py,
+    optim_add_group.py): weight w [3, 2], bias b [2] (both requiring grad)
+    and input x [4, 3] from seed 5, with copies of w and b as they start."""
+    torch.manual_seed(5)
+    w = torch.randn(3, 2)
+    b = torch.randn(2)
+    x = torch.randn(4, 3)
+    w0, b0 = w.clone(), b.clone()
+    w.requires_grad_(True)
+    b.requires_grad_(True)
+    return w, b, x, w0, b0
+
+
+def torch_settings(d):
+    """Optimizer settings from JSON for torch: betas as a tuple."""
+    d = dict(d)
+    if "betas" in d:
+        d["betas"] = tuple(d["betas"])
+    return d
+
+
+def scheduler(opt, sched):
+    """A StepLR or CosineAnnealingLR from its JSON description (None: none)."""
+    if not sched:
+        return None
+    if sched["kind"] == "step":
+        return torch.optim.lr_scheduler.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
+    return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=sched["t_max"], eta_min=sched["eta_min"])
+
+
+GROUP_KEYS = ["lr", "initial_lr", "momentum", "dampening", "weight_decay", "nesterov", "betas", "eps"]
+
+
+def param_groups_json(opt):
+    """The state_dict's param_groups: the settings gglua keeps, and the
+    parameters 1-based."""
+    saved = opt.state_dict()["param_groups"]
+    out = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k in GROUP_KEYS} for g in saved]
+    for g, sg in zip(out, saved):
+        g["params"] = [i + 1 for i in sg["params"]]
+    return out
