@@ -17,9 +17,7 @@ rms_norm is PyTorch 2.4's torch.nn.functional.rms_norm, which 1.13 lacks:
 it is written out here as 2.4 computes it (x * rsqrt(mean(x^2) + eps) *
 weight, eps = finfo(float32).eps when None).
 """
-import json
 import math
-import os
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +25,7 @@ import torch.nn.functional as F
 torch.manual_seed(12)
 
 
-from torchref import enc, make_case  # noqa: E402 (shared helpers)
+from torchref import enc, make_case, write_cases  # noqa: E402 (shared helpers)
 
 
 cases = []
@@ -151,9 +149,5 @@ rms_case("rms_norm last dim", (2, 3, 4), (4,))
 rms_case("rms_norm last two dims eps", (2, 3, 4), (3, 4), eps=1e-6)
 rms_case("rms_norm no weight default eps small values", (3, 5), (5,), weight=False, scale=1e-3)
 
-path = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_conv.json")
-with open(path, "w") as f:
-    f.write('{"torch": "%s", "script": "scripts/reference/conv.py", "cases": [\n' % torch.__version__)
-    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    f.write("\n]}\n")
-print("wrote", len(cases), "cases to", os.path.normpath(path))
+path = write_cases("torch_conv.json", "scripts/reference/conv.py", cases)
+print("wrote", len(cases), "cases to", path)

@@ -17,9 +17,7 @@ loss, with a StepLR moving both groups' rates: the parameters after every
 step. The Go tests (core/losses_test.go, core/optim_test.go) read the file;
 CI does not run PyTorch.
 """
-import json
 import math
-import os
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +25,7 @@ import torch.nn.functional as F
 torch.manual_seed(12)
 
 
-from torchref import enc, make_case, optim_fixture, tensor_json  # noqa: E402 (shared helpers)
+from torchref import enc, make_case, optim_fixture, tensor_json, write_cases  # noqa: E402 (shared helpers)
 
 
 cases = []
@@ -137,11 +135,5 @@ def run_groups(kind, steps=4):
 
 optim_cases = [run_groups(k) for k in ["sgd", "adam", "adamw"]]
 
-out = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_losses.json")
-with open(out, "w") as f:
-    f.write('{"torch": %s, "script": "scripts/reference/losses.py", "cases": [\n' % json.dumps(torch.__version__))
-    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    f.write('\n], "optim": [\n')
-    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in optim_cases))
-    f.write("\n]}\n")
+out = write_cases("torch_losses.json", "scripts/reference/losses.py", cases, optim=optim_cases)
 print(f"{len(cases)} loss cases, {len(optim_cases)} optimizer runs -> {out}")

@@ -16,12 +16,10 @@ group's lr; at the end the state_dict's param_groups. The Go test
 (tests/optim_add_group_test.go) runs the same in gglua. CI does not run
 PyTorch.
 """
-import json
-import os
 
 import torch
 
-from torchref import enc, optim_fixture, param_groups_json, scheduler, torch_settings, tensor_json
+from torchref import enc, optim_fixture, param_groups_json, scheduler, torch_settings, tensor_json, write_cases
 
 
 def run(name, kind, defaults, first, group, before, after, sched=None):
@@ -65,9 +63,5 @@ cases = [
         {"weight_decay": 0.0}, {"betas": [0.5, 0.9]}, 0, 4, {"kind": "cosine", "t_max": 3, "eta_min": 0.001}),
 ]
 
-out = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_optim_add_group.json")
-with open(out, "w") as f:
-    f.write('{"torch": %s, "script": "scripts/reference/optim_add_group.py", "cases": [\n' % json.dumps(torch.__version__))
-    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    f.write("\n]}\n")
-print(f"{len(cases)} optimizer runs -> {os.path.normpath(out)}")
+out = write_cases("torch_optim_add_group.json", "scripts/reference/optim_add_group.py", cases)
+print(f"{len(cases)} optimizer runs -> {out}")

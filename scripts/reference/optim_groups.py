@@ -17,12 +17,10 @@ The Go test (core/optim_test.go) reads the file; CI does not run PyTorch.
 The data and loss are those of the "optim" section of torch_losses.json
 (scripts/reference/losses.py), whose runs this file extends.
 """
-import json
-import os
 
 import torch
 
-from torchref import enc, optim_fixture, param_groups_json, scheduler, torch_settings, tensor_json
+from torchref import enc, optim_fixture, param_groups_json, scheduler, torch_settings, tensor_json, write_cases
 
 
 SLOTS = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
@@ -71,9 +69,5 @@ cases = [
         [{"weight_decay": 0.1, "lr": 0.05}, {"weight_decay": 0.0}], step_lr),
 ]
 
-out = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_optim_groups.json")
-with open(out, "w") as f:
-    f.write('{"torch": %s, "script": "scripts/reference/optim_groups.py", "cases": [\n' % json.dumps(torch.__version__))
-    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    f.write("\n]}\n")
+out = write_cases("torch_optim_groups.json", "scripts/reference/optim_groups.py", cases)
 print(f"{len(cases)} optimizer runs -> {out}")

@@ -12,13 +12,11 @@ It writes core/testdata/torch_pool.json in the format of torch_conv.json
 fixed cotangent and the gradient of sum(output * cotangent).
 core/ops_conv_test.go reads it. CI does not run PyTorch.
 """
-import json
-import os
 
 import torch
 import torch.nn.functional as F
 
-from torchref import make_case
+from torchref import make_case, write_cases
 
 torch.manual_seed(15)
 
@@ -90,9 +88,5 @@ pool1d_case("max_pool1d plain", "max_pool1d", (2, 9), 2)
 pool1d_case("avg_pool1d ceil_mode count_include_pad false", "avg_pool1d", (2, 2, 8), 3, 2, 1, ceil_mode=True, count_include_pad=False)
 pool1d_case("avg_pool1d padding", "avg_pool1d", (1, 2, 7), 4, 3, 2)
 
-path = os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", "torch_pool.json")
-with open(path, "w") as f:
-    f.write('{"torch": "%s", "script": "scripts/reference/pool.py", "cases": [\n' % torch.__version__)
-    f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
-    f.write("\n]}\n")
-print("wrote", len(cases), "cases to", os.path.normpath(path))
+path = write_cases("torch_pool.json", "scripts/reference/pool.py", cases)
+print("wrote", len(cases), "cases to", path)

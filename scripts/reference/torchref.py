@@ -2,7 +2,9 @@
 (NaN and the infinities as the strings "nan", "inf", "-inf") and tensors,
 the fixed cotangent each case's gradients are taken against, and the
 optimizer runs' data, settings, schedulers and saved groups."""
+import json
 import math
+import os
 
 import torch
 
@@ -111,3 +113,18 @@ def param_groups_json(opt):
     for g, sg in zip(out, saved):
         g["params"] = [i + 1 for i in sg["params"]]
     return out
+
+
+def write_cases(name, script, cases, **sections):
+    """Writes core/testdata/<name>: {"torch", "script", "cases", then any
+    further sections}, a case a line; returns the path."""
+    path = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "core", "testdata", name))
+    parts = [("cases", cases)] + list(sections.items())
+    with open(path, "w") as f:
+        f.write('{"torch": %s, "script": %s' % (json.dumps(torch.__version__), json.dumps(script)))
+        for key, items in parts:
+            f.write(', "%s": [\n' % key)
+            f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in items))
+            f.write("\n]")
+        f.write("}\n")
+    return path
