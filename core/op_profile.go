@@ -79,18 +79,18 @@ func (p *opProfile) write(w io.Writer, top int) {
 		o.count += c.count
 		o.took += c.took
 	}
-	fmt.Fprintf(w, "gglua op profile (%s): %d graphs, %.1f ms in nodes\n", p.device, p.graphs, ms(p.total))
+	fmt.Fprintf(w, "gglua op profile (%s): %d graphs, %.1f ms in nodes\n", p.device, p.graphs, millis(p.total))
 	fmt.Fprintf(w, "%10s %6s %8s  %s\n", "ms", "%", "nodes", "op")
-	for _, c := range sorted(byOp, 0) {
-		fmt.Fprintf(w, "%10.2f %6.1f %8d  %s\n", ms(c.took), 100*float64(c.took)/float64(p.total), c.count, c.op)
+	for _, c := range byTime(byOp, 0) {
+		fmt.Fprintf(w, "%10.2f %6.1f %8d  %s\n", millis(c.took), 100*float64(c.took)/float64(p.total), c.count, c.op)
 	}
 	fmt.Fprintf(w, "%10s %6s %8s  %s\n", "ms", "%", "nodes", "op and shape")
-	for _, c := range sorted(p.byKey, top) {
-		fmt.Fprintf(w, "%10.2f %6.1f %8d  %s %s\n", ms(c.took), 100*float64(c.took)/float64(p.total), c.count, c.op, c.shape)
+	for _, c := range byTime(p.byKey, top) {
+		fmt.Fprintf(w, "%10.2f %6.1f %8d  %s %s\n", millis(c.took), 100*float64(c.took)/float64(p.total), c.count, c.op, c.shape)
 	}
 }
 
-func sorted(m map[string]*opCost, top int) []*opCost {
+func byTime(m map[string]*opCost, top int) []*opCost {
 	out := make([]*opCost, 0, len(m))
 	for _, c := range m {
 		out = append(out, c)
@@ -102,4 +102,4 @@ func sorted(m map[string]*opCost, top int) []*opCost {
 	return out
 }
 
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+func millis(d time.Duration) float64 { return float64(d) / 1e6 }

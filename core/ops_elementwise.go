@@ -336,7 +336,7 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 				for i, a := range in {
 					if !a.IsContiguous() {
 						var err error
-						if in[i], err = c.Cont(a); err != nil {
+						if in[i], err = e.contNode(c, a); err != nil {
 							return node{}, err
 						}
 					}
