@@ -37,10 +37,11 @@ type Backend struct {
 
 	// mu orders Compute and Close against the idle timer, which runs on
 	// another goroutine and pauses the threadpool.
-	mu    sync.Mutex
-	idle  *time.Timer
-	abort *C.gglua_abort_flag // CPU only: set to stop a compute between nodes
-	using int                 // threads the computes use now (see UseThreads)
+	mu     sync.Mutex
+	idle   *time.Timer
+	abort  *C.gglua_abort_flag // CPU only: set to stop a compute between nodes
+	using  int                 // threads the computes use now (see UseThreads)
+	replay *replayer           // devices only: when a graph runs as a CUDA graph
 }
 
 // PauseAfter is how long the CPU threadpool may spin waiting for the next
@@ -103,7 +104,14 @@ func NewForDevice(name string, threads int) (*Backend, error) {
 	if p == nil {
 		return nil, fmt.Errorf("ggml device %q failed to initialise", name)
 	}
-	return &Backend{p: p, name: C.GoString(C.ggml_backend_name(p))}, nil
+	b := &Backend{p: p, name: C.GoString(C.ggml_backend_name(p))}
+	r, err := newReplayer(b)
+	if err != nil {
+		C.ggml_backend_free(p)
+		return nil, fmt.Errorf("ggml device %q: %w", name, err)
+	}
+	b.replay = r
+	return b, nil
 }
 
 // Name is the backend's name ("CPU", "CUDA0", ...).
@@ -180,7 +188,12 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 			}
 		}()
 	}
-	status := C.ggml_backend_graph_compute(b.p, g.p)
+	var status C.enum_ggml_status
+	if b.replay != nil {
+		status = b.replay.compute(b, g)
+	} else {
+		status = C.ggml_backend_graph_compute(b.p, g.p)
+	}
 	if finished != nil {
 		close(finished)
 		<-watcherDone // the watcher can no longer raise the flag
@@ -252,6 +265,8 @@ func (b *Backend) Close() {
 	if b.idle != nil {
 		b.idle.Stop()
 	}
+	b.replay.free()
+	b.replay = nil
 	C.ggml_backend_free(b.p)
 	b.p = nil
 	if b.abort != nil {

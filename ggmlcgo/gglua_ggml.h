@@ -268,6 +268,8 @@ void ggml_backend_free(ggml_backend_t backend);
 ggml_backend_buffer_type_t ggml_backend_get_default_buffer_type(ggml_backend_t backend);
 ggml_backend_dev_t ggml_backend_get_device(ggml_backend_t backend);
 enum ggml_status ggml_backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph * cgraph);
+enum ggml_status ggml_backend_graph_compute_async(ggml_backend_t backend, struct ggml_cgraph * cgraph, int batch_size);
+void ggml_backend_synchronize(ggml_backend_t backend);
 bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor * op);
 
 const char * ggml_backend_buft_name(ggml_backend_buffer_type_t buft);

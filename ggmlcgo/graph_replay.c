@@ -1,0 +1,136 @@
+// Replaying a training step as a CUDA graph, without stale kernels.
+//
+// ggml-cuda captures a graph's kernels into a CUDA graph and replays it when
+// the next graph "matches" the last one: same node count, ops, shapes,
+// strides and addresses. It does not compare most ops' parameters (a clamp's
+// bounds, a fill's value: only SCALE's and GLU's), nor the types of the
+// inputs, so a graph that differs from the captured one only there would
+// replay the old kernels: a silent wrong result. Its own heuristic also
+// refuses any graph with a matrix ADD (a batched training step always has
+// one) unless the caller passes a batch-size hint.
+//
+// So gglua decides itself, with a hint on every compute: it records every
+// node's op, type, flags, shape, strides, address and parameters and every
+// input's address, type, shape and strides, and lets ggml use a CUDA graph
+// (hint 1) only for a graph identical in all of that to the one computed
+// just before it; everything else is launched node by node (hint 2, which
+// ggml-cuda never captures). Before a fresh capture a one-node scratch graph
+// is launched, so that ggml sees a changed graph and captures anew instead
+// of replaying one captured from an older graph.
+#include <stdlib.h>
+#include <string.h>
+
+#include "gglua_replay.h"
+
+enum { HINT_GRAPH = 1, HINT_LAUNCH = 2 };
+
+struct record {
+    int64_t * w;
+    size_t len, cap;
+};
+
+struct gglua_replay {
+    struct record last, next;
+    bool have_last;
+    bool last_in_graph; // ggml-cuda's CUDA graph was captured from `last`
+    int64_t replayed, captured, launched;
+};
+
+static bool put(struct record * r, int64_t v) {
+    if (r->len == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 4096;
+        int64_t * w = realloc(r->w, cap * sizeof(int64_t));
+        if (!w) {
+            return false;
+        }
+        r->w = w;
+        r->cap = cap;
+    }
+    r->w[r->len++] = v;
+    return true;
+}
+
+static bool put_tensor(struct record * r, const struct ggml_tensor * t) {
+    bool ok = put(r, (int64_t) (intptr_t) t->data) && put(r, t->type);
+    for (int i = 0; i < GGLUA_MAX_DIMS; i++) {
+        ok = ok && put(r, t->ne[i]) && put(r, (int64_t) t->nb[i]);
+    }
+    return ok;
+}
+
+// describe writes everything about g that its kernels depend on.
+static bool describe(struct record * r, struct ggml_cgraph * g) {
+    r->len = 0;
+    const int n = ggml_graph_n_nodes(g);
+    bool ok = put(r, n);
+    for (int i = 0; i < n && ok; i++) {
+        const struct ggml_tensor * t = ggml_graph_node(g, i);
+        ok = put_tensor(r, t) && put(r, t->op) && put(r, t->flags);
+        int64_t params[GGLUA_MAX_OP_PARAMS / sizeof(int64_t)];
+        memcpy(params, t->op_params, sizeof params);
+        for (size_t k = 0; k < sizeof params / sizeof params[0]; k++) {
+            ok = ok && put(r, params[k]);
+        }
+        for (int s = 0; s < GGLUA_MAX_SRC && ok; s++) {
+            if (t->src[s]) {
+                ok = put(r, s) && put_tensor(r, t->src[s]);
+            }
+        }
+        ok = ok && put(r, -1);
+    }
+    return ok;
+}
+
+struct gglua_replay * gglua_replay_new(void) { return calloc(1, sizeof(struct gglua_replay)); }
+
+void gglua_replay_free(struct gglua_replay * r) {
+    if (r) {
+        free(r->last.w);
+        free(r->next.w);
+        free(r);
+    }
+}
+
+static enum ggml_status run(ggml_backend_t b, struct ggml_cgraph * g, int hint) {
+    enum ggml_status s = ggml_backend_graph_compute_async(b, g, hint);
+    ggml_backend_synchronize(b);
+    return s;
+}
+
+enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t b,
+                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled) {
+    if (!enabled || !describe(&r->next, g)) {
+        r->have_last = r->last_in_graph = false;
+        r->launched++;
+        return run(b, g, HINT_LAUNCH);
+    }
+    const bool same = r->have_last && r->next.len == r->last.len &&
+                      memcmp(r->next.w, r->last.w, r->next.len * sizeof(int64_t)) == 0;
+    struct record t = r->last;
+    r->last = r->next;
+    r->next = t;
+    r->have_last = true;
+    if (same && r->last_in_graph) {
+        r->replayed++;
+        return run(b, g, HINT_GRAPH);
+    }
+    if (same) {
+        enum ggml_status s = run(b, scratch, HINT_LAUNCH);
+        if (s != GGML_STATUS_SUCCESS) {
+            r->last_in_graph = false;
+            return s;
+        }
+        r->last_in_graph = true;
+        r->captured++;
+        return run(b, g, HINT_GRAPH);
+    }
+    r->last_in_graph = false;
+    r->launched++;
+    return run(b, g, HINT_LAUNCH);
+}
+
+void gglua_replay_counts(const struct gglua_replay * r, int64_t * replayed, int64_t * captured, int64_t * launched) {
+    *replayed = r->replayed;
+    *captured = r->captured;
+    *launched = r->launched;
+}

@@ -1,0 +1,107 @@
+package ggmlcgo
+
+// #include <stdlib.h>
+// #include "gglua_replay.h"
+import "C"
+
+import (
+	"errors"
+	"os"
+)
+
+// replayer lets a device backend replay a repeated graph (a training step)
+// as a CUDA graph: one launch instead of one per node. graph_replay.c says
+// when it does, and why ggml-cuda's own test is not enough.
+type replayer struct {
+	state   *C.struct_gglua_replay
+	enabled bool
+	ctx     *Context // the scratch graph's tensors
+	buf     Buffer
+	scratch *Graph
+}
+
+// newReplayer prepares replays for device backend b; GGLUA_CUDA_GRAPHS=0
+// turns them off (every node launched, as ggml-cuda does for graphs it
+// never captures).
+func newReplayer(b *Backend) (*replayer, error) {
+	r := &replayer{state: C.gglua_replay_new(), enabled: os.Getenv("GGLUA_CUDA_GRAPHS") != "0"}
+	if r.state == nil {
+		return nil, errors.New("graph replay: out of host memory")
+	}
+	err := r.makeScratch(b.BufferType())
+	if err != nil {
+		r.free()
+		return nil, err
+	}
+	return r, nil
+}
+
+// makeScratch builds the one-node graph computed before a capture: one
+// float scaled into another, in memory of the backend's own.
+func (r *replayer) makeScratch(bt BufferType) error {
+	var err error
+	if r.ctx, err = NewContext(2, 2); err != nil {
+		return err
+	}
+	x, err := r.ctx.NewTensor(F32, []int64{1})
+	if err != nil {
+		return err
+	}
+	y, err := r.ctx.Scale(x, 1)
+	if err != nil {
+		return err
+	}
+	if r.buf, err = bt.Alloc(4 * bt.Alignment()); err != nil {
+		return err
+	}
+	C.ggml_backend_buffer_clear(r.buf.p, 0)
+	alloc := NewTallocr(r.buf)
+	if err := alloc.Alloc(x); err != nil {
+		return err
+	}
+	if err := alloc.Alloc(y); err != nil {
+		return err
+	}
+	if r.scratch, err = r.ctx.NewGraph(2); err != nil {
+		return err
+	}
+	return r.scratch.Expand(y)
+}
+
+func (r *replayer) compute(b *Backend, g *Graph) C.enum_ggml_status {
+	return C.gglua_replay_compute(r.state, b.p, g.p, r.scratch.p, C.bool(r.enabled))
+}
+
+// launch computes g node by node, never from a CUDA graph.
+func (r *replayer) launch(b *Backend, g *Graph) C.enum_ggml_status {
+	return C.gglua_replay_compute(r.state, b.p, g.p, r.scratch.p, false)
+}
+
+func (r *replayer) free() {
+	if r == nil {
+		return
+	}
+	r.ctx.Free()
+	if !r.buf.IsNil() {
+		r.buf.Free()
+	}
+	C.gglua_replay_free(r.state)
+	r.state = nil
+}
+
+// ReplayCounts are how a device backend ran its graphs: replayed from a
+// captured CUDA graph, captured, or launched node by node. The CPU backend
+// counts none.
+type ReplayCounts struct{ Replayed, Captured, Launched int64 }
+
+// Replays reports the backend's ReplayCounts so far.
+func (b *Backend) Replays() ReplayCounts {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.replay == nil || b.replay.state == nil {
+		return ReplayCounts{}
+	}
+	var rp, cp, ln C.int64_t
+	C.gglua_replay_counts(b.replay.state, &rp, &cp, &ln)
+	return ReplayCounts{Replayed: int64(rp), Captured: int64(cp), Launched: int64(ln)}
+}

@@ -1,0 +1,97 @@
+package ggmlcgo
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The replay decision is made in C whatever the backend: on the CPU the
+// hints it passes are ignored, so the counts and values here check when a
+// graph would be replayed, captured or launched on a GPU.
+func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
+	b := cpu(t, 1)
+	r, err := newReplayer(b)
+	require.NoError(t, err)
+	b.replay = r // freed by Close
+	buf, err := b.BufferType().Alloc(4096)
+	require.NoError(t, err)
+	defer buf.Free()
+	const size = 256 // a slot per tensor, a multiple of any alignment
+
+	// step builds y = clamp(x·s, lo, hi) in a fresh context, every tensor at
+	// the same place in buf, as a training step's pass pool does; only the
+	// parameters differ between the graphs below.
+	step := func(typ Type, s, hi float32) []float32 {
+		ctx, err := NewContext(8, 8)
+		require.NoError(t, err)
+		defer ctx.Free()
+		x, err := ctx.NewTensor(typ, []int64{4})
+		require.NoError(t, err)
+		require.NoError(t, buf.PlaceAt(x, buf.FirstOffset()))
+		x32, err := ctx.Cast(x, F32)
+		require.NoError(t, err)
+		xs, err := ctx.Scale(x32, s)
+		require.NoError(t, err)
+		y, err := ctx.Clamp(xs, -100, hi)
+		require.NoError(t, err)
+		if typ == F32 {
+			require.NoError(t, x.Set(f32bytes(1, 2, 3, 4)))
+		} else { // 1, 2, 3, 4 in f16 or bf16
+			require.NoError(t, x.Set(map[Type][]byte{
+				F16:  {0x00, 0x3c, 0x00, 0x40, 0x00, 0x42, 0x00, 0x44},
+				BF16: {0x80, 0x3f, 0x00, 0x40, 0x40, 0x40, 0x80, 0x40},
+			}[typ]))
+		}
+		g, err := ctx.NewGraph(8)
+		require.NoError(t, err)
+		require.NoError(t, g.Expand(y))
+		for i, n := range g.Nodes() { // as Realize places a step's nodes
+			if n.IsView() {
+				require.NoError(t, n.InitView())
+			} else {
+				require.NoError(t, buf.PlaceAt(n, buf.FirstOffset()+int64(i+1)*size))
+			}
+		}
+		require.NoError(t, b.Compute(g))
+		out := make([]byte, 16)
+		require.NoError(t, y.Get(out))
+		return bytesf32(out)
+	}
+	for i, c := range []struct {
+		name  string
+		s, hi float32
+		want  []float32
+		count ReplayCounts
+	}{
+		{"first graph", 2, 100, []float32{2, 4, 6, 8}, ReplayCounts{Launched: 1}},
+		{"repeated: captured", 2, 100, []float32{2, 4, 6, 8}, ReplayCounts{Launched: 1, Captured: 1}},
+		{"again: replayed", 2, 100, []float32{2, 4, 6, 8}, ReplayCounts{Launched: 1, Captured: 1, Replayed: 1}},
+		{"clamp's bound changed", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 2, Captured: 1, Replayed: 1}},
+		{"repeated: captured anew", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 2, Captured: 2, Replayed: 1}},
+		{"scale changed", 3, 5, []float32{3, 5, 5, 5}, ReplayCounts{Launched: 3, Captured: 2, Replayed: 1}},
+		{"the captured graph, after another", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 4, Captured: 2, Replayed: 1}},
+		{"repeated", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 1}},
+		{"replayed", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 2}},
+	} {
+		assert.Equal(t, c.want, step(F32, c.s, c.hi), "%d %s", i, c.name)
+		assert.Equal(t, c.count, b.Replays(), "%d %s", i, c.name)
+	}
+
+	// An input of another type of the same size, at the same address, is
+	// another graph (ggml-cuda would not see the difference).
+	want := []float32{2, 4, 5, 5}
+	assert.Equal(t, want, step(F16, 2, 5))
+	assert.Equal(t, want, step(F16, 2, 5))
+	before := b.Replays()
+	assert.Equal(t, want, step(BF16, 2, 5))
+	after := b.Replays()
+	assert.Equal(t, before.Launched+1, after.Launched, "a bf16 input where an f16 one was")
+
+	b.replay.enabled = false
+	step(BF16, 2, 5)
+	step(BF16, 2, 5)
+	assert.Equal(t, after.Launched+2, b.Replays().Launched, "GGLUA_CUDA_GRAPHS=0 launches every graph")
+	assert.Equal(t, after.Replayed, b.Replays().Replayed)
+}
