@@ -108,7 +108,9 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
 	grads := map[*Tensor]*Tensor{loss: seed}
-	leaves := map[*Tensor]*Tensor{}
+	// The leaves in the order reached (not a map's random order): each step
+	// then queues the same graph, which a GPU replays as one CUDA graph.
+	var leaves []*Tensor
 	for i := len(order) - 1; i >= 0; i-- {
 		t := order[i]
 		g := grads[t]
@@ -116,7 +118,7 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 			continue
 		}
 		if t.gradFn == nil {
-			leaves[t] = g
+			leaves = append(leaves, t)
 			continue
 		}
 		if err := t.gradFn.checkVersions(); err != nil {
@@ -138,8 +140,8 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 			grads[in] = ins[j]
 		}
 	}
-	for leaf, g := range leaves {
-		if err := e.accumulateGrad(leaf, g); err != nil {
+	for _, leaf := range leaves {
+		if err := e.accumulateGrad(leaf, grads[leaf]); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
 	}
@@ -149,7 +151,7 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 		}
 	}
 	out := map[*Tensor]*Tensor{}
-	for leaf := range leaves {
+	for _, leaf := range leaves {
 		out[leaf] = leaf.grad
 	}
 	return out, nil

@@ -40,7 +40,7 @@ type Engine struct {
 	tape tape // autograd.go
 	rng  *rand.Rand
 	ctx  context.Context // cancels graph computes (see SetContext)
-	unit *Tensor         // a persistent one-element tensor: the template of constants
+	unit *Tensor         // a persistent one-element tensor: the template of witness nodes
 
 	releases []func() // C memory the pending nodes use, freed once they ran
 	useBLAS  bool     // large matmuls go to OpenBLAS (CPU, openblas builds)
@@ -54,6 +54,8 @@ type Engine struct {
 	anomaly AnomalyMode   // see anomaly.go
 	warn    func(string)
 	profile *opProfile // GGLUA_OPPROFILE=1 (op_profile.go)
+	// beforeCompute, when set (by tests), sees every graph Realize computes.
+	beforeCompute func(*ggmlcgo.Graph)
 }
 
 // TakeRand makes e draw from old's generator (device.use keeps the seed).

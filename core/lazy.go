@@ -21,10 +21,15 @@ type Stats struct {
 	GraphComputes int64 // Realize calls that computed a graph
 	NodesComputed int64 // graph nodes computed, summed
 	PassBytes     int64 // bytes of node results placed in the pass pool by Realize, summed
+	GraphReplays  int64 // of the computes, those replayed as a captured CUDA graph (devices)
 }
 
 // Stats returns the engine's counters.
-func (e *Engine) Stats() Stats { return e.stats }
+func (e *Engine) Stats() Stats {
+	st := e.stats
+	st.GraphReplays = e.backend.Replays().Replayed
+	return st
+}
 
 // SetEager makes every op compute at once (GGLUA_EAGER=1 does too).
 func (e *Engine) SetEager(on bool) { e.eager = on }
@@ -221,11 +226,14 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 	return nil
 }
 
-// constants is a pending [len(vals)] tensor holding vals, made on the
-// device from fills and concats: numbers that change every step (learning
-// rates, bias corrections) reach the graph without an upload.
+// constants is a [len(vals)] tensor holding vals: numbers that change
+// every step (learning rates, bias corrections). On the CPU it is one
+// pending node holding the numbers. On a device they are uploaded into the
+// pass pool: ops that carried them in their parameters would make every
+// step's graph a different one, which the device could not replay as a
+// CUDA graph (graph_replay.c).
 func (e *Engine) constants(vals []float32) (*Tensor, error) {
-	if e.backend.IsCPU() { // one node holding the numbers
+	if e.backend.IsCPU() {
 		var release func()
 		t, err := e.newOp("constants", []int{len(vals)}, nil, func(c ctx, _ []node) (node, error) {
 			n, free, err := c.Values(vals)
@@ -237,6 +245,20 @@ func (e *Engine) constants(vals []float32) (*Tensor, error) {
 		}
 		return t, err
 	}
+	raw, err := encode(ggmlcgo.F32, vals)
+	if err != nil {
+		return nil, err
+	}
+	h, err := e.res.Upload(residency.Request{Shape: []int{len(vals)}, Type: ggmlcgo.F32, Scope: residency.Pass}, raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{shape: []int{len(vals)}, dtype: ggmlcgo.F32, handle: h, engine: e}, nil
+}
+
+// witness is a pending one-element node computed with everything queued
+// now: whether it was computed tells whether the work ran.
+func (e *Engine) witness() (*Tensor, error) {
 	if e.unit == nil || !e.unit.handle.Live() {
 		h, err := e.res.Alloc(residency.Request{Shape: []int{1}, Scope: residency.Persistent})
 		if err == nil {
@@ -247,19 +269,7 @@ func (e *Engine) constants(vals []float32) (*Tensor, error) {
 		}
 		e.unit = &Tensor{shape: []int{1}, dtype: ggmlcgo.F32, handle: h, engine: e}
 	}
-	return e.newOp("constants", []int{len(vals)}, []*Tensor{e.unit}, func(c ctx, in []node) (node, error) {
-		out, err := c.Fill(in[0], vals[0])
-		for _, v := range vals[1:] {
-			if err != nil {
-				return node{}, err
-			}
-			var f node
-			if f, err = c.Fill(in[0], v); err == nil {
-				out, err = c.Concat(out, f, 0)
-			}
-		}
-		return out, err
-	})
+	return e.newOp("witness", []int{1}, []*Tensor{e.unit}, func(c ctx, in []node) (node, error) { return c.Fill(in[0], 0) })
 }
 
 // Realize computes everything pending as one graph. Results are placed in
@@ -334,6 +344,9 @@ func (e *Engine) Realize() error {
 			}
 		}
 		e.backend.UseThreads(threads)
+	}
+	if e.beforeCompute != nil {
+		e.beforeCompute(g)
 	}
 	started := time.Now()
 	compute := e.backend.ComputeContext

@@ -297,7 +297,7 @@ func (o *optimizer) settle() {
 // queue records a step just queued (fresh: the parameters whose state it
 // writes first).
 func (o *optimizer) queue(fresh []*Tensor) error {
-	w, err := o.e.constants([]float32{0})
+	w, err := o.e.witness()
 	if err != nil {
 		return err
 	}

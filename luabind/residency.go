@@ -93,6 +93,7 @@ func (env *Env) stats(L *lua.LState) int {
 	tbl.RawSetString("graph_computes", lua.LNumber(st.GraphComputes))
 	tbl.RawSetString("nodes_computed", lua.LNumber(st.NodesComputed))
 	tbl.RawSetString("pass_bytes_placed", lua.LNumber(st.PassBytes))
+	tbl.RawSetString("graph_replays", lua.LNumber(st.GraphReplays))
 	if rss, peak, ok := processMemory(); ok {
 		tbl.RawSetString("rss_bytes", lua.LNumber(rss))
 		tbl.RawSetString("peak_rss_bytes", lua.LNumber(peak))

@@ -142,7 +142,9 @@ for _ = 1, steps do loss = step() end
 local dt = device.clock() - t0
 
 if dist.rank() == 0 then
-  io.stderr:write(string.format("gglua device %s, %d warm-up steps, %d processes\n", device.current(), warmup, world))
+  local st = residency.stats()
+  io.stderr:write(string.format("gglua device %s, %d warm-up steps, %d processes, %d graph computes (%d replayed as CUDA graphs)\n",
+    device.current(), warmup, world, st.graph_computes, st.graph_replays))
   print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d",
     L, H, E, T, global, steps * global * T / dt, 1000 * dt / steps, loss, nparams))
 end

@@ -53,4 +53,5 @@ if dist.rank() == 0 then
   print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB used=%dMiB",
     global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20),
     math.floor((s.p_buffer_bytes - s.p_free_bytes) / 2^20)))
+  io.stderr:write(string.format("gglua mlp: %d graph computes (%d replayed as CUDA graphs)\n", s.graph_computes, s.graph_replays))
 end
