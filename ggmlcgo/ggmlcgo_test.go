@@ -141,6 +141,17 @@ func TestOpsRefuseWhatGGMLWouldAssert(t *testing.T) {
 	fits, _ := ctx.NewTensor(F32, []int64{4, 3})
 	_, err = ctx.SoftMaxExt(scores, fits, 0.5)
 	assert.NoError(t, err)
+	// set_rows: rows of b's width, one i32 index per row of b.
+	dst, _ := ctx.NewTensor(F32, []int64{3, 5})
+	idx2, _ := ctx.NewTensor(I32, []int64{2})
+	idxF, _ := ctx.NewTensor(F32, []int64{2})
+	idx3, _ := ctx.NewTensor(I32, []int64{3})
+	for name, c := range map[string][3]Tensor{"width": {dst, b, idx2}, "f32 indices": {dst, a, idxF}, "count": {dst, a, idx3}} {
+		_, err = ctx.SetRows(c[0], c[1], c[2])
+		assert.ErrorContains(t, err, "set_rows", name)
+	}
+	_, err = ctx.SetRows(dst, a, idx2)
+	assert.NoError(t, err)
 }
 
 func TestGraphAndBufferLimits(t *testing.T) {

@@ -509,6 +509,25 @@ func (c *Context) SetRowsInplace(a, b Tensor, row int64) (Tensor, error) {
 	return result(C.ggml_set_2d_inplace(c.p, a.p, b.p, a.p.nb[1], C.size_t(offset)))
 }
 
+// SetRows writes row i of the f32 matrix b (ne (k, n)) into row idx[i] of
+// a (ne (k, r)), for idx an i32 vector of n; the result is a view of all of
+// a after the writes. The indices must be in [0, r) and all different:
+// ggml checks neither (the caller has, on the host).
+func (c *Context) SetRows(a, b, idx Tensor) (Tensor, error) {
+	if err := c.checkF32("set_rows", a, b); err != nil {
+		return Tensor{}, err
+	}
+	if err := c.checkOp("set_rows", idx); err != nil {
+		return Tensor{}, err
+	}
+	na, nb, ni := a.Ne(), b.Ne(), idx.Ne()
+	if idx.Type() != I32 || na[0] != nb[0] || nb[1] != ni[0] || na[2] != 1 || na[3] != 1 || nb[2] != 1 || nb[3] != 1 ||
+		ni[1] != 1 || ni[2] != 1 || ni[3] != 1 || !a.contiguousRows() || !b.contiguousRows() {
+		return Tensor{}, fmt.Errorf("set_rows: cannot write ne %v into ne %v by %v indices of ne %v", nb, na, idx.Type(), ni)
+	}
+	return result(C.ggml_set_rows(c.p, a.p, b.p, idx.p))
+}
+
 // Cast converts a (f32, f16 or bf16) to type t in a new tensor.
 func (c *Context) Cast(a Tensor, t Type) (Tensor, error) {
 	if err := c.checkOp("cast", a); err != nil {
