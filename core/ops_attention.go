@@ -44,10 +44,10 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 	var c chain
 	kt := c.do(func() (*Tensor, error) { return e.Transpose(k, -1, -2) })
 	s := c.do(func() (*Tensor, error) { return e.Matmul(q, kt) })
-	if o.Bias == nil && o.Mask == nil && e.backend.IsCPU() {
+	if o.Bias == nil && o.Mask == nil {
 		// The scale and a causal bias ride in ggml's soft_max_ext: one node
-		// (and one for its gradient) instead of three over every score. On
-		// the CPU only until ggml-cuda's masked soft_max is checked on a GPU.
+		// (and one for its gradient) instead of three over every score
+		// (checked against the CPU on an H200: tests/gpu/library.lua).
 		var bias *Tensor
 		if o.Causal {
 			bias = c.do(func() (*Tensor, error) { return causalBias(tq, tk) })

@@ -109,6 +109,11 @@ case("attention", function() return {P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 8)
   local m = nn.scaled_dot_product_attention(q, k, v, {attn_mask = tensor.ones(5, 5):tril(1)})
   return (y * m):sum(), {y, m}
 end)
+case("attention, rows of 70 keys", function() return {P(seeded(2, 3, 70, 16)), P(seeded(2, 3, 70, 16)), P(seeded(2, 3, 70, 16))} end, function(q, k, v)
+  local y = nn.scaled_dot_product_attention(q, k, v, {is_causal = true})
+  local n = nn.scaled_dot_product_attention(q, k, v, {scale = 0.3})
+  return (y * n):sum() + y:sum(), {y, n}
+end)
 case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
   tensor.manual_seed(9)
   local mha = nn.MultiheadAttention(8, 2)
