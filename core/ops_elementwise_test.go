@@ -340,6 +340,13 @@ func runTorchFileWith(t *testing.T, path string, ops map[string]torchOp, closeTo
 
 // TestTorchCasesAreAllRun: every op of the reference file belongs to one
 // family's test.
+// TestComposedGeluBack: the GPU's GELU gradient (composed of ggml ops),
+// forced on the CPU, passes the gradient cases (0, tiny, far out, huge)
+// and the PyTorch references that the CPU's kernel passes.
+func TestComposedGeluBack(t *testing.T) {
+	runForced(t, &forceComposedGeluBack, TestElementwiseGradients, TestElementwiseMatchesTorch)
+}
+
 func TestTorchCasesAreAllRun(t *testing.T) {
 	known := map[string]bool{}
 	for _, ops := range []map[string]torchOp{elementwiseTorchOps, nnTorchOps, lossTorchOps} {

@@ -85,8 +85,8 @@ func randHost(t *testing.T, shape ...int) *Tensor {
 }
 
 // TestPickRowsBackAsGetRowsBack: the GPU's gradient of picking rows by
-// indices that are all different (pickRowsBack: get_rows through the
-// inverse indices), forced on the CPU, gives what get_rows_back gives: the
+// indices that are all different (pickRowsBack: zeros with the rows
+// written in by set_rows), forced on the CPU, gives what get_rows_back gives: the
 // picking ops' gradient cases and their PyTorch references (cross-entropy
 // and nll labels, index_select, gather, sort, the scatters).
 func TestPickRowsBackAsGetRowsBack(t *testing.T) {
