@@ -1,6 +1,9 @@
 package core
 
-import "math"
+import (
+	"errors"
+	"math"
+)
 
 // Neural-network ops: softmax and log_softmax along a dim, layer norm,
 // dropout. Losses are in losses.go.
@@ -122,21 +125,30 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 			return n.add(rows, r.spread(n, in, r.negMean(n, in, rows), rows.Ne()))
 		})
 	})
-	// sd = sqrt(mean(xc²) + eps), one per row, spread along the rows when r
-	// has its rows of constants (the backward divides by it too).
-	sdShape := rowShape
-	if r.ones != nil {
-		sdShape = x.shape
-	}
-	sd := do(func() (*Tensor, error) {
-		return e.build("layer_norm", sdShape, r.with(xc), func(n *nodes, in []node) node {
-			v := n.scaleBias(r.negMean(n, in, n.mul(in[0], in[0])), -1, eps)
-			return r.spread(n, in, n.unary("sqrt", v), in[0].Ne())
+	var sd, xhat *Tensor
+	if e.rmsLayerNorm(last) {
+		// x̂ is the RMS norm of the centred rows: one pass, and its
+		// gradient one pass too (layerNormBackRMS).
+		xhat = do(func() (*Tensor, error) {
+			return e.newOp("layer_norm", x.shape, []*Tensor{xc}, func(c ctx, in []node) (node, error) { return c.RMSNorm(in[0], eps) })
 		})
-	})
-	xhat := do(func() (*Tensor, error) {
-		return e.build("layer_norm", x.shape, []*Tensor{xc, sd}, func(n *nodes, in []node) node { return n.div(in[0], in[1]) })
-	})
+	} else {
+		// sd = sqrt(mean(xc²) + eps), one per row, spread along the rows
+		// when r has its rows of constants (the backward divides by it too).
+		sdShape := rowShape
+		if r.ones != nil {
+			sdShape = x.shape
+		}
+		sd = do(func() (*Tensor, error) {
+			return e.build("layer_norm", sdShape, r.with(xc), func(n *nodes, in []node) node {
+				v := n.scaleBias(r.negMean(n, in, n.mul(in[0], in[0])), -1, eps)
+				return r.spread(n, in, n.unary("sqrt", v), in[0].Ne())
+			})
+		})
+		xhat = do(func() (*Tensor, error) {
+			return e.build("layer_norm", x.shape, []*Tensor{xc, sd}, func(n *nodes, in []node) node { return n.div(in[0], in[1]) })
+		})
+	}
 	if ch.err != nil {
 		return nil, ch.err
 	}
@@ -165,6 +177,9 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 		}
 	}
 	e.record(y, "layer_norm", inputs, func(g *Tensor) ([]*Tensor, error) {
+		if sd == nil {
+			return e.layerNormBackRMS(g, x, w, b, xc, xhat, eps, r)
+		}
 		return e.layerNormBack(g, x, w, b, xhat, sd, r)
 	})
 	return y, nil
@@ -178,7 +193,7 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 // summed over every row for dw and db. The means are subtracted as added
 // negative means (see LayerNorm).
 func (e *Engine) layerNormBack(g, x, w, b, xhat, sd *Tensor, r rowOps) ([]*Tensor, error) {
-	var gx, gw, gb *Tensor
+	var gx *Tensor
 	var ch chain
 	do := ch.do
 	if x.requiresGrad {
@@ -199,23 +214,73 @@ func (e *Engine) layerNormBack(g, x, w, b, xhat, sd *Tensor, r rowOps) ([]*Tenso
 			})
 		})
 	}
-	if w != nil && w.requiresGrad {
-		gxh := do(func() (*Tensor, error) {
-			return e.build("layer_norm_back", x.shape, []*Tensor{g, xhat}, func(n *nodes, in []node) node { return n.mul(in[0], in[1]) })
-		})
-		gw = do(func() (*Tensor, error) { return e.sumTo(gxh, w.shape) })
-	}
-	if b != nil && b.requiresGrad {
-		gb = do(func() (*Tensor, error) { return e.sumTo(g, b.shape) })
-	}
-	grads := []*Tensor{gx}
+	affine, err := e.layerNormAffineBack(g, w, b, xhat)
+	return append([]*Tensor{gx}, affine...), errors.Join(ch.err, err)
+}
+
+// layerNormAffineBack is the gradients of LayerNorm's weight and bias (one
+// each that is given, nil where it needs none): dw = Σ g·x̂, db = Σ g.
+func (e *Engine) layerNormAffineBack(g, w, b, xhat *Tensor) ([]*Tensor, error) {
+	var ch chain
+	do := ch.do
+	var grads []*Tensor
 	if w != nil {
+		var gw *Tensor
+		if w.requiresGrad {
+			gxh := do(func() (*Tensor, error) {
+				return e.build("layer_norm_back", xhat.shape, []*Tensor{g, xhat}, func(n *nodes, in []node) node { return n.mul(in[0], in[1]) })
+			})
+			gw = do(func() (*Tensor, error) { return e.sumTo(gxh, w.shape) })
+		}
 		grads = append(grads, gw)
 	}
 	if b != nil {
+		var gb *Tensor
+		if b.requiresGrad {
+			gb = do(func() (*Tensor, error) { return e.sumTo(g, b.shape) })
+		}
 		grads = append(grads, gb)
 	}
 	return grads, ch.err
+}
+
+// rmsLayerNorm reports whether LayerNorm over rows of n takes ggml's RMS
+// norm of the centred rows and its fused gradient: on devices (on the CPU
+// the composed form's row ops are BLAS GEMMs), for rows whose length
+// ggml-cuda's rms_norm_back takes (a multiple of 32).
+func (e *Engine) rmsLayerNorm(n int) bool {
+	return forceRMSLayerNorm || (!e.backend.IsCPU() && n%32 == 0)
+}
+
+// forceRMSLayerNorm makes tests take the devices' LayerNorm on the CPU.
+var forceRMSLayerNorm = false
+
+// layerNormBackRMS is layerNormBack for x̂ = rms_norm(xc): the gradient of
+// the RMS norm is one ggml node, and the centring's gradient subtracts its
+// row means (the mean of (ĝ - x̂·mean(ĝ·x̂)) / sd is mean(ĝ) / sd, x̂'s rows
+// summing to 0), which is the formula of layerNormBack.
+func (e *Engine) layerNormBackRMS(g, x, w, b, xc, xhat *Tensor, eps float32, r rowOps) ([]*Tensor, error) {
+	var ch chain
+	do := ch.do
+	grads := []*Tensor{nil}
+	if x.requiresGrad {
+		ins := []*Tensor{g, xc}
+		if w != nil {
+			ins = append(ins, w)
+		}
+		grads[0] = do(func() (*Tensor, error) {
+			return e.build("layer_norm_back", x.shape, r.with(ins...), func(n *nodes, in []node) node {
+				gh := contiguousRows(n, in[0])
+				if w != nil {
+					gh = n.mul(gh, in[2])
+				}
+				dxc := n.set(n.c.RMSNormBack(gh, in[1], eps))
+				return n.add(dxc, r.spread(n, in, r.negMean(n, in, dxc), dxc.Ne()))
+			})
+		})
+	}
+	affine, err := e.layerNormAffineBack(g, w, b, xhat)
+	return append(grads, affine...), errors.Join(ch.err, err)
 }
 
 // rowOps are LayerNorm's means along rows (negated: what it needs) and

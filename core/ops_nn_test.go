@@ -280,3 +280,10 @@ var nnTorchOps = map[string]torchOp{
 // finite (it was log(softmax), -inf past ~90 below), along every dim, with
 // PyTorch's NaN for rows of -inf or NaN.
 func TestNNMatchesTorch(t *testing.T) { runTorchCases(t, nnTorchOps) }
+
+// TestRMSLayerNorm: the devices' LayerNorm (the RMS norm of the centred
+// rows, and its fused gradient), forced on the CPU, passes LayerNorm's
+// gradient cases and PyTorch references.
+func TestRMSLayerNorm(t *testing.T) {
+	runForced(t, &forceRMSLayerNorm, TestNNGradients, TestNNMatchesTorch)
+}

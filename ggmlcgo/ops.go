@@ -528,6 +528,33 @@ func (c *Context) SetRows(a, b, idx Tensor) (Tensor, error) {
 	return result(C.ggml_set_rows(c.p, a.p, b.p, idx.p))
 }
 
+// RMSNorm is each row of a divided by sqrt(mean(row²) + eps): ggml's
+// rms_norm, one pass. a must be contiguous, eps >= 0.
+func (c *Context) RMSNorm(a Tensor, eps float32) (Tensor, error) {
+	if err := c.checkF32("rms_norm", a); err != nil {
+		return Tensor{}, err
+	}
+	if !a.contiguous() || !(eps >= 0) || math.IsInf(float64(eps), 1) {
+		return Tensor{}, fmt.Errorf("rms_norm: needs a contiguous operand and a finite eps >= 0 (ne %v, eps %g)", a.Ne(), eps)
+	}
+	return result(C.ggml_rms_norm(c.p, a.p, C.float(eps)))
+}
+
+// RMSNormBack is the gradient of RMSNorm(x, eps) for the gradient g of its
+// result: (g - y·mean(g·y)) / sqrt(mean(x²) + eps) row by row, y the
+// normalised x. Both contiguous, of one shape. (ggml's header names the
+// operands the other way round; its CPU and CUDA kernels read the
+// gradient first.)
+func (c *Context) RMSNormBack(g, x Tensor, eps float32) (Tensor, error) {
+	if err := c.checkF32("rms_norm_back", g, x); err != nil {
+		return Tensor{}, err
+	}
+	if g.Ne() != x.Ne() || !g.contiguous() || !x.contiguous() || !(eps >= 0) || math.IsInf(float64(eps), 1) {
+		return Tensor{}, fmt.Errorf("rms_norm_back: needs contiguous operands of one shape and a finite eps >= 0 (ne %v and %v, eps %g)", g.Ne(), x.Ne(), eps)
+	}
+	return result(C.ggml_rms_norm_back(c.p, g.p, x.p, C.float(eps)))
+}
+
 // Cast converts a (f32, f16 or bf16) to type t in a new tensor.
 func (c *Context) Cast(a Tensor, t Type) (Tensor, error) {
 	if err := c.checkOp("cast", a); err != nil {

@@ -104,6 +104,12 @@ case("norms", function() return {P(seeded(4, 6, 3, 3))} end, function(x)
   local ln = x:layer_norm()
   return (bn * gn):sum() + (rn * rn):sum() + ln:sum(), {bn, gn, rn, rm, rv}
 end)
+case("layer norm, rows of 64", function() return {P(seeded(5, 7, 64)), P(seeded(64)), P(seeded(64))} end, function(x, w, b)
+  -- rows a multiple of 32: the GPU's RMS norm of the centred rows
+  local y = x:layer_norm(w, b) * (x + 1)
+  local z = (x * 3):layer_norm()
+  return y:sum() + (z * z * x):sum(), {y, z}
+end)
 case("attention", function() return {P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 4))} end, function(q, k, v)
   local y = nn.scaled_dot_product_attention(q, k, v, {is_causal = true})
   local m = nn.scaled_dot_product_attention(q, k, v, {attn_mask = tensor.ones(5, 5):tril(1)})
