@@ -150,9 +150,15 @@ type upload struct {
 // newOp adds an op: it reads inputs, lets build describe the output node(s)
 // and returns the pending result of the given shape.
 func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c *ggmlcgo.Context, in []ggmlcgo.Tensor) (ggmlcgo.Tensor, error)) (*Tensor, error) {
+	return e.newOpReading(name, shape, inputs, e.input, build)
+}
+
+// newOpReading is newOp with the inputs' nodes made by read (e.input, or
+// rowsInput for ops that take strided rows).
+func (e *Engine) newOpReading(name string, shape []int, inputs []*Tensor, read func(*Tensor) (ggmlcgo.Tensor, error), build func(c *ggmlcgo.Context, in []ggmlcgo.Tensor) (ggmlcgo.Tensor, error)) (*Tensor, error) {
 	ins := make([]ggmlcgo.Tensor, len(inputs))
 	for i, t := range inputs {
-		x, err := e.input(t)
+		x, err := read(t)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}

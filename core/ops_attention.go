@@ -42,8 +42,13 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 	}
 	tq, tk := q.shape[q.Dim()-2], k.shape[k.Dim()-2]
 	var c chain
-	kt := c.do(func() (*Tensor, error) { return e.Transpose(k, -1, -2) })
-	s := c.do(func() (*Tensor, error) { return e.Matmul(q, kt) })
+	var s *Tensor
+	if e.rowsMatmul(q, k) {
+		s = c.do(func() (*Tensor, error) { return e.scores(q, k) })
+	} else {
+		kt := c.do(func() (*Tensor, error) { return e.Transpose(k, -1, -2) })
+		s = c.do(func() (*Tensor, error) { return e.Matmul(q, kt) })
+	}
 	if o.Bias == nil && o.Mask == nil {
 		// The scale and a causal bias ride in ggml's soft_max_ext: one node
 		// (and one for its gradient) instead of three over every score
@@ -93,8 +98,94 @@ func (e *Engine) attend(p, v *Tensor, o AttentionOptions, c *chain) (*Tensor, er
 	if o.DropoutP > 0 && o.Training {
 		p = c.do(func() (*Tensor, error) { return e.Dropout(p, o.DropoutP, true) })
 	}
-	out := c.do(func() (*Tensor, error) { return e.Matmul(p, v) })
+	out := c.do(func() (*Tensor, error) {
+		if e.rowsMatmul(p, v) {
+			return e.weighted(p, v)
+		}
+		return e.Matmul(p, v)
+	})
 	return out, c.err
+}
+
+// The products of attention read q, k and v where they lie: heads split
+// from a projection by reshape and transpose are strided views with packed
+// rows, which ggml's mul_mat takes as they are (a batched GEMM over
+// pointers on CUDA). Composed of Matmul, each took two or three copies of
+// its operands (flattening the batch dims, transposing k and v); now q·kᵀ
+// takes none and p·v one, v transposed.
+
+// rowsMatmul reports whether attention's products of a and b ([.., m, k]
+// and [.., n, k] or [.., k, n]) read them as strided rows: on devices (the
+// CPU packs rows with its own kernel), for 3-d or 4-d operands of one batch
+// shape.
+func (e *Engine) rowsMatmul(a, b *Tensor) bool {
+	if (e.backend.IsCPU() && !forceRowsMatmul) || a.Dim() != b.Dim() || a.Dim() < 3 || a.Dim() > 4 {
+		return false
+	}
+	return sameShape(a.shape[:a.Dim()-2], b.shape[:b.Dim()-2])
+}
+
+// forceRowsMatmul makes tests take the devices' attention products on the
+// CPU.
+var forceRowsMatmul = false
+
+// scores is q·kᵀ for q [.., tq, d] and k [.., tk, d]: one mul_mat of their
+// rows. Its gradients are Matmul's.
+func (e *Engine) scores(q, k *Tensor) (*Tensor, error) {
+	shape := append(append([]int(nil), q.shape[:q.Dim()-1]...), k.shape[k.Dim()-2])
+	s, err := e.newOpReading("matmul", shape, []*Tensor{q, k}, e.rowsInput, func(c ctx, in []node) (node, error) {
+		return c.MulMat(in[1], in[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(s, "matmul", []*Tensor{q, k}, func(g *Tensor) ([]*Tensor, error) {
+		var gq, gk *Tensor
+		var ch chain
+		if q.requiresGrad { // g·k
+			gq = ch.do(func() (*Tensor, error) { return e.Matmul(g, k) })
+		}
+		if k.requiresGrad { // gᵀ·q
+			gt := ch.do(func() (*Tensor, error) { return e.Transpose(g, -1, -2) })
+			gk = ch.do(func() (*Tensor, error) { return e.Matmul(gt, q) })
+		}
+		return []*Tensor{gq, gk}, ch.err
+	})
+	return s, nil
+}
+
+// weighted is p·v for p [.., tq, tk] and v [.., tk, d]: v's transpose packed
+// (one copy) times p's rows. The gradient for p, g·vᵀ, reads g's and v's
+// rows as they are; v's is Matmul's.
+func (e *Engine) weighted(p, v *Tensor) (*Tensor, error) {
+	shape := append(append([]int(nil), p.shape[:p.Dim()-1]...), v.shape[v.Dim()-1])
+	out, err := e.newOpReading("matmul", shape, []*Tensor{p, v}, e.rowsInput, func(c ctx, in []node) (node, error) {
+		vt, err := c.Transpose(in[1]) // packed
+		if err != nil {
+			return node{}, err
+		}
+		return c.MulMat(vt, in[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(out, "matmul", []*Tensor{p, v}, func(g *Tensor) ([]*Tensor, error) {
+		var gp, gv *Tensor
+		var ch chain
+		if p.requiresGrad {
+			gp = ch.do(func() (*Tensor, error) {
+				return e.newOpReading("matmul_back", p.shape, []*Tensor{g, v}, e.rowsInput, func(c ctx, in []node) (node, error) {
+					return c.MulMat(in[1], in[0])
+				})
+			})
+		}
+		if v.requiresGrad { // pᵀ·g
+			pt := ch.do(func() (*Tensor, error) { return e.Transpose(p, -1, -2) })
+			gv = ch.do(func() (*Tensor, error) { return e.Matmul(pt, g) })
+		}
+		return []*Tensor{gp, gv}, ch.err
+	})
+	return out, nil
 }
 
 // causalBias is [tq, tk]: 0 where query i may attend to key j (j <= i), -inf

@@ -196,6 +196,30 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 	return c.Reshape(out, ne4(t.shape))
 }
 
+// rowsInput is the node through which an op that reads strided rows
+// (ggml's mul_mat: any steps between rows and matrices, one element apart
+// within a row) reads t: a view whose last dim is packed is read in place,
+// a strided ggml view of its base's node; anything else as input reads it.
+func (e *Engine) rowsInput(t *Tensor) (node, error) {
+	n := len(t.shape)
+	if t.base == nil || t.storage().dtype == ggmlcgo.I32 || (t.strides[n-1] != 1 && t.shape[n-1] != 1) {
+		return e.input(t)
+	}
+	if _, _, lead, ok := viewGeometry(t, 4); !ok || lead {
+		return e.input(t)
+	}
+	b, err := e.input(t.base)
+	if err != nil {
+		return node{}, err
+	}
+	c, err := e.nodeContext()
+	if err != nil {
+		return node{}, err
+	}
+	v, _, err := e.viewNode(c, b, t)
+	return v, err
+}
+
 // reshapeNode is b with the shape ne: its memory reinterpreted when b is
 // packed (the base of a view always is), a copy otherwise.
 func reshapeNode(c ctx, b node, ne [ggmlcgo.MaxDims]int64) (node, error) {

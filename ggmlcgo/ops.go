@@ -269,6 +269,10 @@ func (c *Context) MulMat(a, b Tensor) (Tensor, error) {
 	if na[0] != nb[0] || nb[2]%na[2] != 0 || nb[3]%na[3] != 0 || b.Type() != F32 || a.Type() == I32 {
 		return Tensor{}, fmt.Errorf("mul_mat: incompatible ne %v (%v) and %v (%v)", na, a.Type(), nb, b.Type())
 	}
+	// Rows may be strided (views), their elements not: ggml asserts it.
+	if !a.contiguousRows() || !b.contiguousRows() || int64(a.p.nb[0]) > int64(a.p.nb[1]) {
+		return Tensor{}, fmt.Errorf("mul_mat: operands of ne %v and %v must have packed rows", na, nb)
+	}
 	return result(C.ggml_mul_mat(c.p, a.p, b.p))
 }
 
