@@ -55,8 +55,9 @@ func inferShape(op string, x *Tensor, shape []int) ([]int, error) {
 }
 
 // Reshape gives x a new shape with the same number of elements; one size
-// may be -1 (inferred). The result is a view of a contiguous x (sharing its
-// storage) and a copy of a strided one, as PyTorch's reshape.
+// may be -1 (inferred). The result is a view of x (sharing its storage)
+// when x's strides allow one (see View), and a copy otherwise, as PyTorch's
+// reshape.
 func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 	shape, err := inferShape("reshape", x, shape)
 	if err != nil {
@@ -65,7 +66,48 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 	if x.contiguous() {
 		return e.View(x, shape...)
 	}
+	if st, ok := viewStrides(x, shape); ok && len(shape) <= ggmlcgo.MaxDims && (st[len(st)-1] == 1 || shape[len(shape)-1] == 1) {
+		// A strided x whose steps the new shape can keep (splitting a
+		// narrowed last dim into heads): a view, as PyTorch's reshape
+		// gives, read in place by the ops that take strided rows. Views
+		// that would step within a row are copied, which is what ggml's
+		// kernels read fastest.
+		return e.View(x, shape...)
+	}
 	return e.reshapeOp(x, shape)
+}
+
+// viewStrides is the strides that view x's elements, in order, with shape
+// (as many elements), when x's own strides allow it without a copy:
+// PyTorch's rule (ATen's computeStride). Each run of x's dims that are
+// contiguous with one another may be split or merged; a new dim may not
+// straddle two runs.
+func viewStrides(x *Tensor, shape []int) ([]int64, bool) {
+	_, old := x.layout()
+	out := make([]int64, len(shape))
+	if x.Numel() == 0 {
+		return contiguousStrides(shape), true
+	}
+	d := len(shape) - 1
+	base := old[len(old)-1]
+	var have, want int64 = 1, 1
+	for i := len(x.shape) - 1; i >= 0; i-- {
+		have *= int64(x.shape[i])
+		if i == 0 || (x.shape[i-1] != 1 && old[i-1] != have*base) {
+			for d >= 0 && (want < have || shape[d] == 1) {
+				out[d] = want * base
+				want *= int64(shape[d])
+				d--
+			}
+			if want != have {
+				return nil, false
+			}
+			if i > 0 {
+				base, have, want = old[i-1], 1, 1
+			}
+		}
+	}
+	return out, d == -1
 }
 
 // reshapeOp is x with a new shape as a tensor of its own, not a view of x
@@ -92,18 +134,20 @@ func (e *Engine) reshapeOp(x *Tensor, shape []int) (*Tensor, error) {
 	return y, nil
 }
 
-// View is x with a new shape, sharing x's storage; x must be contiguous
-// (PyTorch's view: a strided tensor needs reshape, which copies).
+// View is x with a new shape, sharing x's storage; x's strides must allow
+// it (PyTorch's view: contiguous, or splitting and merging only dims that
+// step contiguously with one another; otherwise reshape, which copies).
 func (e *Engine) View(x *Tensor, shape ...int) (*Tensor, error) {
 	shape, err := inferShape("view", x, shape)
 	if err != nil {
 		return nil, err
 	}
-	if !x.contiguous() {
-		return nil, shapeErrorf("view: a tensor of shape %s whose elements are not contiguous (a transpose or a narrow) cannot be viewed as %s; use reshape, which copies", ShapeString(x.shape), ShapeString(shape))
+	strides, ok := viewStrides(x, shape)
+	if !ok {
+		return nil, shapeErrorf("view: the strides of a tensor of shape %s (a transpose or a narrow) cannot view it as %s; use reshape, which copies", ShapeString(x.shape), ShapeString(shape))
 	}
 	off, _ := x.layout()
-	y := viewOf(x, shape, off, contiguousStrides(shape))
+	y := viewOf(x, shape, off, strides)
 	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
 		gx, err := e.Reshape(g, x.shape...)
 		return []*Tensor{gx}, err

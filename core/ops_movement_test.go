@@ -3,6 +3,7 @@ package core
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -136,5 +137,64 @@ func TestOneHotRowsBackLayouts(t *testing.T) {
 			return values(t, x.Grad())
 		}
 		require.Equal(t, grad(false), grad(true), "rows %d, cols %d (aligned: %v)", rows, cols, cuBLASAligned(rows, cols))
+	}
+}
+
+// TestViewStridesFollowPyTorch: which strided tensors view as which shapes,
+// and with what strides, as PyTorch 1.13's Tensor.view answers (the strides
+// of size-1 dims aside, which gglua normalises).
+func TestViewStridesFollowPyTorch(t *testing.T) {
+	e := newEngine(t)
+	zeros := func(shape ...int) *Tensor {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		return host(t, shape, make([]float32, n)...)
+	}
+	must := func(x *Tensor, err error) *Tensor {
+		require.NoError(t, err)
+		return x
+	}
+	narrowed := must(e.Narrow(zeros(2, 5, 12), 2, 4, 4))
+	transposed := must(e.Transpose(zeros(3, 4), 0, 1))
+	permuted := must(e.Transpose(zeros(2, 3, 4), 1, 2))
+	sliced := must(e.Narrow(zeros(4, 1, 6), 2, 1, 4))
+	for _, c := range []struct {
+		name  string
+		x     *Tensor
+		shape []int
+		want  []int64 // nil: no view
+	}{
+		{"narrow -> heads", narrowed, []int{2, 5, 2, 2}, []int64{60, 12, 2, 1}},
+		{"narrow -> rows", narrowed, []int{10, 4}, []int64{12, 1}},
+		{"narrow -> across runs", narrowed, []int{2, 20}, nil},
+		{"transpose -> flat", transposed, []int{12}, nil},
+		{"transpose -> split", transposed, []int{2, 2, 3}, []int64{2, 1, 4}},
+		{"transpose -> trailing 1", transposed, []int{4, 3, 1}, []int64{1, 4, 1}},
+		{"permute -> merged", permuted, []int{2, 12}, nil},
+		{"permute -> leading 1", permuted, []int{1, 2, 4, 3}, []int64{24, 12, 1, 4}},
+		{"permute -> split", permuted, []int{2, 2, 2, 3}, []int64{12, 2, 1, 4}},
+		{"slice -> rows", sliced, []int{4, 4}, []int64{6, 1}},
+		{"slice -> split rows", sliced, []int{2, 2, 4}, []int64{12, 6, 1}},
+		{"slice -> flat", sliced, []int{16}, nil},
+	} {
+		got, ok := viewStrides(c.x, c.shape)
+		if c.want == nil {
+			assert.False(t, ok, c.name)
+			_, err := e.View(c.x, c.shape...)
+			assert.ErrorContains(t, err, "use reshape", c.name)
+			continue
+		}
+		require.True(t, ok, c.name)
+		for i := range got {
+			if c.shape[i] == 1 {
+				got[i] = c.want[i]
+			}
+		}
+		assert.Equal(t, c.want, got, c.name)
+		v, err := e.View(c.x, c.shape...)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.x.storage(), v.storage(), "%s: a view shares x's storage", c.name)
 	}
 }
