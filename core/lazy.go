@@ -239,7 +239,7 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 // step's graph a different one, which the device could not replay as a
 // CUDA graph (graph_replay.c).
 func (e *Engine) constants(vals []float32) (*Tensor, error) {
-	if e.backend.IsCPU() {
+	if e.backend.IsCPU() && !forceUploadedConstants {
 		var release func()
 		t, err := e.newOp("constants", []int{len(vals)}, nil, func(c ctx, _ []node) (node, error) {
 			n, free, err := c.Values(vals)
@@ -259,8 +259,13 @@ func (e *Engine) constants(vals []float32) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tensor{shape: []int{len(vals)}, dtype: ggmlcgo.F32, handle: h, engine: e}, nil
+	t := &Tensor{shape: []int{len(vals)}, dtype: ggmlcgo.F32, handle: h, engine: e}
+	e.trackPass(t) // kept (on the host) if the pass pool is compacted before its use
+	return t, nil
 }
+
+// forceUploadedConstants makes tests take the devices' constants on the CPU.
+var forceUploadedConstants = false
 
 // witness is a pending one-element node computed with everything queued
 // now: whether it was computed tells whether the work ran.
@@ -304,6 +309,10 @@ func (e *Engine) Realize() error {
 		return fmt.Errorf("realize: %w", err)
 	}
 	for _, r := range roots {
+		// Every pending result may be read after the compute: ggml-cuda
+		// must not fuse it away into the next node's kernel (a LayerNorm's
+		// x̂ into its weight's product, a sum into the next add).
+		r.SetOutput()
 		if err := g.Expand(r); err != nil {
 			return fmt.Errorf("realize: %w", err)
 		}

@@ -193,6 +193,13 @@ func TestOutProdGradientsAsTorch(t *testing.T) {
 // TestBatchedLinearIsNoView: a 3-d input times a 2-d weight is computed as
 // one 2-d product, but its result, as PyTorch's, is a tensor of its own (not
 // a view of an intermediate), so it can become a parameter and move.
+// TestGGMLTransposes: the devices' transposes (ggml's copy, 4-d operands
+// as 3-d), forced on the CPU, give the products' values and gradients, and
+// the attention products' that read strided rows too.
+func TestGGMLTransposes(t *testing.T) {
+	runForced(t, &forceGGMLTranspose, TestMatmulGradients, TestMatmulAsTorch, TestLinearPathsAgree, TestAttentionReadsStridedRows)
+}
+
 func TestBatchedLinearIsNoView(t *testing.T) {
 	e := newEngine(t)
 	x := host(t, []int{2, 3, 4}, make([]float32, 24)...)

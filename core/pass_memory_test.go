@@ -39,3 +39,24 @@ func TestTheBoundLeavesTrainingStepsAlone(t *testing.T) {
 	}
 	assert.LessOrEqual(t, e.Residency().Ledger().BufferBytes, 2*step+(1<<20))
 }
+
+// Constants uploaded into the pass pool (as devices make them) outlive a
+// compaction of the pool before their use: an optimizer realizes pending
+// parameters between making its numbers and reading them.
+func TestUploadedConstantsSurviveCompaction(t *testing.T) {
+	forceUploadedConstants = true
+	defer func() { forceUploadedConstants = false }()
+	old := compactPassBytes
+	compactPassBytes = 1
+	defer func() { compactPassBytes = old }()
+	e := newEngine(t)
+	hyper, err := e.constants([]float32{1, 2})
+	require.NoError(t, err)
+	e.mem.tapeRan, e.mem.stepComputed = true, true // beyond the step: Realize compacts
+	_, err = e.Add(host(t, []int{2}, 1, 2), host(t, []int{2}, 0, 0))
+	require.NoError(t, err)
+	require.NoError(t, e.Realize())
+	sum, err := e.Add(hyper, hyper)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{2, 4}, values(t, sum))
+}

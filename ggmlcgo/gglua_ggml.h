@@ -64,8 +64,13 @@
     X(GGML_BACKEND_DEVICE_TYPE_IGPU, 2)       \
     X(GGML_BACKEND_DEVICE_TYPE_ACCEL, 3)
 
-// Only NONE is named: an op node is recognised by having another value.
-#define GGLUA_ENUM_GGML_OP(X) X(GGML_OP_NONE, 0)
+// The ops that only describe memory: ggml computes nothing for them.
+#define GGLUA_ENUM_GGML_OP(X) \
+    X(GGML_OP_NONE, 0)          \
+    X(GGML_OP_RESHAPE, 36)      \
+    X(GGML_OP_VIEW, 37)         \
+    X(GGML_OP_PERMUTE, 38)      \
+    X(GGML_OP_TRANSPOSE, 39)
 
 #define GGLUA_ENUM_GGUF_TYPE(X) \
     X(GGUF_TYPE_UINT8, 0)       \
@@ -226,6 +231,7 @@ struct ggml_tensor * ggml_pad_ext(struct ggml_context * ctx, struct ggml_tensor 
 struct ggml_tensor * ggml_set_2d_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, size_t nb1, size_t offset);
 struct ggml_tensor * ggml_set_rows(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * c);
 struct ggml_tensor * ggml_rms_norm(struct ggml_context * ctx, struct ggml_tensor * a, float eps);
+void ggml_set_output(struct ggml_tensor * tensor);
 struct ggml_tensor * ggml_rms_norm_back(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, float eps);
 struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset);
 

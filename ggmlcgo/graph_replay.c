@@ -17,6 +17,12 @@
 // ggml-cuda never captures). Before a fresh capture a one-node scratch graph
 // is launched, so that ggml sees a changed graph and captures anew instead
 // of replaying one captured from an older graph.
+//
+// Launching a graph, ggml-cuda also fuses chains of ADD nodes into one
+// kernel that writes the first node's memory, and points the last node's
+// data there: a replay launches the kernels but does not repeat that, so
+// the redirections a capture made are recorded and made again on every
+// replayed graph's nodes.
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +37,10 @@ struct record {
 
 struct gglua_replay {
     struct record last, next;
+    struct record moved; // pairs (i, j): node i's data was pointed at node j's
     bool have_last;
     bool last_in_graph; // ggml-cuda's CUDA graph was captured from `last`
+    bool last_unsafe;   // `last`'s capture moved data where no node was: launch it
     int64_t replayed, captured, launched;
 };
 
@@ -87,6 +95,7 @@ void gglua_replay_free(struct gglua_replay * r) {
     if (r) {
         free(r->last.w);
         free(r->next.w);
+        free(r->moved.w);
         free(r);
     }
 }
@@ -97,10 +106,56 @@ static enum ggml_status run(ggml_backend_t b, struct ggml_cgraph * g, int hint) 
     return s;
 }
 
+// computes reports whether g has a node ggml computes (not only views).
+static bool computes(struct ggml_cgraph * g) {
+    for (int i = 0; i < ggml_graph_n_nodes(g); i++) {
+        switch (ggml_graph_node(g, i)->op) {
+            case GGML_OP_NONE: case GGML_OP_RESHAPE: case GGML_OP_VIEW: case GGML_OP_PERMUTE: case GGML_OP_TRANSPOSE:
+                break;
+            default:
+                return true;
+        }
+    }
+    return false;
+}
+
+// capture computes g as a CUDA graph to be replayed, recording the nodes
+// whose data ggml pointed elsewhere; false when one cannot be matched to
+// another node (the graph is then never replayed).
+static enum ggml_status capture(struct gglua_replay * r, ggml_backend_t b, struct ggml_cgraph * g, bool * replayable) {
+    const int n = ggml_graph_n_nodes(g);
+    void ** before = malloc((size_t) (n > 0 ? n : 1) * sizeof(void *));
+    *replayable = before != NULL;
+    if (!before) {
+        return run(b, g, HINT_LAUNCH);
+    }
+    for (int i = 0; i < n; i++) {
+        before[i] = ggml_graph_node(g, i)->data;
+    }
+    enum ggml_status s = run(b, g, HINT_GRAPH);
+    r->moved.len = 0;
+    for (int i = 0; i < n && *replayable; i++) {
+        void * now = ggml_graph_node(g, i)->data;
+        if (now == before[i]) {
+            continue;
+        }
+        int j = 0;
+        while (j < n && (j == i || before[j] != now)) {
+            j++;
+        }
+        *replayable = j < n && put(&r->moved, i) && put(&r->moved, j);
+    }
+    free(before);
+    return s;
+}
+
 enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t b,
                                       struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled) {
+    if (!computes(g)) { // ggml-cuda would capture an empty graph, even told not to
+        return GGML_STATUS_SUCCESS;
+    }
     if (!enabled || !describe(&r->next, g)) {
-        r->have_last = r->last_in_graph = false;
+        r->have_last = r->last_in_graph = r->last_unsafe = false;
         r->launched++;
         return run(b, g, HINT_LAUNCH);
     }
@@ -112,17 +167,27 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t b,
     r->have_last = true;
     if (same && r->last_in_graph) {
         r->replayed++;
-        return run(b, g, HINT_GRAPH);
+        enum ggml_status s = run(b, g, HINT_GRAPH);
+        for (size_t k = 0; k + 1 < r->moved.len; k += 2) {
+            ggml_graph_node(g, (int) r->moved.w[k])->data = ggml_graph_node(g, (int) r->moved.w[k + 1])->data;
+        }
+        return s;
     }
-    if (same) {
+    if (same && !r->last_unsafe) {
         enum ggml_status s = run(b, scratch, HINT_LAUNCH);
         if (s != GGML_STATUS_SUCCESS) {
             r->last_in_graph = false;
             return s;
         }
-        r->last_in_graph = true;
         r->captured++;
-        return run(b, g, HINT_GRAPH);
+        bool replayable;
+        s = capture(r, b, g, &replayable);
+        r->last_in_graph = replayable;
+        r->last_unsafe = !replayable;
+        return s;
+    }
+    if (!same) {
+        r->last_unsafe = false;
     }
     r->last_in_graph = false;
     r->launched++;

@@ -140,6 +140,10 @@ func (t Tensor) InitView() error {
 	return statusError("view init", C.ggml_backend_view_init(t.p))
 }
 
+// SetOutput marks t as a result its graph must leave in memory: ggml's
+// backends then never fuse it into a later node's kernel.
+func (t Tensor) SetOutput() { C.ggml_set_output(t.p) }
+
 // MakeLeaf turns a computed node into a leaf: it keeps its data but forgets
 // the op and the operands that made it, so a later graph that uses it reads
 // the value instead of computing its ancestry again.
