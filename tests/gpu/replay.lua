@@ -29,7 +29,9 @@ for i = 1, 6 do
   assert(close(n1:item(), a + b, 1e-5), string.format("step %d: n1 %.6f, want %.6f", i, n1:item(), a + b))
 end
 local replays = residency.stats().graph_replays
-assert(device.current() == "cpu" or replays >= 2, "steps were not replayed as CUDA graphs: " .. replays)
+if device.current() ~= "cpu" and os.getenv("GGLUA_CUDA_GRAPHS") ~= "0" then
+  assert(replays >= 2, "steps were not replayed as CUDA graphs: " .. replays)
+end
 
 local function train(dev, early)
   device.use(dev)
