@@ -90,7 +90,11 @@ func viewOf(x *Tensor, shape []int, offset int64, strides []int64) *Tensor {
 // step one element along ne0, so a view whose innermost stride is not 1
 // gets a leading ne0 of 1 (lead). ok is false when that needs a fifth dim.
 func viewGeometry(t *Tensor, elem int64) (ne [ggmlcgo.MaxDims]int64, nb [ggmlcgo.MaxDims - 1]int64, lead, ok bool) {
-	shape, strides := t.shape, t.strides
+	return layoutGeometry(t.shape, t.strides, elem)
+}
+
+// layoutGeometry is viewGeometry for a view of shape and (element) strides.
+func layoutGeometry(shape []int, strides []int64, elem int64) (ne [ggmlcgo.MaxDims]int64, nb [ggmlcgo.MaxDims - 1]int64, lead, ok bool) {
 	if n := len(shape); shape[n-1] > 1 && strides[n-1] != 1 {
 		if n == ggmlcgo.MaxDims {
 			return ne, nb, false, false
@@ -182,6 +186,9 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 				return e.contNode(c, v)
 			}
 			return c.Permute(b, axes)
+		}
+		if v, ok, err := e.permutedView(c, b, t); ok || err != nil {
+			return v, err
 		}
 		return e.gatherInput(t)
 	}
@@ -284,6 +291,51 @@ func permutedFrom(t *Tensor) ([]int, []int, bool) {
 		}
 	}
 	return src, order, true
+}
+
+// permutedView reads a 4-d view t whose innermost dim is not its packed
+// one (the transpose of heads split from a projection: a head's keys)
+// through a ggml view of its base with the packed dim innermost, permuted
+// back and made contiguous. ok is false when t has no packed dim.
+func (e *Engine) permutedView(c ctx, b node, t *Tensor) (node, bool, error) {
+	n, p := len(t.shape), -1
+	for d := n - 1; d >= 0 && p < 0; d-- {
+		if t.strides[d] == 1 && t.shape[d] > 1 {
+			p = d
+		}
+	}
+	if p < 0 || n > ggmlcgo.MaxDims {
+		return node{}, false, nil
+	}
+	order := make([]int, 0, n) // the view's dims, t's dim p last
+	for d := range n {
+		if d != p {
+			order = append(order, d)
+		}
+	}
+	order = append(order, p)
+	shape, strides := make([]int, n), make([]int64, n)
+	for j, d := range order {
+		shape[j], strides[j] = t.shape[d], t.strides[d]
+	}
+	elem := b.Type().Size()
+	ne, nb, lead, ok := layoutGeometry(shape, strides, elem)
+	if !ok || lead {
+		return node{}, false, nil
+	}
+	v, err := c.View(b, ne, nb, t.offset*elem)
+	if err != nil {
+		return node{}, true, err
+	}
+	var axes [ggmlcgo.MaxDims]int
+	for i := range axes {
+		axes[i] = i
+	}
+	for j, d := range order { // the view's dim j (ne n-1-j) is t's dim d (ne n-1-d)
+		axes[n-1-j] = n - 1 - d
+	}
+	v, err = c.Permute(v, axes) // packed
+	return v, true, err
 }
 
 // gatherInput uploads a view's gathered values: the rare 4-d view whose

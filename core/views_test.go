@@ -244,3 +244,44 @@ func TestFourDimPermutationsAreReadOnTheDevice(t *testing.T) {
 		assert.Equal(t, values(t, p), values(t, y), "axes %v", axes)
 	}
 }
+
+// The same of a strided 4-d view that is no permutation of its base (heads
+// split from a narrowed projection, transposed): read through a ggml view
+// with its packed dim innermost, permuted back (permutedView), in the one
+// graph that computes the base, not by a gather on the host.
+func TestStridedFourDimTransposesAreReadOnTheDevice(t *testing.T) {
+	e := newEngine(t)
+	v := make([]float32, 2*5*36)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	x := host(t, []int{2, 5, 36}, v...)
+	for _, c := range []struct {
+		name  string
+		shape []int
+		axes  []int
+	}{
+		{"keys transposed", []int{2, 5, 3, 4}, []int{0, 2, 3, 1}},
+		{"heads reversed", []int{2, 5, 3, 4}, []int{3, 2, 1, 0}},
+		{"rows swapped", []int{2, 5, 3, 4}, []int{1, 0, 3, 2}},
+	} {
+		base, err := e.Scale(x, 2) // pending: a gather would compute it on its own
+		require.NoError(t, err)
+		var ch chain
+		n := ch.do(func() (*Tensor, error) { return e.Narrow(base, 2, 12, 12) })
+		r := ch.do(func() (*Tensor, error) { return e.Reshape(n, c.shape...) })
+		p := ch.do(func() (*Tensor, error) { return e.Permute(r, c.axes...) })
+		require.NoError(t, ch.err)
+		require.Same(t, base.storage(), p.storage(), "%s: a view of the projection", c.name)
+		before := e.Stats().GraphComputes
+		y, err := e.Scale(p, 1)
+		require.NoError(t, err)
+		got := values(t, y)
+		assert.Equal(t, before+1, e.Stats().GraphComputes, "%s: one graph", c.name)
+		src := make([]float32, len(v))
+		for i := range v {
+			src[i] = 2 * v[i]
+		}
+		assert.Equal(t, gatherView(p, src), got, c.name)
+	}
+}
