@@ -174,6 +174,7 @@ func (e *Engine) newOpReading(name string, shape []int, inputs []*Tensor, read f
 	}
 	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
 		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active}
+	out.queued = len(e.pending)
 	e.pending = append(e.pending, out)
 	e.pendingBytes += 4 * out.Numel()
 	// A script that builds without ever reading (x = x + 1 forever) would
@@ -224,9 +225,15 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 	if err != nil {
 		return err
 	}
-	if !dst.pending {
-		e.pending = append(e.pending, dst)
+	// The update is queued last, its earlier place left empty: a graph
+	// computes the pending results in their order, so every op queued
+	// since, which may read dst's previous value (the same memory), runs
+	// before the update overwrites it.
+	if dst.pending {
+		e.pending[dst.queued] = nil
 	}
+	dst.queued = len(e.pending)
+	e.pending = append(e.pending, dst)
 	dst.node, dst.pending, dst.passGen = n, true, e.res.Gen(residency.Pass)
 	dst.version++
 	return nil
@@ -290,6 +297,14 @@ func (e *Engine) Realize() error {
 	if len(e.pending) == 0 {
 		return nil
 	}
+	live := e.pending[:0] // without the places updates moved from
+	for _, t := range e.pending {
+		if t != nil {
+			t.queued = len(live)
+			live = append(live, t)
+		}
+	}
+	e.pending = live
 	roots := make([]ggmlcgo.Tensor, len(e.pending))
 	for i, t := range e.pending {
 		if t.passGen != e.res.Gen(residency.Pass) {
@@ -423,6 +438,9 @@ func (e *Engine) release() {
 func (e *Engine) dropPending() {
 	e.release()
 	for _, t := range e.pending {
+		if t == nil {
+			continue
+		}
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 		if t.handle == nil {
 			t.dropped = true

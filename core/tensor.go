@@ -29,6 +29,7 @@ type Tensor struct {
 	node    ggmlcgo.Tensor    // while pending: the op node that computes the value
 	pending bool
 	passGen int64 // while pending: the pass generation of node's metadata
+	queued  int   // while pending: its place in the engine's pending list
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
 	held    bool  // a caller holds it beyond this step: see Hold

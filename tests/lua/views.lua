@@ -104,3 +104,36 @@ ok2, err2 = pcall(four.dropout, four, 0/0)
 assert(not ok2 and err2:find("dropout"), err2)
 ok2, err2 = pcall(four.layer_norm, four, nil, nil, 0/0)
 assert(not ok2 and err2:find("eps"), err2)
+
+-- A read queued between two in-place updates of one tensor sees the first
+-- (PyTorch: 4 6), whatever the second writes and wherever the tensor lives;
+-- a reshape's copy likewise (PyTorch: 6).
+for _, scope in ipairs({"persistent", "pass"}) do
+  for _, second in ipairs({
+    function(v) v:copy_(tensor{0, 0}) end,
+    function(v) v:fill_(0) end,
+    function(v) v:add_(100) end,
+  }) do
+    local v = to_gpu(tensor{1, 2}, scope)
+    v:add_(1)
+    local r = v * 2
+    second(v)
+    local got = r:totable()
+    assert(got[1] == 4 and got[2] == 6, scope .. ": a queued read saw a later write: " .. got[1] .. " " .. got[2])
+  end
+end
+local xs = to_gpu(tensor.ones(6, 2), "persistent")
+xs:fill_(-6)
+local ys = xs:t():reshape(4, 1, 3) -- a copy: xs:t() steps within its rows
+xs:mul_(-1)
+assert(ys:totable()[1][1][1] == -6, "a queued reshape saw a later write: " .. ys:totable()[1][1][1])
+assert(xs:totable()[1][1] == 6)
+
+-- reshape is a view wherever PyTorch's is, also of a transpose (it writes
+-- through to x); view refuses where reshape would copy.
+local xt = tensor{{1, 2, 3}, {4, 5, 6}}
+xt:t():reshape(3, 2):fill_(0)
+assert(xt:sum():item() == 0, "reshape of a transpose did not write through")
+local xv = tensor{{1, 2, 3}, {4, 5, 6}}
+local okv, errv = pcall(function() return xv:t():reshape(3, 2):view(6) end)
+assert(not okv and errv:find("view"), tostring(errv))
