@@ -57,7 +57,8 @@ func inferShape(op string, x *Tensor, shape []int) ([]int, error) {
 // Reshape gives x a new shape with the same number of elements; one size
 // may be -1 (inferred). The result is a view of x (sharing its storage)
 // when x's strides allow one (see View), and a copy otherwise, as PyTorch's
-// reshape.
+// reshape. Ops read such views in their graph (views.go), strided rows in
+// place where the op takes them.
 func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 	shape, err := inferShape("reshape", x, shape)
 	if err != nil {
@@ -66,12 +67,10 @@ func (e *Engine) Reshape(x *Tensor, shape ...int) (*Tensor, error) {
 	if x.contiguous() {
 		return e.View(x, shape...)
 	}
-	if st, ok := viewStrides(x, shape); ok && len(shape) <= ggmlcgo.MaxDims && (st[len(st)-1] == 1 || shape[len(shape)-1] == 1) {
+	if _, ok := viewStrides(x, shape); ok {
 		// A strided x whose steps the new shape can keep (splitting a
 		// narrowed last dim into heads): a view, as PyTorch's reshape
-		// gives, read in place by the ops that take strided rows. Views
-		// that would step within a row are copied, which is what ggml's
-		// kernels read fastest.
+		// gives, sharing x's memory both ways.
 		return e.View(x, shape...)
 	}
 	return e.reshapeOp(x, shape)

@@ -120,6 +120,17 @@ case("attention, rows of 70 keys", function() return {P(seeded(2, 3, 70, 16)), P
   local n = nn.scaled_dot_product_attention(q, k, v, {scale = 0.3})
   return (y * n):sum() + y:sum(), {y, n}
 end)
+case("attention, heads of a chunked projection", function() return {P(seeded(2, 9, 3 * 24)), P(seeded(2, 7, 3 * 24))} end, function(x, m)
+  -- heads split from a projection by chunk, reshape and transpose: strided
+  -- views the GPU's products read in place; Tq != Tk, 3-d and 4-d
+  local function heads(z, t) return z:reshape(2, t, 3, 8):transpose(2, 3) end
+  local q, k, v = unpack(x:chunk(3, 3))
+  local _, k2, v2 = unpack(m:chunk(3, 3))
+  local y = nn.scaled_dot_product_attention(heads(q, 9), heads(k, 9), heads(v, 9), {is_causal = true})
+  local c = nn.scaled_dot_product_attention(heads(q, 9), heads(k2, 7), heads(v2, 7), {scale = 0.2})
+  local f = nn.scaled_dot_product_attention(q, k, v)
+  return (y * c):sum() + f:sum(), {y, c, f}
+end)
 case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
   tensor.manual_seed(9)
   local mha = nn.MultiheadAttention(8, 2)
