@@ -35,7 +35,7 @@ func TestOpProfile(t *testing.T) {
 	report := out.String()
 	require.Regexp(t, `op profile \(CPU\): \d+ graphs`, report)
 	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  MUL_MAT 4x2x1x1$`), report)
-	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  RELU$`), report)
+	require.Regexp(t, regexp.MustCompile(`(?m)^\s+[0-9.]+\s+[0-9.]+\s+1  CUSTOM\(relu\)$`), report)
 
 	// gglua's own CPU kernels are named after themselves.
 	x := host(t, []int{4, 2}, 1, 2, 3, 4, 5, 6, 7, 8)

@@ -248,6 +248,29 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 // Relu is max(x, 0); NaN stays NaN. Its gradient is 0 where x <= 0 and
 // passes elsewhere, NaN included, as in PyTorch.
 func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
+	if e.backend.IsCPU() {
+		// One pass each way of gglua's kernels (relu.c), NaN kept and the
+		// gradient selected as PyTorch does.
+		return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
+			a, err := e.packed(c, a)
+			if err != nil {
+				return node{}, err
+			}
+			return c.ReluCPU(a)
+		}, func(g, x, y *Tensor) (*Tensor, error) {
+			return e.newOp("relu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+				gp, err := e.packed(c, in[0])
+				if err != nil {
+					return node{}, err
+				}
+				xp, err := e.packed(c, in[1])
+				if err != nil {
+					return node{}, err
+				}
+				return c.ReluBackCPU(gp, xp)
+			})
+		})
+	}
 	return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.nanWhere(a, b.unary("relu", a))
@@ -334,11 +357,9 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 			// One pass of gglua's kernel (gelu_back.c), g included.
 			return e.newOp("gelu_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
 				for i, a := range in {
-					if !a.IsContiguous() {
-						var err error
-						if in[i], err = e.contNode(c, a); err != nil {
-							return node{}, err
-						}
+					var err error
+					if in[i], err = e.packed(c, a); err != nil {
+						return node{}, err
 					}
 				}
 				return c.GeluErfBackCPU(in[0], in[1], in[2])

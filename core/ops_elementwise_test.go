@@ -401,6 +401,46 @@ func TestElementwiseMistakesAreErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrShape)
 }
 
+// TestReluSelectsAsTorch: relu keeps NaN, and its gradient is the incoming
+// one where x > 0 or is NaN and 0 elsewhere, selected: PyTorch 1.13 gives
+// relu([nan, -1, 2, inf, -inf, 0]) = [nan, 0, 2, inf, 0, 0] and, for the
+// gradient [nan, inf, 5, 3, -inf, 3], [nan, 0, 5, 3, 0, 0] (an infinite
+// gradient at a negative x is 0, not inf·0).
+func TestReluSelectsAsTorch(t *testing.T) {
+	e := newEngine(t)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	x := host(t, []int{6}, nan, -1, 2, inf, -inf, 0)
+	require.NoError(t, x.SetRequiresGrad(true))
+	g := host(t, []int{6}, nan, inf, 5, 3, -inf, 3)
+	var y *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		var err error
+		if y, err = e.Relu(x); err != nil {
+			return err
+		}
+		loss, err := e.Mul(y, g)
+		if err == nil {
+			loss, err = e.Sum(loss)
+		}
+		if err == nil {
+			_, err = e.Backward(loss)
+		}
+		return err
+	}))
+	same := func(want []float32, got []float32, what string) {
+		require.Len(t, got, len(want))
+		for i := range want {
+			if math.IsNaN(float64(want[i])) {
+				assert.True(t, math.IsNaN(float64(got[i])), "%s %d: %v", what, i, got[i])
+			} else {
+				assert.Equal(t, want[i], got[i], "%s %d", what, i)
+			}
+		}
+	}
+	same([]float32{nan, 0, 2, inf, 0, 0}, values(t, y), "relu")
+	same([]float32{nan, 0, 5, 3, 0, 0}, values(t, x.Grad()), "gradient")
+}
+
 // TestNanOfBothForms: nanOf is 0 at every number (±inf included) and NaN
 // at NaN, in its CPU form and in its GPU form (a leading scale by 1 that
 // ggml-cuda fuses with the rest), here both computed on the CPU.

@@ -248,6 +248,15 @@ func (e *Engine) contNode(c ctx, a node) (node, error) {
 	return c.Cont(a)
 }
 
+// packed is a, packed by contNode when it is strided: what gglua's CPU
+// kernels read.
+func (e *Engine) packed(c ctx, a node) (node, error) {
+	if a.IsContiguous() {
+		return a, nil
+	}
+	return e.contNode(c, a)
+}
+
 // transposedFrom reports whether t is exactly the transpose of the two
 // innermost dims of its packed base, and the shape it was transposed from.
 func transposedFrom(t *Tensor) ([]int, bool) {

@@ -15,6 +15,14 @@ package ggmlcgo
 //     struct ggml_tensor * args[3] = {g, x, y};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, gglua_gelu_erf_back_f32, -1, NULL), "gelu_back");
 // }
+// static struct ggml_tensor * gglua_relu_node(struct ggml_context * ctx, struct ggml_tensor * x) {
+//     struct ggml_tensor * args[1] = {x};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 1, gglua_relu_f32, -1, NULL), "relu");
+// }
+// static struct ggml_tensor * gglua_relu_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x) {
+//     struct ggml_tensor * args[2] = {g, x};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
+// }
 // static struct ggml_tensor * gglua_pad_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint64_t code) {
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code), "pad");
@@ -68,6 +76,32 @@ func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("gelu_back: the kernel needs contiguous operands of one shape, got ne %v, %v and %v", g.Ne(), x.Ne(), y.Ne())
 	}
 	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p, y.p))
+}
+
+// ReluCPU is max(x, 0) with NaN kept (PyTorch's relu), and ReluBackCPU
+// its gradient g where x > 0 or is NaN and 0 elsewhere (selected, not
+// multiplied: an infinite g at a negative x gives 0), one node of gglua's
+// kernels (relu.c) each; contiguous f32 operands of one shape. Custom ops:
+// the CPU backend only.
+func (c *Context) ReluCPU(x Tensor) (Tensor, error) {
+	if err := c.checkF32("relu", x); err != nil {
+		return Tensor{}, err
+	}
+	if !x.contiguous() {
+		return Tensor{}, fmt.Errorf("relu: the kernel needs a contiguous operand, got ne %v", x.Ne())
+	}
+	return result(C.gglua_relu_node(c.p, x.p))
+}
+
+// ReluBackCPU: see ReluCPU.
+func (c *Context) ReluBackCPU(g, x Tensor) (Tensor, error) {
+	if err := c.checkF32("relu_back", g, x); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(g, x) || !g.contiguous() || !x.contiguous() {
+		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), x.Ne())
+	}
+	return result(C.gglua_relu_back_node(c.p, g.p, x.p))
 }
 
 // PadCPU is the contiguous f32 tensor a with before zeros ahead of it and

@@ -33,4 +33,10 @@ void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 // (ne0) are contiguous, packed; the rows are split over nth threads.
 void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_relu_f32 writes dst = max(x, 0) for x = dst->src[0], NaN kept;
+// gglua_relu_back_f32 writes dst = g where x > 0 or x is NaN, 0 elsewhere,
+// for g, x = dst->src[0..1] (contiguous f32 of dst's shape).
+void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 #endif

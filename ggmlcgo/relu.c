@@ -1,0 +1,31 @@
+// relu and its gradient as PyTorch computes them, one threaded pass each
+// for the CPU backend, run as ggml custom ops. ggml's relu turns NaN into 0;
+// keeping it took three more nodes (its tanh, scalar libm, was a quarter of
+// a ReLU MLP's step), and the gradient's 0/1 mask times g gave NaN where g
+// is infinite at a negative input, where PyTorch selects 0.
+#include "gglua_ops.h"
+
+void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const float * x = (const float *) dst->src[0]->data;
+    float * y = (float *) dst->data;
+    int64_t i0, i1;
+    gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        const float v = x[i];
+        y[i] = v > 0 || v != v ? v : 0.0f; // NaN stays NaN
+    }
+}
+
+void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const float * g = (const float *) dst->src[0]->data;
+    const float * x = (const float *) dst->src[1]->data;
+    float * d = (float *) dst->data;
+    int64_t i0, i1;
+    gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        const float v = x[i];
+        d[i] = v > 0 || v != v ? g[i] : 0.0f; // PyTorch: g where relu(x) > 0 or is NaN
+    }
+}
