@@ -192,6 +192,12 @@ func (a *Adam) stepGroup(ps []*Tensor, o AdamOptions, n int) error {
 			}
 		}
 		err = e.inPlace(p, []*Tensor{g, st[0], st[1], hyper}, func(c ctx, base node, in []node) (node, error) {
+			if e.backend.IsCPU() && !forceGGMLAdamW && in[1].IsContiguous() && in[2].IsContiguous() && in[3].IsContiguous() {
+				// gglua's kernel (adamw.c): ggml's update, vectorised.
+				if gp, err := e.packed(c, in[0]); err == nil {
+					return c.AdamWCPU(base, gp, in[1], in[2], in[3])
+				}
+			}
 			return c.OptStepAdamW(base, in[0], in[1], in[2], in[3])
 		})
 		if err != nil {
@@ -300,3 +306,7 @@ func (a *Adam) StateDict() (map[string]*Tensor, map[string]float64, error) {
 func (a *Adam) LoadStateDict(tensors map[string]*Tensor, nums map[string]float64) error {
 	return a.LoadState(OptimizerState{Tensors: tensors, Nums: nums})
 }
+
+// forceGGMLAdamW makes tests take ggml's AdamW step on the CPU (the one
+// devices run).
+var forceGGMLAdamW = false

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand"
 	"testing"
 
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -485,3 +488,56 @@ func TestOptimizerSettingsMustBeFinite(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAdamWKernelIsGGMLs: gglua's CPU AdamW kernel (adamw.c) and ggml's
+// opt_step_adamw, which devices run, give the same weights and moments
+// (within a rounding: either may fuse a multiply-add), over sizes that
+// leave vector tails and split across threads, with and without weight
+// decay; and the optimizer references pass with ggml's.
+func TestAdamWKernelIsGGMLs(t *testing.T) {
+	run := func(ggml bool, o AdamOptions) ([]float32, []float32) {
+		forceGGMLAdamW = ggml
+		defer func() { forceGGMLAdamW = false }()
+		e, err := NewEngine(EngineOptions{Threads: 2})
+		require.NoError(t, err)
+		defer e.Close()
+		rng := rand.New(rand.NewSource(7))
+		v := make([]float32, 37*29)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		w := host(t, []int{37, 29}, v...)
+		require.NoError(t, w.SetRequiresGrad(true))
+		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, ggmlcgo.F32))
+		opt, err := NewAdam(e, []*Tensor{w}, o)
+		require.NoError(t, err)
+		for step := 0; step < 4; step++ {
+			opt.ZeroGrad()
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				sq, err := e.Mul(w, w)
+				if err == nil {
+					sq, err = e.Mul(sq, w)
+				}
+				if err == nil {
+					loss, err = e.Sum(sq)
+				}
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			require.NoError(t, opt.Step())
+		}
+		return values(t, w), values(t, opt.state[w][1])
+	}
+	for name, o := range map[string]AdamOptions{
+		"adam":  {LR: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
+		"adamw": {LR: 0.02, Beta1: 0.8, Beta2: 0.99, Eps: 1e-6, WeightDecay: 0.1, Decoupled: true},
+	} {
+		wk, vk := run(false, o)
+		wg, vg := run(true, o)
+		assert.InDeltaSlice(t, wg, wk, 1e-5, name+": weights")
+		assert.InEpsilonSlice(t, vg, vk, 1e-5, name+": second moments")
+	}
+	runForced(t, &forceGGMLAdamW, TestAdamAndAdamWMatchReference, TestAdamStateDictResumesTraining)
+}

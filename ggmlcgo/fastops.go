@@ -23,6 +23,10 @@ package ggmlcgo
 //     struct ggml_tensor * args[2] = {g, x};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
 // }
+// static struct ggml_tensor * gglua_adamw_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * g, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * p) {
+//     struct ggml_tensor * args[4] = {g, m, v, p};
+//     return gglua_named(ggml_custom_inplace(ctx, a, args, 4, gglua_adamw_f32, -1, NULL), "adamw");
+// }
 // static struct ggml_tensor * gglua_pad_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint64_t code) {
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code), "pad");
@@ -102,6 +106,20 @@ func (c *Context) ReluBackCPU(g, x Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), x.Ne())
 	}
 	return result(C.gglua_relu_back_node(c.p, g.p, x.p))
+}
+
+// AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,
+// vectorised; a, grad, m and v contiguous f32 of one shape, params the 7
+// numbers. The result is a view of a. A custom op: the CPU backend only.
+func (c *Context) AdamWCPU(a, grad, m, v, params Tensor) (Tensor, error) {
+	if err := c.checkF32("adamw", a, grad, m, v, params); err != nil {
+		return Tensor{}, err
+	}
+	if !sameShape(a, grad) || !sameShape(a, m) || !sameShape(a, v) || params.Nelements() != 7 ||
+		!a.contiguous() || !grad.contiguous() || !m.contiguous() || !v.contiguous() || !params.contiguous() {
+		return Tensor{}, fmt.Errorf("adamw: the kernel needs contiguous operands of one shape and 7 params, got ne %v, %v, %v, %v and %d params", a.Ne(), grad.Ne(), m.Ne(), v.Ne(), params.Nelements())
+	}
+	return result(C.gglua_adamw_node(c.p, a.p, grad.p, m.p, v.p, params.p))
 }
 
 // PadCPU is the contiguous f32 tensor a with before zeros ahead of it and
