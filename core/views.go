@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/gglua/gglua/ggmlcgo"
 )
@@ -154,39 +153,6 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 		return e.transposeNode(c, b)
 	}
 	if _, _, _, ok := viewGeometry(t, 4); !ok {
-		if src, order, ok := permutedFrom(t); ok {
-			// A permutation of a packed 4-d base (attention's K transposed):
-			// ggml's permute of the base, made contiguous.
-			if b, err = reshapeNode(c, b, ne4(src)); err != nil {
-				return node{}, err
-			}
-			var axes [ggmlcgo.MaxDims]int
-			for i := range axes {
-				axes[i] = i
-			}
-			n := len(t.shape)
-			for j, d := range order { // source dim j (ne n-1-j) becomes dim d (ne n-1-d)
-				axes[n-1-j] = n - 1 - d
-			}
-			if e.backend.IsCPU() && axes[0] == 0 && b.Type() == ggmlcgo.F32 {
-				// Rows stay rows: a strided view of the base, packed with
-				// the row copy (contNode).
-				sne, elem := ne4(src), b.Type().Size()
-				var ne [ggmlcgo.MaxDims]int64
-				var nb [ggmlcgo.MaxDims]int64
-				stride := elem
-				for i := range sne {
-					ne[axes[i]], nb[axes[i]] = sne[i], stride
-					stride *= sne[i]
-				}
-				v, err := c.View(b, ne, [ggmlcgo.MaxDims - 1]int64{nb[1], nb[2], nb[3]}, 0)
-				if err != nil {
-					return node{}, err
-				}
-				return e.contNode(c, v)
-			}
-			return c.Permute(b, axes)
-		}
 		if v, ok, err := e.permutedView(c, b, t); ok || err != nil {
 			return v, err
 		}
@@ -276,34 +242,9 @@ func transposedFrom(t *Tensor) ([]int, bool) {
 	return pre, true
 }
 
-// permutedFrom reports whether t is a permutation of the dims of its packed
-// base: it returns the shape it was permuted from and, for each of that
-// shape's dims, the dim of t it became.
-func permutedFrom(t *Tensor) ([]int, []int, bool) {
-	n := len(t.shape)
-	if t.offset != 0 || t.Numel() != t.base.Numel() {
-		return nil, nil, false
-	}
-	order := make([]int, n) // t's dims, largest stride first
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return t.strides[order[a]] > t.strides[order[b]] })
-	src := make([]int, n)
-	for j, d := range order {
-		src[j] = t.shape[d]
-	}
-	want := contiguousStrides(src)
-	for j, d := range order {
-		if t.shape[d] != 1 && t.strides[d] != want[j] {
-			return nil, nil, false
-		}
-	}
-	return src, order, true
-}
-
 // permutedView reads a 4-d view t whose innermost dim is not its packed
-// one (the transpose of heads split from a projection: a head's keys)
+// one (attention's K transposed, of packed heads or of heads split from a
+// projection)
 // through a ggml view of its base with the packed dim innermost, permuted
 // back and made contiguous. ok is false when t has no packed dim.
 func (e *Engine) permutedView(c ctx, b node, t *Tensor) (node, bool, error) {
