@@ -44,7 +44,7 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 	var c chain
 	var s *Tensor
 	if e.rowsMatmul(q, k) {
-		s = c.do(func() (*Tensor, error) { return e.scores(q, k) })
+		s = c.do(func() (*Tensor, error) { return e.timesTransposed(q, k) })
 	} else {
 		kt := c.do(func() (*Tensor, error) { return e.Transpose(k, -1, -2) })
 		s = c.do(func() (*Tensor, error) { return e.Matmul(q, kt) })
@@ -129,9 +129,10 @@ func (e *Engine) rowsMatmul(a, b *Tensor) bool {
 // CPU.
 var forceRowsMatmul = false
 
-// scores is q·kᵀ for q [.., tq, d] and k [.., tk, d]: one mul_mat of their
-// rows. Its gradients are Matmul's.
-func (e *Engine) scores(q, k *Tensor) (*Tensor, error) {
+// timesTransposed is q·kᵀ for q [.., tq, d] and k [.., tk, d] (the scores,
+// and the weights' gradient g·vᵀ): one mul_mat of their rows. Its
+// gradients are Matmul's.
+func (e *Engine) timesTransposed(q, k *Tensor) (*Tensor, error) {
 	shape := append(append([]int(nil), q.shape[:q.Dim()-1]...), k.shape[k.Dim()-2])
 	s, err := e.newOpReading("matmul", shape, []*Tensor{q, k}, e.rowsInput, func(c ctx, in []node) (node, error) {
 		return c.MulMat(in[1], in[0])
@@ -156,7 +157,7 @@ func (e *Engine) scores(q, k *Tensor) (*Tensor, error) {
 
 // weighted is p·v for p [.., tq, tk] and v [.., tk, d]: v's transpose packed
 // (one copy) times p's rows. The gradient for p, g·vᵀ, reads g's and v's
-// rows as they are; v's is Matmul's.
+// rows as they are (timesTransposed); v's is Matmul's.
 func (e *Engine) weighted(p, v *Tensor) (*Tensor, error) {
 	shape := append(append([]int(nil), p.shape[:p.Dim()-1]...), v.shape[v.Dim()-1])
 	out, err := e.newOpReading("matmul", shape, []*Tensor{p, v}, e.rowsInput, func(c ctx, in []node) (node, error) {
@@ -172,12 +173,8 @@ func (e *Engine) weighted(p, v *Tensor) (*Tensor, error) {
 	e.record(out, "matmul", []*Tensor{p, v}, func(g *Tensor) ([]*Tensor, error) {
 		var gp, gv *Tensor
 		var ch chain
-		if p.requiresGrad {
-			gp = ch.do(func() (*Tensor, error) {
-				return e.newOpReading("matmul_back", p.shape, []*Tensor{g, v}, e.rowsInput, func(c ctx, in []node) (node, error) {
-					return c.MulMat(in[1], in[0])
-				})
-			})
+		if p.requiresGrad { // g·vᵀ
+			gp = ch.do(func() (*Tensor, error) { return e.timesTransposed(g, v) })
 		}
 		if v.requiresGrad { // pᵀ·g
 			pt := ch.do(func() (*Tensor, error) { return e.Transpose(p, -1, -2) })
