@@ -427,18 +427,9 @@ func TestReluSelectsAsTorch(t *testing.T) {
 		}
 		return err
 	}))
-	same := func(want []float32, got []float32, what string) {
-		require.Len(t, got, len(want))
-		for i := range want {
-			if math.IsNaN(float64(want[i])) {
-				assert.True(t, math.IsNaN(float64(got[i])), "%s %d: %v", what, i, got[i])
-			} else {
-				assert.Equal(t, want[i], got[i], "%s %d", what, i)
-			}
-		}
-	}
-	same([]float32{nan, 0, 2, inf, 0, 0}, values(t, y), "relu")
-	same([]float32{nan, 0, 5, 3, 0, 0}, values(t, x.Grad()), "gradient")
+	n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
+	assertSameFloats(t, []torchNum{n, 0, 2, i, 0, 0}, values(t, y), 0, "relu")
+	assertSameFloats(t, []torchNum{n, 0, 5, 3, 0, 0}, values(t, x.Grad()), 0, "gradient")
 }
 
 // TestNanOfBothForms: nanOf is 0 at every number (±inf included) and NaN
