@@ -188,12 +188,7 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 			}
 		}()
 	}
-	var status C.enum_ggml_status
-	if b.replay != nil {
-		status = b.replay.compute(b, g)
-	} else {
-		status = C.ggml_backend_graph_compute(b.p, g.p)
-	}
+	status := b.graphCompute(g, true)
 	if finished != nil {
 		close(finished)
 		<-watcherDone // the watcher can no longer raise the flag

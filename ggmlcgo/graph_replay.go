@@ -68,13 +68,15 @@ func (r *replayer) makeScratch(bt BufferType) error {
 	return r.scratch.Expand(y)
 }
 
-func (r *replayer) compute(b *Backend, g *Graph) C.enum_ggml_status {
-	return C.gglua_replay_compute(r.state, b.p, g.p, r.scratch.p, C.bool(r.enabled))
-}
-
-// launch computes g node by node, never from a CUDA graph.
-func (r *replayer) launch(b *Backend, g *Graph) C.enum_ggml_status {
-	return C.gglua_replay_compute(r.state, b.p, g.p, r.scratch.p, false)
+// graphCompute runs g to completion: on the CPU by ggml, on a device
+// through the replayer, which may replay it as a CUDA graph when mayReplay
+// (and GGLUA_CUDA_GRAPHS allows) and launches it node by node otherwise.
+func (b *Backend) graphCompute(g *Graph, mayReplay bool) C.enum_ggml_status {
+	r := b.replay
+	if r == nil {
+		return C.ggml_backend_graph_compute(b.p, g.p)
+	}
+	return C.gglua_replay_compute(r.state, b.p, g.p, r.scratch.p, C.bool(mayReplay && r.enabled))
 }
 
 func (r *replayer) free() {

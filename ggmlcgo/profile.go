@@ -47,12 +47,7 @@ func (b *Backend) ComputeEach(ctx context.Context, g *Graph, each func(node Tens
 		C.ggml_graph_clear(single.p)
 		C.ggml_graph_add_node(single.p, n.p)
 		start := time.Now()
-		var status C.enum_ggml_status
-		if b.replay != nil { // one-node graphs differ only in what a CUDA graph would not check
-			status = b.replay.launch(b, single)
-		} else {
-			status = C.ggml_backend_graph_compute(b.p, single.p)
-		}
+		status := b.graphCompute(single, false) // timed node by node, never replayed
 		if err := statusError("compute", status); err != nil {
 			return err
 		}
