@@ -42,8 +42,9 @@ type Engine struct {
 	ctx  context.Context // cancels graph computes (see SetContext)
 	unit *Tensor         // a persistent one-element tensor: the template of witness nodes
 
-	releases []func() // C memory the pending nodes use, freed once they ran
-	useBLAS  bool     // large matmuls go to OpenBLAS (CPU, openblas builds)
+	releases []func()     // C memory the pending nodes use, freed once they ran
+	useBLAS  bool         // large matmuls go to OpenBLAS (CPU, openblas builds)
+	autocast ggmlcgo.Type // products' operand type: F32 (the zero value), or BF16 inside Autocast
 
 	passLive     []weak.Pointer[Tensor] // tensors placed in the pass pool (pass_memory.go)
 	pendingBytes int64                  // bytes of the pending results

@@ -72,9 +72,24 @@ func (e *Engine) upload(data []float32, shape []int, dtype ggmlcgo.Type, scope r
 	return e.res.Upload(residency.Request{Shape: shape, Type: dtype, Scope: scope}, raw)
 }
 
-// input is the ggml tensor through which an op reads t. A host tensor is
-// uploaded into the pass pool, once per pass.
+// input is the ggml tensor through which an op reads t, in f32: ops
+// compute on half-precision storage in f32. A host tensor is uploaded into
+// the pass pool, once per pass.
 func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
+	n, err := e.storedInput(t)
+	if err != nil || (n.Type() != ggmlcgo.F16 && n.Type() != ggmlcgo.BF16) {
+		return n, err
+	}
+	c, err := e.nodeContext()
+	if err != nil {
+		return n, err
+	}
+	return c.Cast(n, ggmlcgo.F32)
+}
+
+// storedInput is input with t's values in the type t stores them in (a
+// view's are f32).
+func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
 	if st := t.storage(); st.dtype == ggmlcgo.I32 && !st.indices {
 		return ggmlcgo.Tensor{}, errIntOperand(t)
 	}
@@ -104,18 +119,7 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	default:
 		n, err = t.handle.Tensor()
 	}
-	if err != nil {
-		return n, err
-	}
-	if n.Type() == ggmlcgo.F16 || n.Type() == ggmlcgo.BF16 {
-		// Half-precision storage is computed on in f32.
-		c, err := e.nodeContext()
-		if err != nil {
-			return n, err
-		}
-		return c.Cast(n, ggmlcgo.F32)
-	}
-	return n, nil
+	return n, err
 }
 
 // passCopy is t's upload into the current pass, made from raw (bytes of

@@ -1,6 +1,10 @@
 package core
 
-import "math"
+import (
+	"math"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
 
 // Attention, composed of differentiable ops (matmul, masked_fill, softmax,
 // dropout), so its gradient needs nothing of its own.
@@ -117,9 +121,11 @@ func (e *Engine) attend(p, v *Tensor, o AttentionOptions, c *chain) (*Tensor, er
 // rowsMatmul reports whether attention's products of a and b ([.., m, k]
 // and [.., n, k] or [.., k, n]) read them as strided rows: on devices (the
 // CPU packs rows with its own kernel), for 3-d or 4-d operands of one batch
-// shape.
+// shape. Not under autocast: there each operand is rounded into a packed
+// bf16 copy anyway (ggml-cuda's bf16 GEMM takes packed operands), which
+// Matmul's path makes.
 func (e *Engine) rowsMatmul(a, b *Tensor) bool {
-	if (e.backend.IsCPU() && !forceRowsMatmul) || a.Dim() != b.Dim() || a.Dim() < 3 || a.Dim() > 4 {
+	if (e.backend.IsCPU() && !forceRowsMatmul) || e.autocast != ggmlcgo.F32 || a.Dim() != b.Dim() || a.Dim() < 3 || a.Dim() > 4 {
 		return false
 	}
 	return sameShape(a.shape[:a.Dim()-2], b.shape[:b.Dim()-2])

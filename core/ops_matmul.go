@@ -165,7 +165,7 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if x.Dim() < 2 || w.Dim() < 2 || x.Dim() > 3 || w.Dim() > 3 || x.shape[x.Dim()-1] != w.shape[w.Dim()-1] || (bx != bw && bx != 1 && bw != 1) {
 		return nil, shapeErrorf("linear: cannot multiply shape %s by the transpose of %s (expected [.., m, k] and [.., n, k])", ShapeString(x.shape), ShapeString(w.shape))
 	}
-	if x.Dim() == 3 && w.Dim() == 2 && x.dtype == ggmlcgo.F32 && w.dtype == ggmlcgo.F32 {
+	if x.Dim() == 3 && w.Dim() == 2 && x.dtype == ggmlcgo.F32 && w.dtype != ggmlcgo.I32 {
 		// A batch of inputs times one weight is one 2-d product over all
 		// their rows. As a batched mul_mat, ggml-cuda ran it 30x slower than
 		// one GEMM on an H200 (a [64, 256, 384] input through a 384->1152
@@ -190,15 +190,23 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if x.Dim() == 3 || w.Dim() == 3 {
 		shape = []int{max(bx, bw), m, n}
 	}
-	if e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
+	// prec is the type the products round their first operand to: bf16
+	// under autocast (autocast.go), decided now for the gradients too.
+	prec, read := e.productType()
+	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
 		return e.linearBLAS(x, w, shape)
 	}
 	k := x.shape[x.Dim()-1]
-	build := func(c ctx, in []node) (node, error) { return c.MulMat(in[1], in[0]) }
-	if e.chunkMatmul(x, w, m, n, k) {
-		build = func(c ctx, in []node) (node, error) { return e.chunkedMulMat(c, in[1], in[0], m, n, k) }
-	}
-	y, err := e.newOp("matmul", shape, []*Tensor{x, w}, build)
+	y, err := e.newOpReading("matmul", shape, []*Tensor{x, w}, read, func(c ctx, in []node) (node, error) {
+		wn, xn, err := productOperands(c, in[1], in[0], prec)
+		if err != nil {
+			return node{}, err
+		}
+		if e.chunkMatmul(x, w, m, n, k) {
+			return e.chunkedMulMat(c, wn, xn, m, n, k)
+		}
+		return c.MulMat(wn, xn)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -213,19 +221,24 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// (attention's): ggml-cuda's out_prod runs one GEMM per matrix, 384
 		// launches for a [64, 6, 256, 64] product, where the copies and a
 		// batched mul_mat cost a tenth of that.
-		outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k)
+		// (ggml's out_prod is f32 only: not under autocast.)
+		outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
 		if x.requiresGrad {
-			gx, err = e.newOp("matmul_back", x.shape, []*Tensor{g, w}, func(c ctx, in []node) (node, error) {
+			gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, read, func(c ctx, in []node) (node, error) {
 				if outProd {
 					if gx, err := c.OutProd(in[1], in[0], true); err == nil { // Σ_j w[:, j] ⊗ g[j, :]
 						return gx, nil
 					}
 				}
-				wt, err := e.transposeNode(c, in[1])
+				wp, gn, err := productOperands(c, in[1], in[0], prec)
 				if err != nil {
 					return node{}, err
 				}
-				return c.MulMat(wt, in[0])
+				wt, err := e.transposeNode(c, wp)
+				if err != nil {
+					return node{}, err
+				}
+				return c.MulMat(wt, gn)
 			})
 			if err != nil {
 				return nil, err
@@ -241,17 +254,22 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// gᵀ·x = mul_mat(xᵀ, gᵀ). ggml's out_prod computes the same in one node
 		// but measured ~4x slower than mul_mat on the CPU (docs/BENCHMARKS.md),
 		// so the two transposed copies pay for themselves.
-		gw, err = e.newOp("matmul_back", gwShape, []*Tensor{x, g}, func(c ctx, in []node) (node, error) {
+		gw, err = e.newOpReading("matmul_back", gwShape, []*Tensor{x, g}, read, func(c ctx, in []node) (node, error) {
 			if outProd {
 				if gw, err := c.OutProd(in[0], in[1], false); err == nil { // Σ_i x[i, :] ⊗ g[i, :]
 					return gw, nil
 				}
 			}
-			xt, err := e.transposeNode(c, in[0])
+			// Rounded before the transposes, which then move half the bytes.
+			xp, gn, err := productOperands(c, in[0], in[1], prec)
 			if err != nil {
 				return node{}, err
 			}
-			gt, err := e.transposeNode(c, in[1])
+			xt, err := e.transposeNode(c, xp)
+			if err != nil {
+				return node{}, err
+			}
+			gt, err := e.transposeNode(c, gn)
 			if err != nil {
 				return node{}, err
 			}

@@ -9,11 +9,12 @@ import (
 	"github.com/gglua/gglua/core"
 )
 
-// The autograd globals: with_grad_tape, no_grad, backward, detect_anomaly
-// and sync.
+// The autograd globals: with_grad_tape, no_grad, autocast, backward,
+// detect_anomaly and sync.
 
 func (env *Env) autogradGlobals() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
+		"autocast":       env.autocast,
 		"backward":       env.backward,
 		"detect_anomaly": env.detectAnomaly,
 		"no_grad":        env.noGrad,
@@ -38,6 +39,22 @@ func (env *Env) withGradTape(L *lua.LState) int {
 // no_grad(fn) runs fn without recording.
 func (env *Env) noGrad(L *lua.LState) int {
 	return pushAll(L, env.callLua(L, L.CheckFunction(1), env.Engine.NoGrad))
+}
+
+// autocast([dtype,] fn) runs fn with matmul, bmm, linear and conv computed
+// from operands rounded to dtype: "bf16" (the default), or "f32" to turn
+// autocast off inside fn.
+func (env *Env) autocast(L *lua.LState) int {
+	dtype, fn := "bf16", 1
+	if L.Get(1).Type() == lua.LTString {
+		dtype, fn = L.CheckString(1), 2
+	}
+	t := parseDtype(L, "autocast", dtype)
+	f, ok := L.Get(fn).(*lua.LFunction)
+	if !ok {
+		argError(L, "autocast", "expected a function to run (autocast([dtype,] fn)), got %s", L.Get(fn).Type())
+	}
+	return pushAll(L, env.callLua(L, f, func(run func() error) error { return env.Engine.Autocast(t, run) }))
 }
 
 // detect_anomaly("warn" | "stop" | "off"): what an optimizer step does when

@@ -5,7 +5,7 @@
 //	                method (tensor.go lists them all in two sorted tables), save/load
 //	to_gpu, to_cpu  residency moves (residency.go)
 //	residency       stats, reset, limit of the two pools (residency.go)
-//	with_grad_tape, no_grad, backward, detect_anomaly, sync
+//	with_grad_tape, no_grad, autocast, backward, detect_anomaly, sync
 //	                autograd (autograd.go)
 //	nn              losses in Go (losses.go), modules in Lua (nn.lua)
 //	optim           sgd, adam, adamw, clipping (optim.go), lr_scheduler (lr_scheduler.go)

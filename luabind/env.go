@@ -51,7 +51,7 @@ var libraries = []struct {
 	name string
 	open func(L *lua.LState, env *Env)
 }{
-	{"autograd", openAutograd}, // with_grad_tape, no_grad, backward, detect_anomaly, sync
+	{"autograd", openAutograd}, // with_grad_tape, no_grad, autocast, backward, detect_anomaly, sync
 	{"data", openData},
 	{"device", openDevice},
 	{"dist", openDist}, // dist.go: data parallelism over MPI or NCCL

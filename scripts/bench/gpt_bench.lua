@@ -1,10 +1,11 @@
 -- scripts/bench/gpt_bench.lua - training throughput of scripts/examples/gpt.lua's
 -- transformer at a size given on the command line, on any device.
 --
---   gglua [--device cuda] [--threads N] scripts/bench/gpt_bench.lua L H d T B steps [warmup]
+--   gglua [--device cuda] [--threads N] scripts/bench/gpt_bench.lua L H d T B steps [warmup] [bf16]
 --
 --   L layers, H heads, d the width (d_model), T the block size (context),
---   B the batch, steps the timed steps (default 2 4 128 64 16 20; warmup 5).
+--   B the batch, steps the timed steps (default 2 4 128 64 16 20; warmup 5);
+--   bf16 runs the forward under autocast (torch_gpt.py's bf16 argument).
 --   e.g. the nanoGPT shakespeare_char size: 6 6 384 256 64 20 on a GPU.
 --
 -- The model and the step are gpt.lua's: token + position embeddings, pre-norm
@@ -33,6 +34,8 @@ local function int_arg(i, default)
 end
 local L, H, E, T, B = int_arg(1, 2), int_arg(2, 4), int_arg(3, 128), int_arg(4, 64), int_arg(5, 16)
 local steps, warmup = int_arg(6, 20), int_arg(7, 5)
+local precision = arg and arg[8] or "f32"
+assert(precision == "f32" or precision == "bf16", "gpt_bench: argument 8 is f32 or bf16, not " .. precision)
 assert(E % H == 0, string.format("gpt_bench: d=%d is not a multiple of H=%d", E, H))
 local V, NBATCH = 65, 8
 dist.init()
@@ -127,7 +130,8 @@ local function step()
   local i = (n - 1) % NBATCH + 1
   local x, y = xs[i], ys[i]
   opt:zero_grad()
-  local loss = with_grad_tape(function() return nn.cross_entropy(model(x):reshape(B * T, V), y) end)
+  local function forward() return nn.cross_entropy(model(x):reshape(B * T, V), y) end
+  local loss = with_grad_tape(function() return autocast(precision, forward) end)
   backward(loss)
   optim.clip_grad_norm(model:parameters(), 1.0)
   opt:step()

@@ -2,8 +2,10 @@
 -- Adam, weights resident) at any batch, for the large-batch comparison with
 -- torch_gpu_mlp.py (gpu_compare.sh runs both and prints ratios).
 --   gglua --device cuda scripts/bench/gpu_mlp.lua BATCH [MODE] [STEPS]
--- MODE: f32 (default), or bf16 (weights stored as bf16 in the persistent
--- pool, gradients and Adam moments f32). Under `gglua --nproc N` each rank
+-- MODE: f32 (default), autocast (f32 weights, the products in bf16 as under
+-- PyTorch's torch.autocast: torch_gpu_mlp.py's bf16), or bf16 (weights
+-- stored as bf16 in the persistent pool, gradients and Adam moments f32;
+-- add autocast too: bf16+autocast). Under `gglua --nproc N` each rank
 -- trains on BATCH/N rows with dist.data_parallel (BATCH is the global batch).
 dist.init()
 local world = dist.world_size()
@@ -19,7 +21,7 @@ for i = 1, #sizes - 1 do
   if i < #sizes - 1 then layers[#layers + 1] = nn.ReLU() end
 end
 local model = nn.Sequential(layers)
-if mode == "bf16" then
+if mode:find("bf16") then
   for _, p in ipairs(model:parameters()) do to_gpu(p, {scope = "persistent", dtype = "bf16"}) end
 else
   model:to_gpu("persistent")
@@ -36,7 +38,10 @@ y = to_gpu(tensor(y, {dtype = "i32"}), "persistent")
 
 local function step()
   opt:zero_grad()
-  local loss = with_grad_tape(function() return nn.cross_entropy(model(x), y) end)
+  local loss = with_grad_tape(function()
+    if mode:find("autocast") then return autocast(function() return nn.cross_entropy(model(x), y) end) end
+    return nn.cross_entropy(model(x), y)
+  end)
   backward(loss)
   opt:step()
   return loss:item()

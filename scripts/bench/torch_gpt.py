@@ -1,9 +1,10 @@
 """The PyTorch twin of scripts/bench/gpt_bench.lua: the same character GPT
 (scripts/examples/gpt.lua's) and the same training step, in eager mode.
 
-    python3 scripts/bench/torch_gpt.py L H d T B steps [cpu|cuda] [math|sdpa] [warmup]
+    python3 scripts/bench/torch_gpt.py L H d T B steps [cpu|cuda] [math|sdpa] [warmup] [f32|bf16]
 
-Defaults: 2 4 128 64 16 20 cpu math 5. Prints the line gpt_bench.lua prints,
+Defaults: 2 4 128 64 16 20 cpu math 5 f32; bf16 runs the forward under
+torch.autocast(dtype=torch.bfloat16) (gpt_bench.lua's bf16: gglua's autocast). Prints the line gpt_bench.lua prints,
 with "torch" first:
 
     torch gpt L=.. H=.. d=.. T=.. B=.. tokens/s=... ms/step=... loss=... params=...
@@ -116,7 +117,8 @@ def main():
     dev = argv[6] if len(argv) > 6 else "cpu"
     attn = argv[7] if len(argv) > 7 else "math"
     warmup = int(argv[8]) if len(argv) > 8 else 5
-    if E % H != 0 or attn not in ("math", "sdpa") or dev not in ("cpu", "cuda"):
+    precision = argv[9] if len(argv) > 9 else "f32"  # bf16: the forward under autocast
+    if E % H != 0 or attn not in ("math", "sdpa") or dev not in ("cpu", "cuda") or precision not in ("f32", "bf16"):
         sys.exit(f"torch_gpt: bad arguments {argv} (d a multiple of H; device cpu|cuda; attention math|sdpa)")
     if attn == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
         sys.exit(f"torch_gpt: attention sdpa needs PyTorch >= 2.0, this is {torch.__version__}")
@@ -158,7 +160,8 @@ def main():
         x, y = xs[n % NBATCH].to(dev), ys[n % NBATCH].to(dev)
         n += 1
         opt.zero_grad()
-        loss = F.cross_entropy(model(x).reshape(B * T, V), y)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(model(x).reshape(B * T, V), y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -177,7 +180,7 @@ def main():
     dt = time.perf_counter() - t0
     if rank != 0:
         return
-    print(f"torch {torch.__version__} {dev}, {torch.get_num_threads()} threads, attention {attn}, "
+    print(f"torch {torch.__version__} {dev}, {torch.get_num_threads()} threads, attention {attn}, {precision}, "
           f"{warmup} warm-up steps, {world} processes", file=sys.stderr)
     print(f"torch gpt L={L} H={H} d={E} T={T} B={global_b} tokens/s={steps * global_b * T / dt:.0f} "
           f"ms/step={1000 * dt / steps:.2f} loss={loss:.4f} params={nparams}")

@@ -1,0 +1,74 @@
+package core
+
+import (
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Autocast is PyTorch's torch.autocast(dtype=torch.bfloat16) for gglua's
+// products: inside it, matmul, bmm, linear and conv (and attention's
+// products, which are matmuls) multiply bf16 copies of their f32 operands,
+// summing in f32, and so do their gradients' products. Weights, their
+// gradients and the optimizer's state stay f32 (the "master weights"): only
+// the operands of each product are rounded, once per use, as PyTorch's
+// autocast does. Everything else (sums, norms, softmax, losses) stays f32.
+//
+// One difference from PyTorch, documented in docs/PYTORCH.md: a product's
+// result is an f32 tensor where PyTorch's is bf16. On CUDA its values are
+// the bf16 GEMM's (cuBLAS writes bf16, ggml widens it), on the CPU they are
+// the f32 sums of the bf16 operands' products (ggml does not round them);
+// either way no more rounded than PyTorch's, and the next op would widen a
+// bf16 result to f32 anyway (ops compute in f32 here).
+//
+// f16 is refused: ggml-cuda multiplies f16 operands with f16 sums unless a
+// product asks for f32 precision, and then it converts them back to f32,
+// so neither is what torch.autocast(dtype=torch.float16) does.
+
+// Autocast runs fn with products computed from operands rounded to dtype:
+// bf16, or f32 to turn autocast off inside fn (PyTorch's enabled=False).
+// Nested calls restore the outer setting when they return.
+func (e *Engine) Autocast(dtype ggmlcgo.Type, fn func() error) error {
+	if dtype != ggmlcgo.BF16 && dtype != ggmlcgo.F32 {
+		return argErrorf("autocast: dtype %s is not supported (bf16, or f32 to turn autocast off): ggml-cuda sums f16 products in f16", dtype)
+	}
+	outer := e.autocast
+	e.autocast = dtype
+	defer func() { e.autocast = outer }()
+	return fn()
+}
+
+// AutocastType is the type products round their operands to: bf16 inside
+// Autocast, f32 outside it.
+func (e *Engine) AutocastType() ggmlcgo.Type { return e.autocast }
+
+// productType is the type a product's first ggml operand (src0: the
+// weight, or a transposed operand in a gradient) is rounded to, and the
+// reader of the product's inputs: f32 and input outside autocast; inside
+// it, the stored type is read as it is (a bf16 weight is not widened to be
+// rounded again) and productOperands converts.
+func (e *Engine) productType() (ggmlcgo.Type, func(*Tensor) (node, error)) {
+	if e.autocast == ggmlcgo.F32 {
+		return ggmlcgo.F32, e.input
+	}
+	return e.autocast, e.storedInput
+}
+
+// productOperands are mul_mat's operands for a product computed in prec:
+// src0 rounded to prec, src1 in f32. ggml converts src1 to src0's type
+// itself, inside the product (on CUDA into a scratch buffer, and only 2-d
+// src1 may arrive in bf16), so it is left f32.
+func productOperands(c ctx, src0, src1 node, prec ggmlcgo.Type) (node, node, error) {
+	a, err := asType(c, src0, prec)
+	if err != nil {
+		return node{}, node{}, err
+	}
+	b, err := asType(c, src1, ggmlcgo.F32)
+	return a, b, err
+}
+
+// asType is n in type t: n itself when it is, else a converted copy.
+func asType(c ctx, n node, t ggmlcgo.Type) (node, error) {
+	if n.Type() == t {
+		return n, nil
+	}
+	return c.Cast(n, t)
+}

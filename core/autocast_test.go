@@ -1,0 +1,166 @@
+package core
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// roundBF16 is v rounded to bfloat16 (to nearest, ties to even), as
+// PyTorch's and ggml's f32 -> bf16 conversions do for finite values.
+func roundBF16(v float32) float64 {
+	b := math.Float32bits(v)
+	b += 0x7fff + (b>>16)&1
+	return float64(math.Float32frombits(b &^ 0xffff))
+}
+
+// bf16Matmul is a·b and its gradients for the cotangent g, in float64 from
+// every operand rounded to bf16 (a product under autocast rounds both
+// operands, and its gradients' products round g too): a [B, m, k], b
+// [Bb, k, n] with Bb 1 or B, g [B, m, n].
+func bf16Matmul(a, b, g []float32, B, Bb, m, k, n int) (y, ga, gb []float64) {
+	y, ga, gb = make([]float64, B*m*n), make([]float64, B*m*k), make([]float64, Bb*k*n)
+	for bi := range B {
+		bb := bi % Bb
+		for i := range m {
+			for j := range n {
+				gij := roundBF16(g[(bi*m+i)*n+j])
+				for p := range k {
+					av, bv := roundBF16(a[(bi*m+i)*k+p]), roundBF16(b[(bb*k+p)*n+j])
+					y[(bi*m+i)*n+j] += av * bv
+					ga[(bi*m+i)*k+p] += gij * bv
+					gb[(bb*k+p)*n+j] += av * gij
+				}
+			}
+		}
+	}
+	return y, ga, gb
+}
+
+// TestAutocastRoundsTheOperands: under autocast a product, forward and both
+// gradients, is the f32 sum of its operands' products rounded to bf16
+// (worked out in float64 here); outside it the same inputs give the f32
+// product, which that reference tells apart. The GPU's forms (out_prod
+// gradients, attention's strided products) must step aside for it.
+func TestAutocastRoundsTheOperands(t *testing.T) {
+	defer func(o, r bool) { forceOutProd, forceRowsMatmul = o, r }(forceOutProd, forceRowsMatmul)
+	forceOutProd, forceRowsMatmul = true, true
+	e := newEngine(t)
+	wave := func(n, seed int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(math.Sin(float64(i*37+seed)*0.71)) * 1.7
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name           string
+		aShape, bShape []int
+		B, Bb, m, k, n int
+	}{
+		{"2-d", []int{5, 16}, []int{16, 8}, 1, 1, 5, 16, 8},
+		{"batch times a matrix", []int{2, 3, 16}, []int{16, 8}, 2, 1, 3, 16, 8},
+		{"batches", []int{3, 4, 16}, []int{3, 16, 4}, 3, 3, 4, 16, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			av, bv := wave(c.B*c.m*c.k, 1), wave(c.Bb*c.k*c.n, 2)
+			gv := wave(c.B*c.m*c.n, 3)
+			gShape := append(append([]int(nil), c.aShape[:len(c.aShape)-1]...), c.n)
+			wantY, wantA, wantB := bf16Matmul(av, bv, gv, c.B, c.Bb, c.m, c.k, c.n)
+			run := func(prec ggmlcgo.Type) (y, ga, gb []float32) {
+				a, b := host(t, c.aShape, av...), host(t, c.bShape, bv...)
+				require.NoError(t, a.SetRequiresGrad(true))
+				require.NoError(t, b.SetRequiresGrad(true))
+				var out, loss *Tensor
+				require.NoError(t, e.WithGradTape(func() error {
+					return e.Autocast(prec, func() error {
+						var c chain
+						out = c.do(func() (*Tensor, error) { return e.Matmul(a, b) })
+						p := c.do(func() (*Tensor, error) { return e.Mul(out, host(t, gShape, gv...)) })
+						loss = c.do(func() (*Tensor, error) { return e.Sum(p) })
+						return c.err
+					})
+				}))
+				_, err := e.Backward(loss)
+				require.NoError(t, err)
+				return values(t, out), values(t, a.Grad()), values(t, b.Grad())
+			}
+			near := func(want []float64, got []float32) bool {
+				for i := range want {
+					if math.Abs(want[i]-float64(got[i])) > 1e-5*(1+math.Abs(want[i])) {
+						return false
+					}
+				}
+				return true
+			}
+			y, ga, gb := run(ggmlcgo.BF16)
+			assert.True(t, near(wantY, y), "product: %v, want %v", y, wantY)
+			assert.True(t, near(wantA, ga), "gradient of a: %v, want %v", ga, wantA)
+			assert.True(t, near(wantB, gb), "gradient of b: %v, want %v", gb, wantB)
+			y, ga, gb = run(ggmlcgo.F32)
+			assert.False(t, near(wantY, y), "f32 product too near the bf16 reference to tell them apart")
+			assert.False(t, near(wantA, ga) || near(wantB, gb), "f32 gradients too near the bf16 reference")
+		})
+	}
+}
+
+// TestAutocastAsTorch: linear, matmul, bmm and conv2d under autocast give
+// PyTorch's torch.autocast("cpu", dtype=torch.bfloat16) values and
+// gradients (testdata/torch_autocast.json, scripts/reference/autocast.py),
+// within bf16's rounding: PyTorch rounds each product's result to bf16,
+// gglua keeps it f32 (autocast.go).
+func TestAutocastAsTorch(t *testing.T) {
+	ops := map[string]torchOp{
+		"linear": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+			return e.Linear(in[0], in[1])
+		},
+		"matmul": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+			return e.Matmul(in[0], in[1])
+		},
+		"bmm": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) { return e.Bmm(in[0], in[1]) },
+		"conv2d": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
+			return e.Conv2d(in[0], in[1], nil, ConvOptions{Stride: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1})
+		},
+	}
+	for name, f := range ops {
+		ops[name] = func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (out *Tensor, err error) {
+			err = e.Autocast(ggmlcgo.BF16, func() error {
+				out, err = f(t, e, c, in)
+				return err
+			})
+			return out, err
+		}
+	}
+	runTorchFileWith(t, "testdata/torch_autocast.json", ops, func(t require.TestingT, want []torchNum, got []float32, msg string) {
+		require.Len(t, got, len(want), msg)
+		for i, w := range want {
+			// bf16 keeps 8 significant bits: PyTorch's rounding of the
+			// result is within 2^-9 of it, relatively.
+			assert.InDelta(t, float64(w), float64(got[i]), 1e-4+4e-3*math.Abs(float64(w)), "%s: element %d", msg, i+1)
+		}
+	})
+}
+
+// TestAutocastScopes: autocast nests and restores the outer setting (also
+// when fn fails), f32 turns it off inside, and f16 is refused.
+func TestAutocastScopes(t *testing.T) {
+	e := newEngine(t)
+	assert.Equal(t, ggmlcgo.F32, e.AutocastType())
+	require.NoError(t, e.Autocast(ggmlcgo.BF16, func() error {
+		assert.Equal(t, ggmlcgo.BF16, e.AutocastType())
+		assert.Error(t, e.Autocast(ggmlcgo.F32, func() error {
+			assert.Equal(t, ggmlcgo.F32, e.AutocastType())
+			return assert.AnError
+		}))
+		assert.Equal(t, ggmlcgo.BF16, e.AutocastType())
+		return nil
+	}))
+	assert.Equal(t, ggmlcgo.F32, e.AutocastType())
+	err := e.Autocast(ggmlcgo.F16, func() error { t.Fatal("fn ran"); return nil })
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.ErrorContains(t, err, "f16")
+}
