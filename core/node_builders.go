@@ -219,6 +219,13 @@ func (b *nodes) nanOf(a node) node {
 // comparisons (clamp, relu) turn NaN into a number, PyTorch keeps it.
 func (b *nodes) nanWhere(src, y node) node { return b.add(y, b.nanOf(src)) }
 
+// reluMask is 1 where relu's result y is positive or NaN, 0 where it is
+// 0: step(y) + isNaN(y), where y + 1 is positive unless y is NaN (y is
+// never negative). Five kernels where the mask from relu's input took six.
+func (b *nodes) reluMask(y node) node {
+	return b.add(b.unary("step", y), b.scaleBias(b.unary("step", b.scaleBias(y, 1, 1)), -1, 1))
+}
+
 // isZero is 1 where a == 0 (either sign), 0 elsewhere and at NaN.
 func (b *nodes) isZero(a node) node {
 	ab := b.unary("abs", a)

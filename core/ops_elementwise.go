@@ -248,6 +248,10 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 // Relu is max(x, 0); NaN stays NaN. Its gradient is 0 where x <= 0 and
 // passes elsewhere, NaN included, as in PyTorch.
 func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
+	// The gradient reads the result, as PyTorch's does (threshold_backward
+	// of the result): g where relu(x) > 0 or is NaN, selected. Not reading
+	// x lets ggml reuse x's memory once the forward ran (the next layer
+	// keeps the result anyway).
 	if e.backend.IsCPU() {
 		// One pass each way of gglua's kernels (relu.c), NaN kept and the
 		// gradient selected as PyTorch does.
@@ -258,16 +262,16 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 			}
 			return c.ReluCPU(a)
 		}, func(g, x, y *Tensor) (*Tensor, error) {
-			return e.newOp("relu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+			return e.newOp("relu_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
 				gp, err := e.packed(c, in[0])
 				if err != nil {
 					return node{}, err
 				}
-				xp, err := e.packed(c, in[1])
+				yp, err := e.packed(c, in[1])
 				if err != nil {
 					return node{}, err
 				}
-				return c.ReluBackCPU(gp, xp)
+				return c.ReluBackCPU(gp, yp)
 			})
 		})
 	}
@@ -276,10 +280,7 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 		y := b.nanWhere(a, b.unary("relu", a))
 		return y, b.err
 	}, func(g, x, y *Tensor) (*Tensor, error) {
-		m, err := e.build("relu_mask", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
-			// step(x) + isNaN(x)
-			return b.add(b.unary("step", in[0]), b.scaleBias(b.notNaN(in[0]), -1, 1))
-		})
+		m, err := e.build("relu_mask", y.shape, []*Tensor{y}, func(b *nodes, in []node) node { return b.reluMask(in[0]) })
 		if err != nil {
 			return nil, err
 		}

@@ -19,9 +19,9 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {x};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 1, gglua_relu_f32, -1, NULL), "relu");
 // }
-// static struct ggml_tensor * gglua_relu_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x) {
-//     struct ggml_tensor * args[2] = {g, x};
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
+// static struct ggml_tensor * gglua_relu_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * y) {
+//     struct ggml_tensor * args[2] = {g, y};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], y->ne[2], y->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
 // }
 // static struct ggml_tensor * gglua_adamw_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * g, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * p) {
 //     struct ggml_tensor * args[4] = {g, m, v, p};
@@ -83,8 +83,9 @@ func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
 }
 
 // ReluCPU is max(x, 0) with NaN kept (PyTorch's relu), and ReluBackCPU
-// its gradient g where x > 0 or is NaN and 0 elsewhere (selected, not
-// multiplied: an infinite g at a negative x gives 0), one node of gglua's
+// its gradient from the result y: g where y > 0 or is NaN and 0 elsewhere
+// (selected, not multiplied: an infinite g at a negative x gives 0), as
+// PyTorch's threshold_backward of the result; one node of gglua's
 // kernels (relu.c) each; contiguous f32 operands of one shape. Custom ops:
 // the CPU backend only.
 func (c *Context) ReluCPU(x Tensor) (Tensor, error) {
@@ -98,14 +99,14 @@ func (c *Context) ReluCPU(x Tensor) (Tensor, error) {
 }
 
 // ReluBackCPU: see ReluCPU.
-func (c *Context) ReluBackCPU(g, x Tensor) (Tensor, error) {
-	if err := c.checkF32("relu_back", g, x); err != nil {
+func (c *Context) ReluBackCPU(g, y Tensor) (Tensor, error) {
+	if err := c.checkF32("relu_back", g, y); err != nil {
 		return Tensor{}, err
 	}
-	if !sameShape(g, x) || !g.contiguous() || !x.contiguous() {
-		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), x.Ne())
+	if !sameShape(g, y) || !g.contiguous() || !y.contiguous() {
+		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), y.Ne())
 	}
-	return result(C.gglua_relu_back_node(c.p, g.p, x.p))
+	return result(C.gglua_relu_back_node(c.p, g.p, y.p))
 }
 
 // AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,

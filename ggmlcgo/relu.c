@@ -20,12 +20,12 @@ void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata)
 void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) userdata;
     const float * g = (const float *) dst->src[0]->data;
-    const float * x = (const float *) dst->src[1]->data;
+    const float * y = (const float *) dst->src[1]->data; // relu's result
     float * d = (float *) dst->data;
     int64_t i0, i1;
     gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
-        const float v = x[i];
+        const float v = y[i];
         d[i] = v > 0 || v != v ? g[i] : 0.0f; // PyTorch: g where relu(x) > 0 or is NaN
     }
 }
