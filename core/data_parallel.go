@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/gglua/gglua/core/residency"
@@ -232,11 +233,13 @@ func (e *Engine) averageGrads() error {
 	if err := e.Realize(); err != nil {
 		return err
 	}
+	started := time.Now()
 	for _, b := range dp.buckets {
 		if err := e.WithBuffer(b.flat, true, dp.sum); err != nil {
 			return fmt.Errorf("data parallel: averaging gradients: %w", err)
 		}
 	}
+	e.stats.ReduceTime += time.Since(started)
 	scale := 1 / float32(dp.world)
 	for _, b := range dp.buckets {
 		for i, p := range b.params {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -41,6 +42,7 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 			calls := 0
 			otherAddsOne := func(b Buffer) error {
 				calls++
+				time.Sleep(time.Millisecond) // a collective takes time: Stats counts it
 				assert.False(t, b.OnDevice)
 				v := unsafe.Slice((*float32)(b.Data), b.Count)
 				for i := range v {
@@ -79,6 +81,8 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 			assertValues(t, []float32{1, 1, 1, 1}, w2.Grad())
 			assertValues(t, []float32{0.5, 0.5}, unused.Grad())
 			assert.Equal(t, tc.buckets, calls, "one collective per bucket")
+			assert.GreaterOrEqual(t, e.Stats().ReduceTime, time.Duration(tc.buckets)*time.Millisecond, "time in the collectives")
+			assert.Positive(t, e.Stats().ComputeTime, "time in graph computes")
 
 			before := e.Stats().GraphComputes
 			step()

@@ -18,10 +18,12 @@ type (
 
 // Stats are the engine's counters, read by tests and benchmarks.
 type Stats struct {
-	GraphComputes int64 // Realize calls that computed a graph
-	NodesComputed int64 // graph nodes computed, summed
-	PassBytes     int64 // bytes of node results placed in the pass pool by Realize, summed
-	GraphReplays  int64 // of the computes, those replayed as a captured CUDA graph (devices)
+	GraphComputes int64         // Realize calls that computed a graph
+	NodesComputed int64         // graph nodes computed, summed
+	PassBytes     int64         // bytes of node results placed in the pass pool by Realize, summed
+	GraphReplays  int64         // of the computes, those replayed as a captured CUDA graph (devices)
+	ComputeTime   time.Duration // wall time in graph computes, summed
+	ReduceTime    time.Duration // wall time in data parallelism's gradient collectives, summed
 }
 
 // Stats returns the engine's counters.
@@ -397,6 +399,7 @@ func (e *Engine) Realize() error {
 		chooser.record(choice, g.Work(), time.Since(started))
 	}
 	e.stats.GraphComputes++
+	e.stats.ComputeTime += time.Since(started)
 	e.stats.NodesComputed += int64(g.NNodes())
 	e.stats.PassBytes += placedBytes
 	for _, t := range e.pending {

@@ -94,6 +94,8 @@ func (env *Env) stats(L *lua.LState) int {
 	tbl.RawSetString("nodes_computed", lua.LNumber(st.NodesComputed))
 	tbl.RawSetString("pass_bytes_placed", lua.LNumber(st.PassBytes))
 	tbl.RawSetString("graph_replays", lua.LNumber(st.GraphReplays))
+	tbl.RawSetString("compute_seconds", lua.LNumber(st.ComputeTime.Seconds()))
+	tbl.RawSetString("grad_reduce_seconds", lua.LNumber(st.ReduceTime.Seconds()))
 	if rss, peak, ok := processMemory(); ok {
 		tbl.RawSetString("rss_bytes", lua.LNumber(rss))
 		tbl.RawSetString("peak_rss_bytes", lua.LNumber(peak))

@@ -47,6 +47,7 @@ local function step()
   return loss:item()
 end
 for _ = 1, 3 do step() end
+local s0 = residency.stats()
 local t0 = device.clock()
 local loss
 for _ = 1, steps do loss = step() end
@@ -58,5 +59,7 @@ if dist.rank() == 0 then
   print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB used=%dMiB",
     global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20),
     math.floor((s.p_buffer_bytes - s.p_free_bytes) / 2^20)))
-  io.stderr:write(string.format("gglua mlp: %d graph computes (%d replayed as CUDA graphs)\n", s.graph_computes, s.graph_replays))
+  io.stderr:write(string.format("gglua mlp: %d graph computes (%d replayed as CUDA graphs); per timed step %.2f ms in computes, %.2f ms in gradient collectives\n",
+    s.graph_computes, s.graph_replays, 1000 * (s.compute_seconds - s0.compute_seconds) / steps,
+    1000 * (s.grad_reduce_seconds - s0.grad_reduce_seconds) / steps))
 end
