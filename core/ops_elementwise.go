@@ -249,9 +249,9 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 // passes elsewhere, NaN included, as in PyTorch.
 func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 	// The gradient reads the result, as PyTorch's does (threshold_backward
-	// of the result): g where relu(x) > 0 or is NaN, selected. Not reading
-	// x lets ggml reuse x's memory once the forward ran (the next layer
-	// keeps the result anyway).
+	// of the result): g where relu(x) > 0 or is NaN, selected. On devices
+	// the result's mask takes one kernel fewer than the input's (it is
+	// never negative: no abs).
 	if e.backend.IsCPU() {
 		// One pass each way of gglua's kernels (relu.c), NaN kept and the
 		// gradient selected as PyTorch does.
