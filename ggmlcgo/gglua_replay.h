@@ -3,20 +3,29 @@
 #define GGLUA_REPLAY_H
 #include "gglua_ggml.h"
 
-// gglua_replay remembers the last graph a device backend computed, node by
-// node, and whether ggml-cuda's captured CUDA graph was made from it.
+// GGLUA_REPLAY_LANES is how many graphs a device backend keeps captured at
+// once: a data-parallel step alternates two (backward; the averaged
+// gradients applied), and ggml-cuda keeps one CUDA graph per backend, so
+// each lane is a backend of its own on the same device.
+#define GGLUA_REPLAY_LANES 2
+
+// gglua_replay remembers, for each lane, the last graph computed on it,
+// node by node, and whether ggml-cuda's captured CUDA graph was made from
+// it.
 struct gglua_replay;
 
 struct gglua_replay * gglua_replay_new(void);
 void gglua_replay_free(struct gglua_replay * r);
 
-// gglua_replay_compute runs g on backend b (and waits for it): replayed
-// from the captured CUDA graph when g is identical to the graph computed
-// just before it, which was itself captured; captured when g repeats the
-// graph just before it; launched node by node otherwise. scratch is a
-// one-node graph of the backend's memory, computed to make ggml capture
-// afresh. enabled = false launches every graph node by node.
-enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t b,
+// gglua_replay_compute runs g (and waits for it) on the lane whose last
+// graph is identical to g, else on the lane used least recently:
+// replayed from the lane's captured CUDA graph when its last graph was
+// captured; captured when g repeats its last graph; launched node by node
+// otherwise. lanes are the lanes' backends (n of them, at most
+// GGLUA_REPLAY_LANES, all on one device). scratch is a one-node graph of
+// the device's memory, computed to make ggml capture afresh. enabled =
+// false launches every graph node by node on the first lane.
+enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * lanes, int n,
                                       struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled);
 
 // gglua_replay_counts reads how many computes were replayed, captured and

@@ -23,6 +23,14 @@
 // data there: a replay launches the kernels but does not repeat that, so
 // the redirections a capture made are recorded and made again on every
 // replayed graph's nodes.
+//
+// ggml-cuda keeps one captured graph per backend, and a data-parallel step
+// computes two graphs in turn (backward; the averaged gradients applied),
+// which would each undo the other's capture. So a device has lanes, each a
+// backend of its own on the device (its own stream and CUDA graph): a
+// graph goes to the lane whose last graph it repeats, else to the lane used
+// least recently. Every compute waits for its lane, so the lanes never run
+// at once and need no ordering between them.
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,12 +43,19 @@ struct record {
     size_t len, cap;
 };
 
-struct gglua_replay {
-    struct record last, next;
+struct lane {
+    struct record last;
     struct record moved; // pairs (i, j): node i's data was pointed at node j's
     bool have_last;
-    bool last_in_graph; // ggml-cuda's CUDA graph was captured from `last`
+    bool last_in_graph; // the lane's CUDA graph was captured from `last`
     bool last_unsafe;   // `last`'s capture moved data where no node was: launch it
+    int64_t used;       // when the lane last computed (the replay's tick)
+};
+
+struct gglua_replay {
+    struct lane lanes[GGLUA_REPLAY_LANES];
+    struct record next;
+    int64_t tick;
     int64_t replayed, captured, launched;
 };
 
@@ -93,9 +108,11 @@ struct gglua_replay * gglua_replay_new(void) { return calloc(1, sizeof(struct gg
 
 void gglua_replay_free(struct gglua_replay * r) {
     if (r) {
-        free(r->last.w);
+        for (int k = 0; k < GGLUA_REPLAY_LANES; k++) {
+            free(r->lanes[k].last.w);
+            free(r->lanes[k].moved.w);
+        }
         free(r->next.w);
-        free(r->moved.w);
         free(r);
     }
 }
@@ -119,10 +136,10 @@ static bool computes(struct ggml_cgraph * g) {
     return false;
 }
 
-// capture computes g as a CUDA graph to be replayed, recording the nodes
-// whose data ggml pointed elsewhere; false when one cannot be matched to
-// another node (the graph is then never replayed).
-static enum ggml_status capture(struct gglua_replay * r, ggml_backend_t b, struct ggml_cgraph * g, bool * replayable) {
+// capture computes g on lane l's backend b as a CUDA graph to be replayed,
+// recording the nodes whose data ggml pointed elsewhere; false when one
+// cannot be matched to another node (the graph is then never replayed).
+static enum ggml_status capture(struct lane * l, ggml_backend_t b, struct ggml_cgraph * g, bool * replayable) {
     const int n = ggml_graph_n_nodes(g);
     void ** before = malloc((size_t) (n > 0 ? n : 1) * sizeof(void *));
     *replayable = before != NULL;
@@ -133,7 +150,7 @@ static enum ggml_status capture(struct gglua_replay * r, ggml_backend_t b, struc
         before[i] = ggml_graph_node(g, i)->data;
     }
     enum ggml_status s = run(b, g, HINT_GRAPH);
-    r->moved.len = 0;
+    l->moved.len = 0;
     for (int i = 0; i < n && *replayable; i++) {
         void * now = ggml_graph_node(g, i)->data;
         if (now == before[i]) {
@@ -143,53 +160,82 @@ static enum ggml_status capture(struct gglua_replay * r, ggml_backend_t b, struc
         while (j < n && (j == i || before[j] != now)) {
             j++;
         }
-        *replayable = j < n && put(&r->moved, i) && put(&r->moved, j);
+        *replayable = j < n && put(&l->moved, i) && put(&l->moved, j);
     }
     free(before);
     return s;
 }
 
-enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t b,
+static bool same_record(const struct record * a, const struct record * b) {
+    return a->len == b->len && memcmp(a->w, b->w, a->len * sizeof(int64_t)) == 0;
+}
+
+// pick is the lane whose last graph is r->next, else the least recently
+// used one (*same says which).
+static int pick(struct gglua_replay * r, int n, bool * same) {
+    int oldest = 0;
+    for (int k = 0; k < n; k++) {
+        struct lane * l = &r->lanes[k];
+        if (l->have_last && same_record(&l->last, &r->next)) {
+            *same = true;
+            return k;
+        }
+        if (l->used < r->lanes[oldest].used) {
+            oldest = k;
+        }
+    }
+    *same = false;
+    return oldest;
+}
+
+enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * lanes, int n,
                                       struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled) {
     if (!computes(g)) { // ggml-cuda would capture an empty graph, even told not to
         return GGML_STATUS_SUCCESS;
     }
-    if (!enabled || !describe(&r->next, g)) {
-        r->have_last = r->last_in_graph = r->last_unsafe = false;
-        r->launched++;
-        return run(b, g, HINT_LAUNCH);
+    if (n > GGLUA_REPLAY_LANES) {
+        n = GGLUA_REPLAY_LANES;
     }
-    const bool same = r->have_last && r->next.len == r->last.len &&
-                      memcmp(r->next.w, r->last.w, r->next.len * sizeof(int64_t)) == 0;
-    struct record t = r->last;
-    r->last = r->next;
+    if (!enabled || !describe(&r->next, g)) {
+        r->lanes[0].have_last = r->lanes[0].last_in_graph = r->lanes[0].last_unsafe = false;
+        r->lanes[0].used = ++r->tick;
+        r->launched++;
+        return run(lanes[0], g, HINT_LAUNCH);
+    }
+    bool same;
+    const int k = pick(r, n, &same);
+    struct lane * l = &r->lanes[k];
+    ggml_backend_t b = lanes[k];
+    struct record t = l->last;
+    l->last = r->next;
     r->next = t;
-    r->have_last = true;
-    if (same && r->last_in_graph) {
+    l->have_last = true;
+    l->used = ++r->tick;
+    if (same && l->last_in_graph) {
         r->replayed++;
         enum ggml_status s = run(b, g, HINT_GRAPH);
-        for (size_t k = 0; k + 1 < r->moved.len; k += 2) {
-            ggml_graph_node(g, (int) r->moved.w[k])->data = ggml_graph_node(g, (int) r->moved.w[k + 1])->data;
+        for (size_t i = 0; i + 1 < l->moved.len; i += 2) {
+            ggml_graph_node(g, (int) l->moved.w[i])->data = ggml_graph_node(g, (int) l->moved.w[i + 1])->data;
         }
         return s;
     }
-    if (same && !r->last_unsafe) {
+    if (same && !l->last_unsafe) {
         enum ggml_status s = run(b, scratch, HINT_LAUNCH);
         if (s != GGML_STATUS_SUCCESS) {
-            r->last_in_graph = false;
+            l->last_in_graph = false;
             return s;
         }
         r->captured++;
         bool replayable;
-        s = capture(r, b, g, &replayable);
-        r->last_in_graph = replayable;
-        r->last_unsafe = !replayable;
+        s = capture(l, b, g, &replayable);
+        l->last_in_graph = replayable;
+        l->last_unsafe = !replayable;
         return s;
     }
     if (!same) {
-        r->last_unsafe = false;
+        l->last_unsafe = false;
     }
-    r->last_in_graph = false;
+    l->last_in_graph = false;
     r->launched++;
     return run(b, g, HINT_LAUNCH);
 }

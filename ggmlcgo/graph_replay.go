@@ -18,15 +18,26 @@ type replayer struct {
 	ctx     *Context // the scratch graph's tensors
 	buf     Buffer
 	scratch *Graph
+	// lanes are the backends graphs run on: b's own, then more of the same
+	// device, each keeping a captured graph of its own (graph_replay.c).
+	lanes []C.ggml_backend_t
 }
 
 // newReplayer prepares replays for device backend b; GGLUA_CUDA_GRAPHS=0
 // turns them off (every node launched, as ggml-cuda does for graphs it
 // never captures).
 func newReplayer(b *Backend) (*replayer, error) {
-	r := &replayer{state: C.gglua_replay_new(), enabled: os.Getenv("GGLUA_CUDA_GRAPHS") != "0"}
+	r := &replayer{state: C.gglua_replay_new(), enabled: os.Getenv("GGLUA_CUDA_GRAPHS") != "0", lanes: []C.ggml_backend_t{b.p}}
 	if r.state == nil {
 		return nil, errors.New("graph replay: out of host memory")
+	}
+	for len(r.lanes) < C.GGLUA_REPLAY_LANES {
+		lane := C.ggml_backend_dev_init(C.ggml_backend_get_device(b.p), nil)
+		if lane == nil {
+			r.free()
+			return nil, errors.New("graph replay: a second backend on the device failed to initialise")
+		}
+		r.lanes = append(r.lanes, lane)
 	}
 	err := r.makeScratch(b.BufferType())
 	if err != nil {
@@ -76,13 +87,17 @@ func (b *Backend) graphCompute(g *Graph, mayReplay bool) C.enum_ggml_status {
 	if r == nil {
 		return C.ggml_backend_graph_compute(b.p, g.p)
 	}
-	return C.gglua_replay_compute(r.state, b.p, g.p, r.scratch.p, C.bool(mayReplay && r.enabled))
+	return C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p, C.bool(mayReplay && r.enabled))
 }
 
 func (r *replayer) free() {
 	if r == nil {
 		return
 	}
+	for _, lane := range r.lanes[1:] { // the first is the backend's own
+		C.ggml_backend_free(lane)
+	}
+	r.lanes = r.lanes[:1]
 	r.ctx.Free()
 	if !r.buf.IsNil() {
 		r.buf.Free()
