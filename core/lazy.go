@@ -318,26 +318,16 @@ func (e *Engine) Realize() error {
 			return fmt.Errorf("realize: %w: pending work was dropped by a reset of the pass pool", residency.ErrStale)
 		}
 		roots[i] = t.node
+		// Every pending result may be read after the compute: ggml-cuda
+		// must not fuse it away into the next node's kernel (a LayerNorm's
+		// x̂ into its weight's product, a sum into the next add).
+		t.node.SetOutput()
 	}
-	size := ggmlcgo.Reachable(roots) + 8
-	gctx, err := ggmlcgo.NewContext(0, size)
+	g, gctx, err := ggmlcgo.GraphOf(roots)
 	if err != nil {
 		return fmt.Errorf("realize: %w", err)
 	}
 	defer gctx.Free()
-	g, err := gctx.NewGraph(size)
-	if err != nil {
-		return fmt.Errorf("realize: %w", err)
-	}
-	for _, r := range roots {
-		// Every pending result may be read after the compute: ggml-cuda
-		// must not fuse it away into the next node's kernel (a LayerNorm's
-		// x̂ into its weight's product, a sum into the next add).
-		r.SetOutput()
-		if err := g.Expand(r); err != nil {
-			return fmt.Errorf("realize: %w", err)
-		}
-	}
 	placed := map[ggmlcgo.Tensor]*residency.Handle{}
 	var placedBytes int64
 	for _, n := range g.Nodes() {
