@@ -1,6 +1,31 @@
 package ggmlcgo
 
-// #include "gglua_ggml.h"
+/*
+#include <stdint.h>
+#include "gglua_ggml.h"
+
+// gglua_place_at is PlaceAt's checks and placement in one call (a step
+// places every node of its graph: one cgo call each instead of nine). It
+// returns 0 when t was placed, 1 when need bytes do not fit at off, 2 when
+// off is not aligned, 3 when ggml refused; need, size, align and first are
+// set in every case, for the message.
+static int gglua_place_at(ggml_backend_buffer_t b, struct ggml_tensor * t, int64_t off,
+                          int64_t * need, int64_t * size, int64_t * align, int64_t * first) {
+    const int64_t a = (int64_t) ggml_backend_buffer_get_alignment(b);
+    const uintptr_t base = (uintptr_t) ggml_backend_buffer_get_base(b);
+    *align = a;
+    *size = (int64_t) ggml_backend_buffer_get_size(b);
+    *need = ((int64_t) ggml_backend_buffer_get_alloc_size(b, t) + a - 1) / a * a;
+    *first = (int64_t) ((a - base % a) % a);
+    if (off < 0 || off > *size || *need > *size - off) {
+        return 1;
+    }
+    if ((off - *first) % a != 0) {
+        return 2;
+    }
+    return ggml_backend_tensor_alloc(b, t, (void *) (base + (uintptr_t) off)) == GGML_STATUS_SUCCESS ? 0 : 3;
+}
+*/
 import "C"
 
 import (
@@ -96,15 +121,17 @@ func (b Buffer) PlaceAt(t Tensor, off int64) error {
 	case t.Allocated() || t.p.data != nil:
 		return fmt.Errorf("place: tensor %q is already placed", t.Name())
 	}
-	size, need := b.Size(), b.TensorSize(t)
-	if off < 0 || off > size || need > size-off {
+	var need, size, align, first C.int64_t
+	switch C.gglua_place_at(b.p, t.p, C.int64_t(off), &need, &size, &align, &first) {
+	case 0:
+		return nil
+	case 1:
 		return fmt.Errorf("place: %d bytes at offset %d do not fit in a buffer of %d bytes", need, off, size)
+	case 2:
+		return fmt.Errorf("place: offset %d is not aligned to %d bytes (first offset %d)", off, align, first)
+	default:
+		return errors.New("place: ggml could not place the tensor")
 	}
-	if (off-b.FirstOffset())%b.Alignment() != 0 {
-		return fmt.Errorf("place: offset %d is not aligned to %d bytes (first offset %d)", off, b.Alignment(), b.FirstOffset())
-	}
-	addr := unsafe.Add(C.ggml_backend_buffer_get_base(b.p), off)
-	return statusError("place", C.ggml_backend_tensor_alloc(b.p, t.p, addr))
 }
 
 // Tallocr places tensors one after another in a buffer (ggml's linear

@@ -13,8 +13,12 @@ import (
 // Context owns tensor metadata (and graphs). gglua's contexts never hold tensor
 // data: that lives in backend buffers, so every context is created no_alloc.
 type Context struct {
-	p *C.struct_ggml_context
+	p    *C.struct_ggml_context
+	size C.size_t // ggml_get_mem_size(p), which never changes: Room asks ggml only what is used
 }
+
+// tensorOverhead is ggml_tensor_overhead(), a constant of the library.
+var tensorOverhead = C.ggml_tensor_overhead()
 
 // NewContext makes a context with room for maxTensors tensors and, when
 // graphSize > 0, one graph of that many nodes.
@@ -33,7 +37,7 @@ func NewContext(maxTensors, graphSize int) (*Context, error) {
 	if p == nil {
 		return nil, errors.New("ggml context: out of host memory")
 	}
-	return &Context{p: p}, nil
+	return &Context{p: p, size: C.ggml_get_mem_size(p)}, nil
 }
 
 // Free releases the context and the metadata of its tensors. It is safe to
@@ -46,7 +50,7 @@ func (c *Context) Free() {
 }
 
 func (c *Context) free() C.size_t {
-	return C.ggml_get_mem_size(c.p) - C.ggml_used_mem(c.p)
+	return c.size - C.ggml_used_mem(c.p)
 }
 
 // Room is the number of further tensors the context can describe.
@@ -54,7 +58,7 @@ func (c *Context) Room() int {
 	if c == nil || c.p == nil {
 		return 0
 	}
-	return int(c.free() / C.ggml_tensor_overhead())
+	return int(c.free() / tensorOverhead)
 }
 
 // NewTensor describes a tensor of type t and ne (innermost first). It has no
