@@ -56,6 +56,10 @@ func (e *Engine) WithBuffer(t *Tensor, write bool, fn func(Buffer) error) error 
 		return fmt.Errorf("collectives take f32 tensors, got %s", t.dtype)
 	case t.host == nil && t.engine != nil && t.engine != e:
 		return fmt.Errorf("tensor of shape %s belongs to another runtime or device", ShapeString(t.shape))
+	case write && t.gradFn != nil:
+		// As copy_: a gradient may read this value (relu's, sigmoid's read
+		// their result), and the tape checks only its inputs' versions.
+		return fmt.Errorf("in-place change of a tensor the tape needs (it was computed by %s); change a copy (x:detach():clone()), or call it after backward", t.gradFn.name)
 	}
 	if err := e.Realize(); err != nil {
 		return err

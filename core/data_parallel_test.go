@@ -118,3 +118,24 @@ func TestWithBufferRefusesViews(t *testing.T) {
 	err = e.WithBuffer(v, true, func(Buffer) error { return nil })
 	require.ErrorContains(t, err, "has no memory of its own")
 }
+
+// TestWithBufferRefusesWritesTheTapeNeeds: a collective may not change in
+// place a value a gradient reads (relu's gradient reads its result); it
+// may read it, and change a copy.
+func TestWithBufferRefusesWritesTheTapeNeeds(t *testing.T) {
+	e := newEngine(t)
+	x, err := FromFloat32([]float32{-1, 2}, 2)
+	require.NoError(t, err)
+	require.NoError(t, x.SetRequiresGrad(true))
+	var y *Tensor
+	require.NoError(t, e.WithGradTape(func() (err error) {
+		y, err = e.Relu(x)
+		return err
+	}))
+	err = e.WithBuffer(y, true, func(b Buffer) error { t.Fatal("lent for writing"); return nil })
+	require.ErrorContains(t, err, "in-place change of a tensor the tape needs (it was computed by relu)")
+	require.NoError(t, e.WithBuffer(y, false, func(Buffer) error { return nil }))
+	c, err := e.Clone(y)
+	require.NoError(t, err)
+	require.NoError(t, e.WithBuffer(c, true, func(Buffer) error { return nil }), "a copy made outside the tape")
+}

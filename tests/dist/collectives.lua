@@ -37,4 +37,14 @@ local ok, err = pcall(dist.broadcast, mine(), 2)
 assert(not ok and tostring(err):find("src 2 is not a rank"), tostring(err))
 ok, err = pcall(dist.all_reduce, mine(), "prod")
 assert(not ok and tostring(err):find("unknown reduction"), tostring(err))
+-- a result the tape recorded may be read by its gradient (relu's reads its
+-- result): reducing it in place is refused, a copy is reduced
+local x = tensor.param(tensor{-1, 2} * (r == 0 and 1 or -1))
+local y
+local loss = with_grad_tape(function() y = x:relu(); return y:sum() end)
+ok, err = pcall(dist.all_reduce, y)
+assert(not ok and tostring(err):find("the tape needs"), tostring(err))
+backward(loss)
+same(x.grad, r == 0 and {0, 1} or {1, 0}, "relu's gradient after a refused all_reduce")
+same(dist.all_reduce(y:detach():clone()), {1, 2}, "a copy of it reduced")
 print("ok errors")
