@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/gglua/gglua/ggmlcgo"
 
 	"github.com/gglua/gglua/core/residency"
 )
@@ -101,6 +102,12 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	}
 	e.tape.noGrad++
 	defer func() { e.tape.noGrad-- }()
+	// Gradients compute in the precision their forward recorded, whatever
+	// autocast is in force now (PyTorch runs backward ops in the forward's
+	// types): a gradient built of ops (attention's) must not round.
+	outer := e.autocast
+	e.autocast = ggmlcgo.F32
+	defer func() { e.autocast = outer }()
 
 	order := topoOrder(loss)
 	seed, err := e.fillLike(loss, 1)

@@ -1,10 +1,14 @@
 package core
 
 import (
+	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // TestAttentionReadsStridedRows: attention's products as devices build
@@ -13,6 +17,45 @@ import (
 // gradients of the products composed of Matmul, which tests/attention_test.go
 // checks against PyTorch.
 func TestAttentionReadsStridedRows(t *testing.T) {
+	run := attentionRun(t)
+	for _, c := range []struct {
+		name   string
+		o      AttentionOptions
+		packed bool
+	}{
+		{"causal, strided heads", AttentionOptions{Causal: true}, false},
+		{"scaled, strided heads", AttentionOptions{Scale: 0.3}, false},
+		{"causal, packed heads", AttentionOptions{Causal: true}, true},
+	} {
+		wantY, wantG := run(false, c.o, c.packed, ggmlcgo.F32, ggmlcgo.F32)
+		gotY, gotG := run(true, c.o, c.packed, ggmlcgo.F32, ggmlcgo.F32)
+		require.InDeltaSlice(t, wantY, gotY, 1e-5, c.name+": values")
+		require.InDeltaSlice(t, wantG, gotG, 1e-5, c.name+": gradient")
+	}
+}
+
+// TestAttentionUnderAutocast: under autocast the devices' attention (forced
+// on the CPU) rounds its products as the composed one does, values and
+// gradients, and a backward run inside autocast after an f32 forward stays
+// f32 (its products are built at backward time).
+func TestAttentionUnderAutocast(t *testing.T) {
+	run := attentionRun(t)
+	o := AttentionOptions{Causal: true}
+	wantY, wantG := run(false, o, false, ggmlcgo.BF16, ggmlcgo.BF16)
+	gotY, gotG := run(true, o, false, ggmlcgo.BF16, ggmlcgo.BF16)
+	require.InDeltaSlice(t, wantY, gotY, 1e-6, "values")
+	require.InDeltaSlice(t, wantG, gotG, 1e-6, "gradient")
+	f32Y, f32G := run(true, o, false, ggmlcgo.F32, ggmlcgo.F32)
+	require.False(t, slices.EqualFunc(f32Y, gotY, func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-4 }), "autocast changed nothing")
+	_, bwdG := run(true, o, false, ggmlcgo.F32, ggmlcgo.BF16)
+	require.InDeltaSlice(t, f32G, bwdG, 1e-6, "backward inside autocast after an f32 forward")
+}
+
+// attentionRun returns run(force, o, packed, fwd, bwd): attention of heads
+// split from one projection x (strided views, or packed copies), its values
+// and x's gradient of sum(y * w), the forward under autocast type fwd and
+// the backward under bwd, attention's device products forced or not.
+func attentionRun(t *testing.T) func(force bool, o AttentionOptions, packed bool, fwd, bwd ggmlcgo.Type) ([]float32, []float32) {
 	rng := rand.New(rand.NewSource(9))
 	const b, h, tt, d = 2, 3, 5, 4
 	xv := make([]float32, b*tt*3*h*d)
@@ -23,49 +66,37 @@ func TestAttentionReadsStridedRows(t *testing.T) {
 	for i := range wv {
 		wv[i] = float32(rng.NormFloat64())
 	}
-	run := func(force bool, o AttentionOptions, packed bool) ([]float32, []float32) {
+	return func(force bool, o AttentionOptions, packed bool, fwd, bwd ggmlcgo.Type) ([]float32, []float32) {
 		forceRowsMatmul = force
 		defer func() { forceRowsMatmul = false }()
 		e := newEngine(t)
 		x := host(t, []int{b, tt, 3 * h * d}, xv...)
 		require.NoError(t, x.SetRequiresGrad(true))
 		w := host(t, []int{b, h, tt, d}, wv...)
-		var y *Tensor
+		var y, loss *Tensor
 		require.NoError(t, e.WithGradTape(func() error {
-			var c chain
-			split := func(i int) *Tensor { // [b, h, t, d], a strided view of x
-				n := c.do(func() (*Tensor, error) { return e.Narrow(x, 2, i*h*d, h*d) })
-				r := c.do(func() (*Tensor, error) { return e.Reshape(n, b, tt, h, d) })
-				v := c.do(func() (*Tensor, error) { return e.Transpose(r, 1, 2) })
-				if packed {
-					v = c.do(func() (*Tensor, error) { return e.Contiguous(v) })
+			return e.Autocast(fwd, func() error {
+				var c chain
+				split := func(i int) *Tensor { // [b, h, t, d], a strided view of x
+					n := c.do(func() (*Tensor, error) { return e.Narrow(x, 2, i*h*d, h*d) })
+					r := c.do(func() (*Tensor, error) { return e.Reshape(n, b, tt, h, d) })
+					v := c.do(func() (*Tensor, error) { return e.Transpose(r, 1, 2) })
+					if packed {
+						v = c.do(func() (*Tensor, error) { return e.Contiguous(v) })
+					}
+					return v
 				}
-				return v
-			}
-			q, k, v := split(0), split(1), split(2)
-			y = c.do(func() (*Tensor, error) { return e.ScaledDotProductAttention(q, k, v, o) })
-			loss := c.do(func() (*Tensor, error) { return e.Mul(y, w) })
-			loss = c.do(func() (*Tensor, error) { return e.Sum(loss) })
-			if c.err != nil {
+				q, k, v := split(0), split(1), split(2)
+				y = c.do(func() (*Tensor, error) { return e.ScaledDotProductAttention(q, k, v, o) })
+				loss = c.do(func() (*Tensor, error) { return e.Mul(y, w) })
+				loss = c.do(func() (*Tensor, error) { return e.Sum(loss) })
 				return c.err
-			}
+			})
+		}))
+		require.NoError(t, e.Autocast(bwd, func() error {
 			_, err := e.Backward(loss)
 			return err
 		}))
 		return values(t, y), values(t, x.Grad())
-	}
-	for _, c := range []struct {
-		name   string
-		o      AttentionOptions
-		packed bool
-	}{
-		{"causal, strided heads", AttentionOptions{Causal: true}, false},
-		{"scaled, strided heads", AttentionOptions{Scale: 0.3}, false},
-		{"causal, packed heads", AttentionOptions{Causal: true}, true},
-	} {
-		wantY, wantG := run(false, c.o, c.packed)
-		gotY, gotG := run(true, c.o, c.packed)
-		require.InDeltaSlice(t, wantY, gotY, 1e-5, c.name+": values")
-		require.InDeltaSlice(t, wantG, gotG, 1e-5, c.name+": gradient")
 	}
 }
