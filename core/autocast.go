@@ -13,11 +13,14 @@ import (
 // autocast does. Everything else (sums, norms, softmax, losses) stays f32.
 //
 // One difference from PyTorch, documented in docs/PYTORCH.md: a product's
-// result is an f32 tensor where PyTorch's is bf16. On CUDA its values are
-// the bf16 GEMM's (cuBLAS writes bf16, ggml widens it), on the CPU they are
-// the f32 sums of the bf16 operands' products (ggml does not round them);
-// either way no more rounded than PyTorch's, and the next op would widen a
-// bf16 result to f32 anyway (ops compute in f32 here).
+// result is an f32 tensor where PyTorch's is bf16. On CUDA a product ggml
+// gives cuBLAS comes back as cuBLAS writes it (bf16, widened by ggml);
+// ggml's own kernels for products of a few rows, and the CPU, keep the f32
+// sums of the bf16 operands' products. Either way no more rounded than
+// PyTorch's, and the next op would widen a bf16 result to f32 anyway (ops
+// compute in f32 here). Gradients compute in the precision their forward
+// recorded (Backward turns autocast off), and dot is not autocast (as
+// torch.dot; matmul of two vectors is).
 //
 // f16 is refused: ggml-cuda multiplies f16 operands with f16 sums unless a
 // product asks for f32 precision, and then it converts them back to f32,
@@ -39,6 +42,11 @@ func (e *Engine) Autocast(dtype ggmlcgo.Type, fn func() error) error {
 // AutocastType is the type products round their operands to: bf16 inside
 // Autocast, f32 outside it.
 func (e *Engine) AutocastType() ggmlcgo.Type { return e.autocast }
+
+// TakeAutocast makes e's products round as old's do (device.use inside an
+// autocast block: the new engine carries on under it; the block's end
+// restores old's setting on old, which is closed by then).
+func (e *Engine) TakeAutocast(old *Engine) { e.autocast = old.autocast }
 
 // productType is the type a product's first ggml operand (src0: the
 // weight, or a transposed operand in a gradient) is rounded to, and the

@@ -145,6 +145,30 @@ func TestAutocastAsTorch(t *testing.T) {
 	})
 }
 
+// TestDotIsNotAutocast: torch.dot is not on autocast's list (matmul is, for
+// vectors too): dot stays the f32 product, matmul of the vectors rounds.
+func TestDotIsNotAutocast(t *testing.T) {
+	e := newEngine(t)
+	a := host(t, []int{3}, 1.001, 2.003, -3.007)
+	b := host(t, []int{3}, 0.999, -1.0007, 2.0011)
+	var dot, mm, plain *Tensor
+	require.NoError(t, e.Autocast(ggmlcgo.BF16, func() (err error) {
+		if dot, err = e.Dot(a, b); err == nil {
+			mm, err = e.Matmul(a, b)
+		}
+		return err
+	}))
+	plain, err := e.Dot(a, b)
+	require.NoError(t, err)
+	assert.Equal(t, values(t, plain), values(t, dot))
+	var want float64
+	for i, x := range []float32{1.001, 2.003, -3.007} {
+		want += roundBF16(x) * roundBF16([]float32{0.999, -1.0007, 2.0011}[i])
+	}
+	assert.InDelta(t, want, values(t, mm)[0], 1e-5)
+	assert.NotEqual(t, values(t, plain), values(t, mm))
+}
+
 // TestAutocastScopes: autocast nests and restores the outer setting (also
 // when fn fails), f32 turns it off inside, and f16 is refused.
 func TestAutocastScopes(t *testing.T) {

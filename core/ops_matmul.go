@@ -349,12 +349,19 @@ func (e *Engine) linearBLAS(x, w *Tensor, shape []int) (*Tensor, error) {
 	return y, nil
 }
 
-// Dot is the dot product of two 1-d tensors of one size (shape [1]).
+// Dot is the dot product of two 1-d tensors of one size (shape [1]). It
+// stays f32 under autocast: torch.dot is not on autocast's list of ops
+// (matmul of two vectors is).
 func (e *Engine) Dot(a, b *Tensor) (*Tensor, error) {
 	if a.Dim() != 1 || b.Dim() != 1 || a.shape[0] != b.shape[0] {
 		return nil, shapeErrorf("dot: expected two 1-d tensors of one size, got shapes %s and %s", ShapeString(a.shape), ShapeString(b.shape))
 	}
-	return e.Matmul(a, b)
+	var y *Tensor
+	err := e.Autocast(ggmlcgo.F32, func() (err error) {
+		y, err = e.Matmul(a, b)
+		return err
+	})
+	return y, err
 }
 
 // Outer is the outer product of 1-d a [n] and b [m]: [n, m].

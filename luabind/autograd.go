@@ -54,7 +54,16 @@ func (env *Env) autocast(L *lua.LState) int {
 	if !ok {
 		argError(L, "autocast", "expected a function to run (autocast([dtype,] fn)), got %s", L.Get(fn).Type())
 	}
-	return pushAll(L, env.callLua(L, f, func(run func() error) error { return env.Engine.Autocast(t, run) }))
+	// A device.use inside fn replaces the engine, which takes the setting
+	// over; once fn is done (or failed), the engine then current goes back
+	// to the setting outside, as the first one does by itself.
+	start := env.Engine
+	defer func() {
+		if env.Engine != start {
+			env.Engine.TakeAutocast(start)
+		}
+	}()
+	return pushAll(L, env.callLua(L, f, func(run func() error) error { return start.Autocast(t, run) }))
 }
 
 // detect_anomaly("warn" | "stop" | "off"): what an optimizer step does when

@@ -65,6 +65,7 @@ func (env *Env) useDevice(L *lua.LState) int {
 	}
 	e.SetContext(env.Engine.Context())
 	e.TakeRand(env.Engine)
+	e.TakeAutocast(env.Engine)
 	env.Engine.Close()
 	env.Engine = e
 	L.Push(lua.LString(e.DeviceName()))

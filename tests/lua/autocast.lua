@@ -26,6 +26,25 @@ autocast(function()
 end)
 assert(maxdiff(x:matmul(w:t()), y) > 1e-3, "off again outside")
 
+-- device.use inside autocast: the new engine carries on under it, and is
+-- back to f32 once the block ends (or fails).
+-- (Results of the old engine do not move: the reference is made afresh.)
+local function rounds() return maxdiff(x:matmul(w:t()), rounded(x):matmul(rounded(w):t())) == 0 end
+autocast(function()
+  assert(rounds())
+  device.use(device.current())
+  assert(rounds(), "device.use inside autocast keeps it")
+end)
+assert(not rounds(), "off after the block")
+assert(not pcall(autocast, function() device.use(device.current()); error("boom") end))
+assert(not rounds(), "off after a failed block")
+
+-- dot is not on autocast's list (torch.dot), matmul of two vectors is.
+local u, v = tensor.randn(16), tensor.randn(16)
+local d32 = u:dot(v):item()
+assert(autocast(function() return u:dot(v) end):item() == d32, "dot stays f32 under autocast")
+assert(autocast(function() return u:matmul(v) end):item() ~= d32, "matmul of vectors rounds")
+
 -- Errors name autocast and what it takes.
 local ok, err = pcall(autocast, "f16", function() end)
 assert(not ok and err:find("autocast") and err:find("f16"), err)
