@@ -260,7 +260,7 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 					return gw, nil
 				}
 			}
-			// Rounded before the transposes, which then move half the bytes.
+			// x is rounded before its transpose, which then moves half the bytes.
 			xp, gn, err := productOperands(c, in[0], in[1], prec)
 			if err != nil {
 				return node{}, err
