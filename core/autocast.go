@@ -30,8 +30,12 @@ import (
 // bf16, or f32 to turn autocast off inside fn (PyTorch's enabled=False).
 // Nested calls restore the outer setting when they return.
 func (e *Engine) Autocast(dtype ggmlcgo.Type, fn func() error) error {
-	if dtype != ggmlcgo.BF16 && dtype != ggmlcgo.F32 {
-		return argErrorf("autocast: dtype %s is not supported (bf16, or f32 to turn autocast off): ggml-cuda sums f16 products in f16", dtype)
+	switch dtype {
+	case ggmlcgo.BF16, ggmlcgo.F32:
+	case ggmlcgo.F16:
+		return argErrorf("autocast: dtype f16 is not supported (bf16, or f32 to turn autocast off): ggml-cuda sums f16 products in f16")
+	default:
+		return argErrorf("autocast: dtype %s is not supported (bf16, or f32 to turn autocast off)", dtype)
 	}
 	outer := e.autocast
 	e.autocast = dtype

@@ -186,5 +186,9 @@ func TestAutocastScopes(t *testing.T) {
 	assert.Equal(t, ggmlcgo.F32, e.AutocastType())
 	err := e.Autocast(ggmlcgo.F16, func() error { t.Fatal("fn ran"); return nil })
 	assert.ErrorIs(t, err, ErrArgument)
-	assert.ErrorContains(t, err, "f16")
+	assert.ErrorContains(t, err, "f16 is not supported")
+	err = e.Autocast(ggmlcgo.I32, func() error { t.Fatal("fn ran"); return nil })
+	assert.ErrorIs(t, err, ErrArgument)
+	assert.ErrorContains(t, err, "i32 is not supported (bf16, or f32 to turn autocast off)")
+	assert.NotContains(t, err.Error(), "sums f16 products", "the f16 reason is for f16")
 }

@@ -350,7 +350,7 @@ func (pc *protectedCalls) yield(L *lua.LState) int {
 		if pc.logical(L) == L.G.MainThread {
 			L.RaiseError("can not yield from outside of a coroutine")
 		}
-		L.RaiseError("attempt to yield across a C-call boundary (coroutine.yield inside pcall, xpcall, with_grad_tape or no_grad)")
+		L.RaiseError("attempt to yield across a C-call boundary (coroutine.yield inside pcall, xpcall, with_grad_tape, no_grad or autocast)")
 	}
 	return -1 // gopher-lua's coroutine.yield: the VM switches to the resumer
 }

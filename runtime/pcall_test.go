@@ -210,7 +210,7 @@ func TestPcallAndCoroutines(t *testing.T) {
 			end)
 			local ok, a, b = coroutine.resume(co)
 			return ok, a, b, coroutine.status(co)`,
-			[]any{true, false, "<string>:3: attempt to yield across a C-call boundary (coroutine.yield inside pcall, xpcall, with_grad_tape or no_grad)", "dead"}},
+			[]any{true, false, "<string>:3: attempt to yield across a C-call boundary (coroutine.yield inside pcall, xpcall, with_grad_tape, no_grad or autocast)", "dead"}},
 		{"yield inside pcall in the main thread", `return pcall(coroutine.yield, 1)`, []any{false, "<string>:1: can not yield from outside of a coroutine"}},
 		{"yield outside a coroutine", `return pcall(function() coroutine.yield() end)`, []any{false, "<string>:1: can not yield from outside of a coroutine"}},
 	} {

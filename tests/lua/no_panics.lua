@@ -13,9 +13,9 @@ for i, c in ipairs(cases) do
   assert(err:find(c[2], 1, true) and not err:find("runtime error"), "case " .. i .. ": " .. err)
 end
 
--- coroutine.yield inside with_grad_tape or no_grad is an error (Lua 5.1
+-- coroutine.yield inside with_grad_tape, no_grad or autocast is an error (Lua 5.1
 -- refuses a yield across a C call), and the runtime goes on working.
-for _, wrap in ipairs{with_grad_tape, no_grad} do
+for _, wrap in ipairs{with_grad_tape, no_grad, autocast} do
   local co = coroutine.create(function()
     return wrap(function() coroutine.yield(1); return 2 end)
   end)
