@@ -1,11 +1,30 @@
 package ggmlcgo
 
-// #include "gglua_ggml.h"
+/*
+#include "gglua_ggml.h"
+
+// A step's graph has thousands of nodes: what Go reads of all of them it
+// reads in one cgo call.
+static void gglua_graph_nodes(struct ggml_cgraph * g, struct ggml_tensor ** out, int n) {
+    for (int i = 0; i < n; i++) {
+        out[i] = ggml_graph_node(g, i);
+    }
+}
+
+static int64_t gglua_graph_work(struct ggml_cgraph * g) {
+    int64_t w = 0;
+    for (int i = 0, n = ggml_graph_n_nodes(g); i < n; i++) {
+        w += ggml_nelements(ggml_graph_node(g, i));
+    }
+    return w;
+}
+*/
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // Graph is a ggml compute graph. It lives in the Context that made it.
@@ -69,13 +88,7 @@ func (g *Graph) Expand(t Tensor) error {
 
 // Work is the number of elements the graph's nodes produce: a cheap measure
 // of how much there is to split across threads.
-func (g *Graph) Work() int64 {
-	w := int64(0)
-	for i, n := 0, g.NNodes(); i < n; i++ {
-		w += int64(C.ggml_nelements(C.ggml_graph_node(g.p, C.int(i))))
-	}
-	return w
-}
+func (g *Graph) Work() int64 { return int64(C.gglua_graph_work(g.p)) }
 
 // NNodes is the number of computed nodes (leaves excluded).
 func (g *Graph) NNodes() int { return int(C.ggml_graph_n_nodes(g.p)) }
@@ -97,11 +110,15 @@ var ErrAborted = errors.New("ggml compute aborted")
 func (g *Graph) Nodes() []Tensor {
 	n := g.NNodes()
 	out := make([]Tensor, n)
-	for i := 0; i < n; i++ {
-		out[i] = Tensor{p: C.ggml_graph_node(g.p, C.int(i))}
+	if n > 0 { // a Tensor is one C pointer: the slice is an array of them
+		C.gglua_graph_nodes(g.p, &out[0].p, C.int(n))
 	}
 	return out
 }
+
+// A Tensor must stay exactly its C pointer (Nodes relies on it): this
+// fails to compile otherwise.
+var _ = [1]struct{}{}[unsafe.Sizeof(Tensor{})-unsafe.Sizeof(uintptr(0))]
 
 // GraphOf builds the graph that computes roots, in a context of its own
 // (free it once the graph ran), sized for the tensors roots reach: one walk
