@@ -59,7 +59,7 @@ func (e *Engine) WithBuffer(t *Tensor, write bool, fn func(Buffer) error) error 
 	case write && t.gradFn != nil:
 		// As copy_: a gradient may read this value (relu's, sigmoid's read
 		// their result), and the tape checks only its inputs' versions.
-		return fmt.Errorf("in-place change of a tensor the tape needs (it was computed by %s); change a copy (x:detach():clone()), or call it after backward", t.gradFn.name)
+		return fmt.Errorf("in-place change of a tensor the tape needs (it was computed by %s); change a copy (x:detach():clone())", t.gradFn.name)
 	}
 	if err := e.Realize(); err != nil {
 		return err

@@ -120,21 +120,31 @@ func TestWithBufferRefusesViews(t *testing.T) {
 }
 
 // TestWithBufferRefusesWritesTheTapeNeeds: a collective may not change in
-// place a value a gradient reads (relu's gradient reads its result); it
-// may read it, and change a copy.
+// place a value a gradient reads (relu's gradient reads its result), before
+// backward or after it (as copy_, for as long as the result lives); it may
+// read it, and change a copy.
 func TestWithBufferRefusesWritesTheTapeNeeds(t *testing.T) {
 	e := newEngine(t)
 	x, err := FromFloat32([]float32{-1, 2}, 2)
 	require.NoError(t, err)
 	require.NoError(t, x.SetRequiresGrad(true))
-	var y *Tensor
+	var y, loss *Tensor
 	require.NoError(t, e.WithGradTape(func() (err error) {
-		y, err = e.Relu(x)
+		if y, err = e.Relu(x); err == nil {
+			loss, err = e.Sum(y)
+		}
 		return err
 	}))
-	err = e.WithBuffer(y, true, func(b Buffer) error { t.Fatal("lent for writing"); return nil })
-	require.ErrorContains(t, err, "in-place change of a tensor the tape needs (it was computed by relu)")
+	refused := func(when string) {
+		err := e.WithBuffer(y, true, func(b Buffer) error { t.Fatal("lent for writing"); return nil })
+		require.ErrorContains(t, err, "in-place change of a tensor the tape needs (it was computed by relu)", when)
+	}
+	refused("before backward")
 	require.NoError(t, e.WithBuffer(y, false, func(Buffer) error { return nil }))
+	_, err = e.Backward(loss)
+	require.NoError(t, err)
+	assertValues(t, []float32{0, 1}, x.Grad())
+	refused("after backward")
 	c, err := e.Clone(y)
 	require.NoError(t, err)
 	require.NoError(t, e.WithBuffer(c, true, func(Buffer) error { return nil }), "a copy made outside the tape")
