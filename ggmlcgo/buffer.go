@@ -7,10 +7,11 @@ package ggmlcgo
 // gglua_place_at is PlaceAt's checks and placement in one call (a step
 // places every node of its graph: one cgo call each instead of nine). It
 // returns 0 when t was placed, 1 when need bytes do not fit at off, 2 when
-// off is not aligned, 3 when ggml refused; need, size, align and first are
-// set in every case, for the message.
+// off is not aligned, 3 when ggml refused (its status in *status); need,
+// size, align and first are set in every case, for the message.
 static int gglua_place_at(ggml_backend_buffer_t b, struct ggml_tensor * t, int64_t off,
-                          int64_t * need, int64_t * size, int64_t * align, int64_t * first) {
+                          int64_t * need, int64_t * size, int64_t * align, int64_t * first,
+                          enum ggml_status * status) {
     const int64_t a = (int64_t) ggml_backend_buffer_get_alignment(b);
     const uintptr_t base = (uintptr_t) ggml_backend_buffer_get_base(b);
     *align = a;
@@ -23,7 +24,8 @@ static int gglua_place_at(ggml_backend_buffer_t b, struct ggml_tensor * t, int64
     if ((off - *first) % a != 0) {
         return 2;
     }
-    return ggml_backend_tensor_alloc(b, t, (void *) (base + (uintptr_t) off)) == GGML_STATUS_SUCCESS ? 0 : 3;
+    *status = ggml_backend_tensor_alloc(b, t, (void *) (base + (uintptr_t) off));
+    return *status == GGML_STATUS_SUCCESS ? 0 : 3;
 }
 */
 import "C"
@@ -122,7 +124,8 @@ func (b Buffer) PlaceAt(t Tensor, off int64) error {
 		return fmt.Errorf("place: tensor %q is already placed", t.Name())
 	}
 	var need, size, align, first C.int64_t
-	switch C.gglua_place_at(b.p, t.p, C.int64_t(off), &need, &size, &align, &first) {
+	var status C.enum_ggml_status
+	switch C.gglua_place_at(b.p, t.p, C.int64_t(off), &need, &size, &align, &first, &status) {
 	case 0:
 		return nil
 	case 1:
@@ -130,7 +133,7 @@ func (b Buffer) PlaceAt(t Tensor, off int64) error {
 	case 2:
 		return fmt.Errorf("place: offset %d is not aligned to %d bytes (first offset %d)", off, align, first)
 	default:
-		return errors.New("place: ggml could not place the tensor")
+		return statusError("place", status)
 	}
 }
 
