@@ -17,6 +17,7 @@
 #   ATTN    PyTorch's attention: math (default, op by op as gglua computes it)
 #           or sdpa (F.scaled_dot_product_attention, PyTorch >= 2.0)
 #   THREADS CPU threads for both sides (default: the machine's cores)
+#   PRECISION f32 (default) or bf16: the forward under autocast on both sides
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,6 +25,8 @@ dev=${1:-cpu}
 if [ $# -ge 7 ]; then cfg=("${@:2:6}"); rounds=${8:-3}; else cfg=(2 4 128 64 16 20); rounds=${2:-3}; fi
 case $dev in cpu | cuda) ;; *) echo "gpt_compare: device must be cpu or cuda, not $dev" >&2; exit 2 ;; esac
 attn=${ATTN:-math}
+precision=${PRECISION:-f32}
+case $precision in f32 | bf16) ;; *) echo "gpt_compare: PRECISION must be f32 or bf16, not $precision" >&2; exit 2 ;; esac
 threads=${THREADS:-$(nproc)}
 
 gglua=${GGLUA:-bin/gglua}
@@ -43,13 +46,13 @@ fi
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%F)"
 echo "gglua: $("$gglua" --version); torch: $("$python" -c 'import torch; print(torch.__version__)') ($python)"
-echo "config: device $dev, L H d T B steps = ${cfg[*]}, $rounds rounds, threads $threads, torch attention $attn"
+echo "config: device $dev, L H d T B steps = ${cfg[*]}, $rounds rounds, threads $threads, torch attention $attn, $precision"
 
 field() { grep -o "$1=[0-9.]*" | cut -d= -f2; }
 g_rates=() t_rates=()
 for round in $(seq "$rounds"); do
-  g=$("$gglua" --device "$dev" --threads "$threads" scripts/bench/gpt_bench.lua "${cfg[@]}")
-  t=$(env "${peer_env[@]}" "$python" scripts/bench/torch_gpt.py "${cfg[@]}" "$dev" "$attn")
+  g=$("$gglua" --device "$dev" --threads "$threads" scripts/bench/gpt_bench.lua "${cfg[@]}" 5 "$precision")
+  t=$(env "${peer_env[@]}" "$python" scripts/bench/torch_gpt.py "${cfg[@]}" "$dev" "$attn" 5 "$precision")
   echo "round $round  $g"
   echo "round $round  $t"
   gp=$(field params <<<"$g") tp=$(field params <<<"$t")

@@ -1,6 +1,6 @@
 -- scripts/bench/gpu_mlp.lua - the MLP of gpu_residency.lua (1024-4096x4-10,
 -- Adam, weights resident) at any batch, for the large-batch comparison with
--- torch_gpu_mlp.py (gpu_compare.sh runs both and prints ratios).
+-- torch_gpu_mlp.py (scripts/bench/gpu_compare.sh runs both and prints ratios).
 --   gglua --device cuda scripts/bench/gpu_mlp.lua BATCH [MODE] [STEPS]
 -- MODE: f32 (default), autocast (f32 weights, the products in bf16 as under
 -- PyTorch's torch.autocast: torch_gpu_mlp.py's bf16), or bf16 (weights
