@@ -34,6 +34,7 @@ type Backend struct {
 	tp      *C.struct_ggml_threadpool
 	threads int
 	name    string
+	cpu     bool // the CPU backend (asked of ggml once: ops ask it all the time)
 
 	// mu orders Compute and Close against the idle timer, which runs on
 	// another goroutine and pauses the threadpool.
@@ -69,7 +70,7 @@ func NewCPU(threads int) (*Backend, error) {
 	if p == nil {
 		return nil, errors.New("cpu backend: initialisation failed")
 	}
-	b := &Backend{p: p, threads: threads, name: "CPU"}
+	b := &Backend{p: p, threads: threads, name: "CPU", cpu: true}
 	if threads > 1 {
 		params := C.ggml_threadpool_params_default(C.int(threads))
 		params.paused = true
@@ -118,9 +119,7 @@ func NewForDevice(name string, threads int) (*Backend, error) {
 func (b *Backend) Name() string { return b.name }
 
 // IsCPU reports whether this is the CPU backend.
-func (b *Backend) IsCPU() bool {
-	return C.ggml_backend_dev_type(C.ggml_backend_get_device(b.p)) == C.GGML_BACKEND_DEVICE_TYPE_CPU
-}
+func (b *Backend) IsCPU() bool { return b.cpu }
 
 // Threads is the size of the CPU threadpool (0 for other backends).
 func (b *Backend) Threads() int { return b.threads }
