@@ -5,27 +5,34 @@ package ggmlcgo
 #include "gglua_ggml.h"
 
 // gglua_place_at is PlaceAt's checks and placement in one call (a step
-// places every node of its graph: one cgo call each instead of nine). It
-// returns 0 when t was placed, 1 when need bytes do not fit at off, 2 when
-// off is not aligned, 3 when ggml refused (its status in *status); need,
-// size, align and first are set in every case, for the message.
-static int gglua_place_at(ggml_backend_buffer_t b, struct ggml_tensor * t, int64_t off,
-                          int64_t * need, int64_t * size, int64_t * align, int64_t * first,
-                          enum ggml_status * status) {
+// places every node of its graph: one cgo call each instead of nine). code
+// is 0 when t was placed, 1 when need bytes do not fit at off, 2 when off
+// is not aligned, 3 when ggml refused (its status in status); the sizes are
+// set in every case, for the message. Returned by value: Go variables
+// whose addresses went to C would each be a heap allocation.
+struct gglua_placed {
+    int code;
+    enum ggml_status status;
+    int64_t need, size, align, first;
+};
+
+static struct gglua_placed gglua_place_at(ggml_backend_buffer_t b, struct ggml_tensor * t, int64_t off) {
+    struct gglua_placed r = {0};
     const int64_t a = (int64_t) ggml_backend_buffer_get_alignment(b);
     const uintptr_t base = (uintptr_t) ggml_backend_buffer_get_base(b);
-    *align = a;
-    *size = (int64_t) ggml_backend_buffer_get_size(b);
-    *need = ((int64_t) ggml_backend_buffer_get_alloc_size(b, t) + a - 1) / a * a;
-    *first = (int64_t) ((a - base % a) % a);
-    if (off < 0 || off > *size || *need > *size - off) {
-        return 1;
+    r.align = a;
+    r.size = (int64_t) ggml_backend_buffer_get_size(b);
+    r.need = ((int64_t) ggml_backend_buffer_get_alloc_size(b, t) + a - 1) / a * a;
+    r.first = (int64_t) ((a - base % a) % a);
+    if (off < 0 || off > r.size || r.need > r.size - off) {
+        r.code = 1;
+    } else if ((off - r.first) % a != 0) {
+        r.code = 2;
+    } else {
+        r.status = ggml_backend_tensor_alloc(b, t, (void *) (base + (uintptr_t) off));
+        r.code = r.status == GGML_STATUS_SUCCESS ? 0 : 3;
     }
-    if ((off - *first) % a != 0) {
-        return 2;
-    }
-    *status = ggml_backend_tensor_alloc(b, t, (void *) (base + (uintptr_t) off));
-    return *status == GGML_STATUS_SUCCESS ? 0 : 3;
+    return r;
 }
 */
 import "C"
@@ -123,17 +130,16 @@ func (b Buffer) PlaceAt(t Tensor, off int64) error {
 	case t.Allocated() || t.p.data != nil:
 		return fmt.Errorf("place: tensor %q is already placed", t.Name())
 	}
-	var need, size, align, first C.int64_t
-	var status C.enum_ggml_status
-	switch C.gglua_place_at(b.p, t.p, C.int64_t(off), &need, &size, &align, &first, &status) {
+	r := C.gglua_place_at(b.p, t.p, C.int64_t(off))
+	switch r.code {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("place: %d bytes at offset %d do not fit in a buffer of %d bytes", need, off, size)
+		return fmt.Errorf("place: %d bytes at offset %d do not fit in a buffer of %d bytes", r.need, off, r.size)
 	case 2:
-		return fmt.Errorf("place: offset %d is not aligned to %d bytes (first offset %d)", off, align, first)
+		return fmt.Errorf("place: offset %d is not aligned to %d bytes (first offset %d)", off, r.align, r.first)
 	default:
-		return statusError("place", status)
+		return statusError("place", r.status)
 	}
 }
 
