@@ -37,10 +37,17 @@ func (e *Engine) Autocast(dtype ggmlcgo.Type, fn func() error) error {
 	default:
 		return argErrorf("autocast: dtype %s is not supported (bf16, or f32 to turn autocast off)", dtype)
 	}
+	defer e.setAutocast(dtype)()
+	return fn()
+}
+
+// setAutocast makes products round to dtype until the returned function
+// restores the setting it replaced (Autocast, and Backward, which turns it
+// off).
+func (e *Engine) setAutocast(dtype ggmlcgo.Type) (restore func()) {
 	outer := e.autocast
 	e.autocast = dtype
-	defer func() { e.autocast = outer }()
-	return fn()
+	return func() { e.autocast = outer }
 }
 
 // AutocastType is the type products round their operands to: bf16 inside

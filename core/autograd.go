@@ -3,9 +3,9 @@ package core
 import (
 	"errors"
 	"fmt"
-	"github.com/gglua/gglua/ggmlcgo"
 
 	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // gradFn is a recorded op: its inputs and how to turn the gradient of its
@@ -105,9 +105,7 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	// Gradients compute in the precision their forward recorded, whatever
 	// autocast is in force now (PyTorch runs backward ops in the forward's
 	// types): a gradient built of ops (attention's) must not round.
-	outer := e.autocast
-	e.autocast = ggmlcgo.F32
-	defer func() { e.autocast = outer }()
+	defer e.setAutocast(ggmlcgo.F32)()
 
 	order := topoOrder(loss)
 	seed, err := e.fillLike(loss, 1)
