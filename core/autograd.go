@@ -107,6 +107,9 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	// types): a gradient built of ops (attention's) must not round.
 	defer e.setAutocast(ggmlcgo.F32)()
 
+	if err := e.startForward(); err != nil {
+		return nil, fmt.Errorf("backward: %w", err)
+	}
 	order := topoOrder(loss)
 	seed, err := e.fillLike(loss, 1)
 	if err != nil {

@@ -50,6 +50,21 @@ func (e *Engine) passBound() int64 {
 	return max(compactPassBytes, e.mem.compactAt, 2*e.mem.stepBytes)
 }
 
+// startForward queues what is pending (the forward) on a device whose
+// computes return once queued (ggmlcgo's async.go), before backward builds
+// the gradients: the device computes the forward while the host builds the
+// rest of the step, where one graph would leave the device idle until all
+// of it was built. It is not the step's graph for the bound below: that is
+// the one computed after backward.
+func (e *Engine) startForward() error {
+	if !e.backend.Async() || len(e.pending) == 0 {
+		return nil
+	}
+	computed := e.mem.stepComputed
+	defer func() { e.mem.stepComputed = computed }()
+	return e.Realize()
+}
+
 // afterRealize notes a step's computed graph and compacts the pass pool
 // when work beyond steps has grown it past its bound.
 func (e *Engine) afterRealize() error {

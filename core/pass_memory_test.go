@@ -60,3 +60,50 @@ func TestUploadedConstantsSurviveCompaction(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []float32{2, 4}, values(t, sum))
 }
+
+// On an asynchronous device, backward first queues the forward (the device
+// computes it while the host builds the rest of the step). The step's
+// values are those of one graph, and the step is still the one computed
+// after backward for the pass pool's bound: nothing but the losses is read
+// back. (The CPU backend computes before returning, but the engine splits
+// the step as on a device when it says it is asynchronous.)
+func TestBackwardQueuesTheForwardOnAsyncDevices(t *testing.T) {
+	old := compactPassBytes
+	compactPassBytes = 1 << 16 // far below one step's pass pool
+	defer func() { compactPassBytes = old }()
+	// The weights' gradients (4 MiB for w1) make the backward's pass memory
+	// several times the forward's: a bound taken from the forward alone
+	// would compact the step.
+	const in, hidden = 512, 2048
+	x, labels := host(t, []int{64, in}, make([]float32, 64*in)...), make([]int, 64)
+	for i := range labels {
+		labels[i] = i % 4
+		x.host[i*in+i%in] = float32(i%7) - 3
+	}
+	run := func(async bool) (*Engine, *mlp, []float32) {
+		e := newEngine(t)
+		e.backend.SetAsync(async)
+		m := newMLP(t, e, in, hidden, 4, 0.01, rand.New(rand.NewSource(1)))
+		var losses []float32
+		for i := 0; i < 6; i++ {
+			before, l0 := e.Stats(), e.Residency().Ledger()
+			losses = append(losses, m.step(t, x, labels))
+			after, l1 := e.Stats(), e.Residency().Ledger()
+			if i > 0 {
+				want := int64(1)
+				if async {
+					want = 2 // forward; backward and the optimizer
+				}
+				assert.Equal(t, want, after.GraphComputes-before.GraphComputes, "graphs in step %d (async %v)", i, async)
+				assert.Less(t, l1.D2HBytes-l0.D2HBytes, int64(64), "only the loss is read back (async %v)", async)
+			}
+		}
+		return e, m, losses
+	}
+	_, sync, want := run(false)
+	e, async, got := run(true)
+	assert.Equal(t, want, got, "the losses")
+	assert.Equal(t, values(t, sync.w1), values(t, async.w1), "the weights")
+	assert.Equal(t, values(t, sync.b2), values(t, async.b2))
+	assert.Equal(t, e.Residency().Ledger().BufferBytes, e.mem.stepBytes, "the bound's step is the whole step")
+}

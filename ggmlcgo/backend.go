@@ -43,6 +43,9 @@ type Backend struct {
 	abort  *C.gglua_abort_flag // CPU only: set to stop a compute between nodes
 	using  int                 // threads the computes use now (see UseThreads)
 	replay *replayer           // devices only: when a graph runs as a CUDA graph
+	async  bool                // devices only: computes return once queued (async.go)
+	queued bool                // work queued and not waited for
+	waited time.Duration       // waiting for queued work, summed
 }
 
 // PauseAfter is how long the CPU threadpool may spin waiting for the next
@@ -112,6 +115,7 @@ func NewForDevice(name string, threads int) (*Backend, error) {
 		return nil, fmt.Errorf("ggml device %q: %w", name, err)
 	}
 	b.replay = r
+	b.async = asyncDefault
 	return b, nil
 }
 
@@ -162,11 +166,13 @@ func (b *Backend) PinnedBufferType() (BufferType, bool) {
 func (b *Backend) Compute(g *Graph) error { return b.ComputeContext(context.Background(), g) }
 
 // ComputeContext runs g; cancelling ctx stops the CPU backend between graph
-// nodes (ErrAborted). Other backends finish the graph first.
+// nodes (ErrAborted). Other backends finish the graph first. On a device
+// with Async, it returns once g is queued (async.go).
 func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 	if err := b.checkGraph(g); err != nil {
 		return err
 	}
+	waitForWrites()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.p == nil {
@@ -187,7 +193,7 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 			}
 		}()
 	}
-	status := b.graphCompute(g, true)
+	status := b.graphCompute(g, true, b.async)
 	if finished != nil {
 		close(finished)
 		<-watcherDone // the watcher can no longer raise the flag
@@ -202,45 +208,12 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 	return statusError("compute", status)
 }
 
-// checkGraph refuses, before anything runs, a graph the backend would abort
-// on: a tensor without memory, an op the backend lacks.
-func (b *Backend) checkGraph(g *Graph) error {
-	if b == nil || b.p == nil {
-		return errors.New("compute: backend is closed")
-	}
-	if g == nil || g.p == nil {
-		return errors.New("compute: nil graph")
-	}
-	for _, n := range g.nodes() {
-		if !n.Allocated() {
-			return fmt.Errorf("compute: tensor %q has no memory", n.Name())
-		}
-	}
-	if !b.IsCPU() {
-		// A backend that meets an op it lacks aborts the process: ask first.
-		for _, n := range g.Nodes() {
-			if !b.Supports(n) {
-				return fmt.Errorf("compute: %s cannot run %s on ne %v (%v)", b.name, C.GoString(C.ggml_op_desc(n.p)), n.Ne(), n.Type())
-			}
-		}
-	}
-	return nil
-}
-
 func (b *Backend) pauseIdle() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.tp != nil {
 		C.ggml_threadpool_pause(b.tp)
 	}
-}
-
-func (g *Graph) nodes() []Tensor {
-	out := make([]Tensor, 0, len(g.seen))
-	for p := range g.seen {
-		out = append(out, Tensor{p: p})
-	}
-	return out
 }
 
 // Supports reports whether the backend can compute the node t.
@@ -259,6 +232,7 @@ func (b *Backend) Close() {
 	if b.idle != nil {
 		b.idle.Stop()
 	}
+	b.waitLocked() // before the buffers go (Buffer.Free would wait for b, whose lock is held)
 	b.replay.free()
 	b.replay = nil
 	C.ggml_backend_free(b.p)

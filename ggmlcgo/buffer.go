@@ -89,9 +89,11 @@ func (b Buffer) Bytes() []byte {
 	return unsafe.Slice((*byte)(C.ggml_backend_buffer_get_base(b.p)), b.Size())
 }
 
-// Free releases the buffer; its tensors become unusable.
+// Free releases the buffer; its tensors become unusable. Queued device work
+// may still use it: Free waits for it first.
 func (b Buffer) Free() {
 	if b.p != nil {
+		WaitDevices()
 		C.ggml_backend_buffer_free(b.p)
 	}
 }

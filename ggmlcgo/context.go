@@ -44,6 +44,7 @@ func NewContext(maxTensors, graphSize int) (*Context, error) {
 // call twice.
 func (c *Context) Free() {
 	if c != nil && c.p != nil {
+		waitForWrites() // a deferred write may be to a tensor described here
 		C.ggml_free(c.p)
 		c.p = nil
 	}

@@ -4,10 +4,11 @@
 #include "gglua_ggml.h"
 
 // GGLUA_REPLAY_LANES is how many graphs a device backend keeps captured at
-// once: a data-parallel step alternates two (backward; the averaged
+// once: a step computes its forward while the host builds its backward
+// (two graphs), a data-parallel step three (forward; backward; the averaged
 // gradients applied), and ggml-cuda keeps one CUDA graph per backend, so
 // each lane is a backend of its own on the same device.
-#define GGLUA_REPLAY_LANES 2
+#define GGLUA_REPLAY_LANES 3
 
 // gglua_replay remembers, for each lane, the last graph computed on it,
 // node by node, and whether ggml-cuda's captured CUDA graph was made from
@@ -17,16 +18,24 @@ struct gglua_replay;
 struct gglua_replay * gglua_replay_new(void);
 void gglua_replay_free(struct gglua_replay * r);
 
-// gglua_replay_compute runs g (and waits for it) on the lane whose last
-// graph is identical to g, else on the lane used least recently:
+// gglua_replay_compute runs g on the lane whose last graph is identical to
+// g, else on the lane used least recently, once the other lanes are done:
 // replayed from the lane's captured CUDA graph when its last graph was
 // captured; captured when g repeats its last graph; launched node by node
 // otherwise. lanes are the lanes' backends (n of them, at most
 // GGLUA_REPLAY_LANES, all on one device). scratch is a one-node graph of
 // the device's memory, computed to make ggml capture afresh. enabled =
-// false launches every graph node by node on the first lane.
+// false launches every graph node by node on the first lane. async returns
+// once g's kernels are queued (gglua_replay_wait waits for them); else it
+// returns when g is done.
 enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * lanes, int n,
-                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled);
+                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled, bool async);
+
+// gglua_replay_wait waits for every lane's queued work.
+void gglua_replay_wait(struct gglua_replay * r, ggml_backend_t * lanes, int n);
+
+// gglua_replay_busy is the lanes with work not waited for, lane k as bit k.
+int gglua_replay_busy(const struct gglua_replay * r);
 
 // gglua_replay_counts reads how many computes were replayed, captured and
 // launched node by node.

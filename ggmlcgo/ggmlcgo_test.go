@@ -171,6 +171,16 @@ func TestGraphAndBufferLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, g2.Expand(s1))
 	assert.ErrorContains(t, b.Compute(g2), "no memory")
+	// Or whose inputs have none (the node's own memory placed).
+	loose, _ := ctx.NewTensor(F32, []int64{2})
+	loose.SetName("loose")
+	s3, _ := ctx.Add(x[0], loose)
+	tail := place(t, b, ctx, [][]float32{{0, 0}}, []int64{2})[0]
+	s3.p.buffer, s3.p.data = tail.p.buffer, tail.p.data
+	g3, err := ctx.NewGraph(4)
+	require.NoError(t, err)
+	require.NoError(t, g3.Expand(s3))
+	assert.ErrorContains(t, b.Compute(g3), `tensor "loose" has no memory`)
 
 	// A full linear allocator refuses instead of aborting.
 	buf, err := b.BufferType().Alloc(64)

@@ -11,6 +11,31 @@ static void gglua_graph_nodes(struct ggml_cgraph * g, struct ggml_tensor ** out,
     }
 }
 
+// gglua_graph_check finds, before anything runs, what a backend would abort
+// on: a node or a node's input without memory (1), a node the backend
+// cannot compute (2; asked only when ask_backend). *node is the node's
+// index, *src the input's (-1: the node itself).
+static int gglua_graph_check(ggml_backend_t b, struct ggml_cgraph * g, bool ask_backend, int * node, int * src) {
+    for (int i = 0, n = ggml_graph_n_nodes(g); i < n; i++) {
+        struct ggml_tensor * t = ggml_graph_node(g, i);
+        *node = i;
+        *src = -1;
+        if (t->buffer == NULL) {
+            return 1;
+        }
+        for (int s = 0; s < GGLUA_MAX_SRC; s++) {
+            if (t->src[s] != NULL && t->src[s]->buffer == NULL) {
+                *src = s;
+                return 1;
+            }
+        }
+        if (ask_backend && !ggml_backend_supports_op(b, t)) {
+            return 2;
+        }
+    }
+    return 0;
+}
+
 static int64_t gglua_graph_work(struct ggml_cgraph * g) {
     int64_t w = 0;
     for (int i = 0, n = ggml_graph_n_nodes(g); i < n; i++) {
@@ -172,4 +197,29 @@ func reachable(roots []Tensor) map[*C.struct_ggml_tensor]struct{} {
 		}
 	}
 	return seen
+}
+
+// checkGraph refuses, before anything runs, a graph the backend would abort
+// on: a tensor without memory, an op the backend lacks (a device backend
+// that meets one aborts the process: it is asked first). One cgo call.
+func (b *Backend) checkGraph(g *Graph) error {
+	if b == nil || b.p == nil {
+		return errors.New("compute: backend is closed")
+	}
+	if g == nil || g.p == nil {
+		return errors.New("compute: nil graph")
+	}
+	var node, src C.int
+	switch C.gglua_graph_check(b.p, g.p, C.bool(!b.IsCPU()), &node, &src) {
+	case 1:
+		t := Tensor{p: C.ggml_graph_node(g.p, node)}
+		if src >= 0 {
+			t = Tensor{p: t.p.src[src]}
+		}
+		return fmt.Errorf("compute: tensor %q has no memory", t.Name())
+	case 2:
+		n := Tensor{p: C.ggml_graph_node(g.p, node)}
+		return fmt.Errorf("compute: %s cannot run %s on ne %v (%v)", b.name, C.GoString(C.ggml_op_desc(n.p)), n.Ne(), n.Type())
+	}
+	return nil
 }

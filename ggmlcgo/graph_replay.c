@@ -29,8 +29,13 @@
 // which would each undo the other's capture. So a device has lanes, each a
 // backend of its own on the device (its own stream and CUDA graph): a
 // graph goes to the lane whose last graph it repeats, else to the lane used
-// least recently. Every compute waits for its lane, so the lanes never run
-// at once and need no ordering between them.
+// least recently.
+//
+// A compute may return once its kernels are queued (async): the host then
+// builds the next graph while the device runs this one. The lanes' streams
+// are not ordered with each other, so a graph is launched on a lane only
+// after every other lane has finished (settle); the Go side waits
+// (gglua_replay_wait) before the host touches device memory.
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +55,7 @@ struct lane {
     bool last_in_graph; // the lane's CUDA graph was captured from `last`
     bool last_unsafe;   // `last`'s capture moved data where no node was: launch it
     int64_t used;       // when the lane last computed (the replay's tick)
+    bool busy;          // launched asynchronously and not waited for yet
 };
 
 struct gglua_replay {
@@ -117,10 +123,43 @@ void gglua_replay_free(struct gglua_replay * r) {
     }
 }
 
-static enum ggml_status run(ggml_backend_t b, struct ggml_cgraph * g, int hint) {
-    enum ggml_status s = ggml_backend_graph_compute_async(b, g, hint);
-    ggml_backend_synchronize(b);
+// settle waits for every lane but the one numbered except (-1: all).
+static void settle(struct gglua_replay * r, ggml_backend_t * lanes, int n, int except) {
+    for (int k = 0; k < n; k++) {
+        if (k != except && r->lanes[k].busy) {
+            ggml_backend_synchronize(lanes[k]);
+            r->lanes[k].busy = false;
+        }
+    }
+}
+
+// run launches g on lane k once the other lanes are done, and waits for it
+// unless async. (A lane's own graphs are ordered by its stream.)
+static enum ggml_status run(struct gglua_replay * r, ggml_backend_t * lanes, int n, int k, struct ggml_cgraph * g,
+                            int hint, bool async) {
+    settle(r, lanes, n, k);
+    enum ggml_status s = ggml_backend_graph_compute_async(lanes[k], g, hint);
+    if (async && s == GGML_STATUS_SUCCESS) {
+        r->lanes[k].busy = true;
+    } else {
+        ggml_backend_synchronize(lanes[k]);
+        r->lanes[k].busy = false;
+    }
     return s;
+}
+
+void gglua_replay_wait(struct gglua_replay * r, ggml_backend_t * lanes, int n) {
+    settle(r, lanes, n < GGLUA_REPLAY_LANES ? n : GGLUA_REPLAY_LANES, -1);
+}
+
+int gglua_replay_busy(const struct gglua_replay * r) {
+    int mask = 0;
+    for (int k = 0; k < GGLUA_REPLAY_LANES; k++) {
+        if (r->lanes[k].busy) {
+            mask |= 1 << k;
+        }
+    }
+    return mask;
 }
 
 // computes reports whether g has a node ggml computes (not only views).
@@ -136,20 +175,22 @@ static bool computes(struct ggml_cgraph * g) {
     return false;
 }
 
-// capture computes g on lane l's backend b as a CUDA graph to be replayed,
+// capture computes g on lane k as a CUDA graph to be replayed,
 // recording the nodes whose data ggml pointed elsewhere; false when one
 // cannot be matched to another node (the graph is then never replayed).
-static enum ggml_status capture(struct lane * l, ggml_backend_t b, struct ggml_cgraph * g, bool * replayable) {
+static enum ggml_status capture(struct gglua_replay * r, ggml_backend_t * lanes, int nlanes, int k, struct ggml_cgraph * g,
+                               bool async, bool * replayable) {
+    struct lane * l = &r->lanes[k];
     const int n = ggml_graph_n_nodes(g);
     void ** before = malloc((size_t) (n > 0 ? n : 1) * sizeof(void *));
     *replayable = before != NULL;
     if (!before) {
-        return run(b, g, HINT_LAUNCH);
+        return run(r, lanes, nlanes, k, g, HINT_LAUNCH, async);
     }
     for (int i = 0; i < n; i++) {
         before[i] = ggml_graph_node(g, i)->data;
     }
-    enum ggml_status s = run(b, g, HINT_GRAPH);
+    enum ggml_status s = run(r, lanes, nlanes, k, g, HINT_GRAPH, async);
     l->moved.len = 0;
     for (int i = 0; i < n && *replayable; i++) {
         void * now = ggml_graph_node(g, i)->data;
@@ -189,7 +230,7 @@ static int pick(struct gglua_replay * r, int n, bool * same) {
 }
 
 enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * lanes, int n,
-                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled) {
+                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled, bool async) {
     if (!computes(g)) { // ggml-cuda would capture an empty graph, even told not to
         return GGML_STATUS_SUCCESS;
     }
@@ -200,12 +241,11 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
         r->lanes[0].have_last = r->lanes[0].last_in_graph = r->lanes[0].last_unsafe = false;
         r->lanes[0].used = ++r->tick;
         r->launched++;
-        return run(lanes[0], g, HINT_LAUNCH);
+        return run(r, lanes, n, 0, g, HINT_LAUNCH, async);
     }
     bool same;
     const int k = pick(r, n, &same);
     struct lane * l = &r->lanes[k];
-    ggml_backend_t b = lanes[k];
     struct record t = l->last;
     l->last = r->next;
     r->next = t;
@@ -213,21 +253,21 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
     l->used = ++r->tick;
     if (same && l->last_in_graph) {
         r->replayed++;
-        enum ggml_status s = run(b, g, HINT_GRAPH);
+        enum ggml_status s = run(r, lanes, n, k, g, HINT_GRAPH, async);
         for (size_t i = 0; i + 1 < l->moved.len; i += 2) {
             ggml_graph_node(g, (int) l->moved.w[i])->data = ggml_graph_node(g, (int) l->moved.w[i + 1])->data;
         }
         return s;
     }
     if (same && !l->last_unsafe) {
-        enum ggml_status s = run(b, scratch, HINT_LAUNCH);
+        enum ggml_status s = run(r, lanes, n, k, scratch, HINT_LAUNCH, async);
         if (s != GGML_STATUS_SUCCESS) {
             l->last_in_graph = false;
             return s;
         }
         r->captured++;
         bool replayable;
-        s = capture(l, b, g, &replayable);
+        s = capture(r, lanes, n, k, g, async, &replayable);
         l->last_in_graph = replayable;
         l->last_unsafe = !replayable;
         return s;
@@ -237,7 +277,7 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
     }
     l->last_in_graph = false;
     r->launched++;
-    return run(b, g, HINT_LAUNCH);
+    return run(r, lanes, n, k, g, HINT_LAUNCH, async);
 }
 
 void gglua_replay_counts(const struct gglua_replay * r, int64_t * replayed, int64_t * captured, int64_t * launched) {

@@ -80,15 +80,18 @@ func (r *replayer) makeScratch(bt BufferType) error {
 	return r.scratch.Expand(y)
 }
 
-// graphCompute runs g to completion: on the CPU by ggml, on a device
+// graphCompute runs g: on the CPU by ggml, to completion; on a device
 // through the replayer, which may replay it as a CUDA graph when mayReplay
-// (and GGLUA_CUDA_GRAPHS allows) and launches it node by node otherwise.
-func (b *Backend) graphCompute(g *Graph, mayReplay bool) C.enum_ggml_status {
+// (and GGLUA_CUDA_GRAPHS allows) and launches it node by node otherwise,
+// and with async returns once it is queued (b.mu is held).
+func (b *Backend) graphCompute(g *Graph, mayReplay, async bool) C.enum_ggml_status {
 	r := b.replay
 	if r == nil {
 		return C.ggml_backend_graph_compute(b.p, g.p)
 	}
-	return C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p, C.bool(mayReplay && r.enabled))
+	s := C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p, C.bool(mayReplay && r.enabled), C.bool(async))
+	b.setQueued(C.gglua_replay_busy(r.state) != 0)
+	return s
 }
 
 func (r *replayer) free() {
@@ -123,3 +126,6 @@ func (b *Backend) Replays() ReplayCounts {
 	C.gglua_replay_counts(b.replay.state, &rp, &cp, &ln)
 	return ReplayCounts{Replayed: int64(rp), Captured: int64(cp), Launched: int64(ln)}
 }
+
+// busyLanes is the lanes with queued work, lane k as bit k (for tests).
+func (r *replayer) busyLanes() int { return int(C.gglua_replay_busy(r.state)) }

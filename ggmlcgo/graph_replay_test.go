@@ -10,9 +10,9 @@ import (
 // The replay decision is made in C whatever the backend: on the CPU the
 // hints it passes are ignored, so the counts and values here check when a
 // graph would be replayed, captured or launched on a GPU: only a graph
-// identical to the last one of its lane (two lanes, so two graphs computed
-// in turn both replay), and a third graph displaces the lane used least
-// recently.
+// identical to the last one of its lane (three lanes, so three graphs
+// computed in turn all replay), and a fourth graph displaces the lane used
+// least recently.
 func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
 	b := cpu(t, 1)
 	r, err := newReplayer(b)
@@ -74,14 +74,17 @@ func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
 		{"clamp's bound changed", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 2, Captured: 1, Replayed: 1}},
 		{"repeated: captured anew", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 2, Captured: 2, Replayed: 1}},
 		{"scale changed", 3, 5, []float32{3, 5, 5, 5}, ReplayCounts{Launched: 3, Captured: 2, Replayed: 1}},
-		// Two graphs in turn (a data-parallel step's two) keep a lane each.
+		// Graphs in turn (a step's forward and backward; a data-parallel
+		// step's three) keep a lane each.
 		{"the captured graph, after another: replayed on its lane", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 3, Captured: 2, Replayed: 2}},
 		{"the other again: captured on its lane", 3, 5, []float32{3, 5, 5, 5}, ReplayCounts{Launched: 3, Captured: 3, Replayed: 2}},
 		{"in turn: replayed", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 3, Captured: 3, Replayed: 3}},
 		{"in turn: replayed too", 3, 5, []float32{3, 5, 5, 5}, ReplayCounts{Launched: 3, Captured: 3, Replayed: 4}},
-		{"a third graph takes the lane used least recently", 2, 100, []float32{2, 4, 6, 8}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 4}},
-		{"the other lane's graph still replays", 3, 5, []float32{3, 5, 5, 5}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 5}},
-		{"the displaced graph is launched", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 5, Captured: 3, Replayed: 5}},
+		{"the first graph kept its lane: replayed", 2, 100, []float32{2, 4, 6, 8}, ReplayCounts{Launched: 3, Captured: 3, Replayed: 5}},
+		{"a fourth graph takes the lane used least recently", 3, 100, []float32{3, 6, 9, 12}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 5}},
+		{"the other lanes' graphs still replay", 3, 5, []float32{3, 5, 5, 5}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 6}},
+		{"and the first", 2, 100, []float32{2, 4, 6, 8}, ReplayCounts{Launched: 4, Captured: 3, Replayed: 7}},
+		{"the displaced graph is launched", 2, 5, []float32{2, 4, 5, 5}, ReplayCounts{Launched: 5, Captured: 3, Replayed: 7}},
 	} {
 		assert.Equal(t, c.want, step(F32, c.s, c.hi), "%d %s", i, c.name)
 		assert.Equal(t, c.count, b.Replays(), "%d %s", i, c.name)

@@ -21,6 +21,7 @@ func (b *Backend) ComputeEach(ctx context.Context, g *Graph, each func(node Tens
 	if err := b.checkGraph(g); err != nil {
 		return err
 	}
+	waitForWrites()
 	one, err := NewContext(0, 1)
 	if err != nil {
 		return err
@@ -47,7 +48,7 @@ func (b *Backend) ComputeEach(ctx context.Context, g *Graph, each func(node Tens
 		C.ggml_graph_clear(single.p)
 		C.ggml_graph_add_node(single.p, n.p)
 		start := time.Now()
-		status := b.graphCompute(single, false) // timed node by node, never replayed
+		status := b.graphCompute(single, false, false) // timed node by node, never replayed, waited for
 		if err := statusError("compute", status); err != nil {
 			return err
 		}

@@ -75,10 +75,20 @@ func (t Tensor) Set(data []byte) error {
 	if err := t.checkIO("tensor set", len(data)); err != nil {
 		return err
 	}
-	if len(data) > 0 {
-		C.ggml_backend_tensor_set(t.p, unsafe.Pointer(&data[0]), 0, C.size_t(len(data)))
+	if len(data) > 0 && !deferWrite(t, data) {
+		WaitDevices() // earlier deferred writes first
+		t.write(data)
 	}
 	return nil
+}
+
+// write copies data into the tensor's memory now (nil: zeros).
+func (t Tensor) write(data []byte) {
+	if data == nil {
+		C.ggml_backend_tensor_memset(t.p, 0, 0, C.size_t(t.Nbytes()))
+		return
+	}
+	C.ggml_backend_tensor_set(t.p, unsafe.Pointer(&data[0]), 0, C.size_t(len(data)))
 }
 
 // SetVia copies data into the tensor through staging, a host buffer at least
@@ -90,7 +100,8 @@ func (t Tensor) SetVia(data []byte, staging Buffer) error {
 	if staging.IsNil() || staging.Size() < int64(len(data)) {
 		return t.Set(data)
 	}
-	if len(data) > 0 {
+	if len(data) > 0 && !deferWrite(t, data) {
+		WaitDevices() // earlier deferred writes first
 		copy(staging.Bytes(), data)
 		C.ggml_backend_tensor_set(t.p, C.ggml_backend_buffer_get_base(staging.p), 0, C.size_t(len(data)))
 	}
@@ -103,6 +114,7 @@ func (t Tensor) Get(dst []byte) error {
 		return err
 	}
 	if len(dst) > 0 {
+		WaitDevices()
 		C.ggml_backend_tensor_get(t.p, unsafe.Pointer(&dst[0]), 0, C.size_t(len(dst)))
 	}
 	return nil
@@ -113,7 +125,10 @@ func (t Tensor) Zero() error {
 	if err := t.checkIO("tensor zero", int(t.Nbytes())); err != nil {
 		return err
 	}
-	C.ggml_backend_tensor_memset(t.p, 0, 0, C.size_t(t.Nbytes()))
+	if t.Nbytes() > 0 && !deferWrite(t, nil) {
+		WaitDevices() // earlier deferred writes first
+		t.write(nil)
+	}
 	return nil
 }
 
@@ -121,8 +136,12 @@ var errNilOperand = errors.New("nil operand")
 
 // Data is the address of the tensor's memory in its buffer: host memory on
 // the CPU backend, device memory on a GPU. Collective libraries (MPI, NCCL:
-// package dist) read and write it in place between graph computes.
-func (t Tensor) Data() unsafe.Pointer { return t.p.data }
+// package dist) read and write it in place between graph computes, so it
+// first waits for the devices' queued work (WaitDevices).
+func (t Tensor) Data() unsafe.Pointer {
+	WaitDevices()
+	return t.p.data
+}
 
 // IsView reports whether t shares the memory of another tensor.
 func (t Tensor) IsView() bool { return t.p != nil && t.p.view_src != nil }

@@ -1,0 +1,163 @@
+package ggmlcgo
+
+// #include "gglua_replay.h"
+import "C"
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A device backend's compute returns once its kernels are queued, so that
+// the host builds the next graph (a step's backward, while its forward
+// runs) instead of waiting. The device's work is then waited for where the
+// host would otherwise race it:
+//
+//   - before the host reads device memory (Tensor.Get, Data for the
+//     collectives) or frees memory (Buffer.Free, Context.Free of the
+//     tensors' descriptions): WaitDevices;
+//   - before a graph runs on another lane of the same device (its own
+//     stream, not ordered with the others): graph_replay.c's settle.
+//
+// The host's writes (Tensor.Set, Zero) meanwhile are deferred: copied and
+// queued, and made after the wait that comes before any compute or read
+// (WaitDevices makes them), so that uploading the numbers of the next graph
+// (an optimizer's learning rate, a batch) does not stall the host while
+// the device runs the last one: the memory written may still be read by a
+// queued graph (a pool's memory is reused from step to step).
+//
+// Graphs on one lane are ordered by its stream. GGLUA_ASYNC=0 makes every
+// compute wait for its graph, as the CPU backend's always does.
+
+// inFlight is the set of device backends with queued work not waited for.
+var inFlight struct {
+	sync.Mutex
+	n        atomic.Int32 // len(backends), read without the lock
+	backends map[*Backend]struct{}
+}
+
+// asyncDefault is whether device computes return before their graph is done.
+var asyncDefault = os.Getenv("GGLUA_ASYNC") != "0"
+
+// deferred are the host's writes made while devices had queued work, in
+// the order made.
+var deferred struct {
+	sync.Mutex
+	n      atomic.Int32 // len(writes), read without the lock
+	writes []deferredWrite
+}
+
+type deferredWrite struct {
+	t    Tensor
+	data []byte // nil: zero the tensor
+}
+
+// WaitDevices waits for every device backend's queued work, then makes the
+// host's deferred writes.
+func WaitDevices() {
+	if inFlight.n.Load() == 0 && deferred.n.Load() == 0 {
+		return
+	}
+	inFlight.Lock()
+	list := make([]*Backend, 0, len(inFlight.backends))
+	for b := range inFlight.backends {
+		list = append(list, b)
+	}
+	inFlight.Unlock()
+	for _, b := range list {
+		b.Wait()
+	}
+	deferred.Lock()
+	writes := deferred.writes
+	deferred.writes = nil
+	deferred.n.Store(0)
+	deferred.Unlock()
+	for _, w := range writes {
+		w.t.write(w.data)
+	}
+}
+
+// deferWrite queues a write of data (nil: zeros) to t when devices have
+// queued work, and reports whether it did. data is copied.
+func deferWrite(t Tensor, data []byte) bool {
+	if inFlight.n.Load() == 0 {
+		return false
+	}
+	if data != nil {
+		data = append([]byte(nil), data...)
+	}
+	deferred.Lock()
+	defer deferred.Unlock()
+	deferred.writes = append(deferred.writes, deferredWrite{t, data})
+	deferred.n.Store(int32(len(deferred.writes)))
+	return true
+}
+
+// waitForWrites makes the deferred writes (after the wait they need)
+// before a compute reads memory they write.
+func waitForWrites() {
+	if deferred.n.Load() > 0 {
+		WaitDevices()
+	}
+}
+
+// Wait waits for the backend's queued work (none on the CPU).
+func (b *Backend) Wait() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waitLocked()
+}
+
+func (b *Backend) waitLocked() {
+	if !b.queued {
+		return
+	}
+	started := time.Now()
+	if r := b.replay; r != nil && r.state != nil {
+		C.gglua_replay_wait(r.state, &r.lanes[0], C.int(len(r.lanes)))
+	}
+	b.waited += time.Since(started)
+	b.setQueued(false)
+}
+
+// setQueued records whether b has queued work, in b and in inFlight (b.mu
+// is held).
+func (b *Backend) setQueued(on bool) {
+	if b.queued == on {
+		return
+	}
+	b.queued = on
+	inFlight.Lock()
+	defer inFlight.Unlock()
+	if on {
+		if inFlight.backends == nil {
+			inFlight.backends = map[*Backend]struct{}{}
+		}
+		inFlight.backends[b] = struct{}{}
+	} else {
+		delete(inFlight.backends, b)
+	}
+	inFlight.n.Store(int32(len(inFlight.backends)))
+}
+
+// Async reports whether the backend's computes return before their graph
+// is done (a device, unless GGLUA_ASYNC=0).
+func (b *Backend) Async() bool { return b.async }
+
+// SetAsync sets Async. The CPU backend's computes are done when they
+// return whatever it says; set on the CPU it makes a caller that arranges
+// its work for asynchronous devices (core's step) do so there, for tests.
+func (b *Backend) SetAsync(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.async = on
+}
+
+// WaitTime is the wall time spent waiting for the backend's queued work.
+func (b *Backend) WaitTime() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waited
+}

@@ -1,0 +1,116 @@
+package ggmlcgo
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// On the CPU a compute is done when it returns, but the bookkeeping is a
+// device's: an asynchronous compute leaves its lane busy, and the backend
+// in WaitDevices' set, until the host touches memory; a graph bound for
+// another lane first waits for the busy one (lanes' streams are not
+// ordered), one for the same lane does not need to.
+func TestAsyncComputesAreWaitedFor(t *testing.T) {
+	b := cpu(t, 1)
+	r, err := newReplayer(b)
+	require.NoError(t, err)
+	b.replay = r // freed by Close
+	b.async = true
+	require.GreaterOrEqual(t, len(r.lanes), 2, "the CPU device opens more lanes")
+	buf, err := b.BufferType().Alloc(4096)
+	require.NoError(t, err)
+	ctx, err := NewContext(16, 16)
+	require.NoError(t, err)
+	defer ctx.Free()
+	x, err := ctx.NewTensor(F32, []int64{4})
+	require.NoError(t, err)
+	require.NoError(t, buf.PlaceAt(x, buf.FirstOffset()))
+	require.NoError(t, x.Set(f32bytes(1, 2, 3, 4)))
+	graph := func(s float32, slot int64) (*Graph, Tensor) {
+		y, err := ctx.Scale(x, s)
+		require.NoError(t, err)
+		require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()+slot*256))
+		g, err := ctx.NewGraph(4)
+		require.NoError(t, err)
+		require.NoError(t, g.Expand(y))
+		return g, y
+	}
+	ga, ya := graph(2, 1)
+	gb, yb := graph(3, 2)
+
+	require.NoError(t, b.Compute(ga))
+	assert.Equal(t, 1, r.busyLanes(), "the first graph is queued on lane 0")
+	assert.EqualValues(t, 1, inFlight.n.Load())
+	require.NoError(t, b.Compute(gb))
+	assert.Equal(t, 2, r.busyLanes(), "another graph goes to lane 1, after lane 0 is waited for")
+	require.NoError(t, b.Compute(gb))
+	assert.Equal(t, 2, r.busyLanes(), "its lane again: nothing to wait for")
+
+	out := make([]byte, 16)
+	require.NoError(t, ya.Get(out))
+	assert.Equal(t, 0, r.busyLanes(), "reading device memory waits")
+	assert.False(t, b.queued)
+	assert.EqualValues(t, 0, inFlight.n.Load())
+	assert.Equal(t, []float32{2, 4, 6, 8}, bytesf32(out))
+	require.NoError(t, yb.Get(out))
+	assert.Equal(t, []float32{3, 6, 9, 12}, bytesf32(out))
+
+	// Writes meanwhile are deferred, in order, until a compute or a read.
+	require.NoError(t, b.Compute(ga))
+	require.NoError(t, x.Set(f32bytes(9, 9, 9, 9)))
+	require.NoError(t, x.Zero())
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	assert.Equal(t, 1, r.busyLanes(), "writing does not wait")
+	assert.EqualValues(t, 3, deferred.n.Load())
+	require.NoError(t, b.Compute(ga))
+	assert.EqualValues(t, 0, deferred.n.Load(), "a compute makes them first")
+	require.NoError(t, ya.Get(out))
+	assert.Equal(t, []float32{10, 12, 14, 16}, bytesf32(out), "the compute read the last write")
+	require.NoError(t, b.Compute(ga))
+	require.NoError(t, x.Zero())
+	require.NoError(t, x.Get(out))
+	assert.Equal(t, []float32{0, 0, 0, 0}, bytesf32(out), "a read sees the deferred write")
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	assert.EqualValues(t, 0, deferred.n.Load(), "nothing queued: written at once")
+	b.async = false
+	require.NoError(t, b.Compute(gb))
+	assert.Equal(t, 0, r.busyLanes(), "a synchronous compute waits for its graph")
+
+	b.async = true
+	require.NoError(t, b.Compute(ga))
+	other, err := b.BufferType().Alloc(256)
+	require.NoError(t, err)
+	other.Free() // any buffer: the queued graph's memory may be any
+	assert.Equal(t, 0, r.busyLanes(), "freeing a buffer waits")
+	assert.EqualValues(t, 0, inFlight.n.Load())
+	buf.Free()
+}
+
+// Closing a backend with queued work waits for it first (its buffers go,
+// and Buffer.Free must not wait on the lock Close holds).
+func TestCloseWaitsForQueuedWork(t *testing.T) {
+	b := cpu(t, 1)
+	r, err := newReplayer(b)
+	require.NoError(t, err)
+	b.replay = r
+	b.async = true
+	ctx, err := NewContext(8, 8)
+	require.NoError(t, err)
+	defer ctx.Free()
+	x := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})[0]
+	y, err := ctx.Scale(x, 2)
+	require.NoError(t, err)
+	g, err := ctx.NewGraph(4)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(y))
+	buf, err := b.BufferType().Alloc(256)
+	require.NoError(t, err)
+	defer buf.Free()
+	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()))
+	require.NoError(t, b.Compute(g))
+	assert.EqualValues(t, 1, inFlight.n.Load())
+	b.Close()
+	assert.EqualValues(t, 0, inFlight.n.Load())
+}
