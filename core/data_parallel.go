@@ -19,15 +19,17 @@ import (
 //  1. each gradient is copied into its slice of a flat persistent buffer
 //     (a bucket of up to bucketBytes), by ggml nodes queued after the
 //     backward ones; one compute runs forward, backward and these copies;
-//  2. each bucket is summed across processes in place, one collective per
-//     bucket;
-//  3. each gradient is set to its slice times 1/world, by nodes that run in
-//     the next compute with the optimizer's update.
+//  2. each gradient is set to its slice times 1/world, by nodes that run in
+//     the next compute with the optimizer's update;
+//  3. before that compute, once the first is done, each bucket is summed
+//     across processes in place, one collective per bucket (so the host
+//     builds the optimizer's update while a device computes the gradients).
 //
-// A steady step is therefore two graph computes (as without data
-// parallelism at most two) plus one collective per bucket, and anything that
-// reads .grad after backward (clipping, the optimizer) sees the average, as
-// with PyTorch's DistributedDataParallel.
+// A steady step is therefore two graph computes (three on a device whose
+// computes return once queued, where backward first queues the forward:
+// pass_memory.go's startForward) plus one collective per bucket, and
+// anything that reads .grad after backward (clipping, the optimizer) sees
+// the average, as with PyTorch's DistributedDataParallel.
 
 // Buffer is the memory behind a tensor, lent to a collective library.
 type Buffer struct {
@@ -64,6 +66,12 @@ func (e *Engine) WithBuffer(t *Tensor, write bool, fn func(Buffer) error) error 
 	if err := e.Realize(); err != nil {
 		return err
 	}
+	return e.lend(t, write, fn)
+}
+
+// lend is WithBuffer once pending work is computed (or queued: the
+// buffer's address waits for the device).
+func (e *Engine) lend(t *Tensor, write bool, fn func(Buffer) error) error {
 	if write {
 		t.version++ // its value changes: saved versions and host copies go
 	}
@@ -80,7 +88,11 @@ func (e *Engine) WithBuffer(t *Tensor, write bool, fn func(Buffer) error) error 
 	if err != nil {
 		return err
 	}
-	defer e.res.Computed() // unpin: no graph reads it any more
+	if len(e.pending) == 0 {
+		// Unpin: no graph reads it any more. (reduceGrads lends with work
+		// pending, whose pins must hold until it is computed.)
+		defer e.res.Computed()
+	}
 	if write {
 		t.handle.DropHostCopy()
 	}
@@ -94,6 +106,7 @@ type dataParallel struct {
 	sum     func(Buffer) error // sums a buffer across processes, in place
 	buckets []gradBucket
 	meta    *ggmlcgo.Context // the slices' view metadata
+	due     bool             // the buckets hold this process's gradients, not yet summed
 }
 
 // gradBucket is one flat buffer and its parameters' slices of it.
@@ -109,6 +122,13 @@ type gradBucket struct {
 // a parameter that got no gradient on this process adds zeros, so all of
 // them get the average, as DDP with find_unused_parameters does.
 func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) error) error {
+	if e.dp != nil {
+		// Pending averages read the buckets through the views freed below
+		// (and the sums due come first).
+		if err := e.Realize(); err != nil {
+			return err
+		}
+	}
 	e.dp.free()
 	e.dp = nil
 	if len(params) == 0 {
@@ -237,13 +257,10 @@ func (e *Engine) averageGrads() error {
 	if err := e.Realize(); err != nil {
 		return err
 	}
-	started := time.Now()
-	for _, b := range dp.buckets {
-		if err := e.WithBuffer(b.flat, true, dp.sum); err != nil {
-			return fmt.Errorf("data parallel: averaging gradients: %w", err)
-		}
-	}
-	e.stats.ReduceTime += time.Since(started)
+	// The buckets are summed before the next compute (reduceGrads), not
+	// now: the host builds what reads the averages (clipping, the
+	// optimizer) while a device still computes the gradients.
+	dp.due = true
 	scale := 1 / float32(dp.world)
 	for _, b := range dp.buckets {
 		for i, p := range b.params {
@@ -255,6 +272,23 @@ func (e *Engine) averageGrads() error {
 			if err := e.accumulateGrad(p, avg); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// reduceGrads sums the buckets across processes, once the graph that
+// filled them is done. Realize calls it before computing anything else, so
+// every process runs its collectives in the order of its graphs.
+func (e *Engine) reduceGrads() error {
+	dp := e.dp
+	dp.due = false
+	e.backend.Wait() // the gradients' graph, so that the time below is the collectives'
+	started := time.Now()
+	defer func() { e.stats.ReduceTime += time.Since(started) }()
+	for _, b := range dp.buckets {
+		if err := e.lend(b.flat, true, dp.sum); err != nil {
+			return fmt.Errorf("data parallel: averaging gradients: %w", err)
 		}
 	}
 	return nil

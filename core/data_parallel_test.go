@@ -52,7 +52,7 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 			}
 			require.NoError(t, e.SetDataParallel([]*Tensor{w1, w2, w1, unused}, 2, otherAddsOne))
 
-			step := func() {
+			backward := func() {
 				ZeroGrad([]*Tensor{w1, w2, unused})
 				var loss *Tensor
 				require.NoError(t, e.WithGradTape(func() error {
@@ -73,10 +73,14 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 				}))
 				_, err := e.Backward(loss)
 				require.NoError(t, err)
-				_, err = loss.Item()
+			}
+			step := func() {
+				backward()
+				_, err := w1.Grad().Float32s() // a read computes what is due
 				require.NoError(t, err)
 			}
-			step()
+			backward()
+			assert.Equal(t, 0, calls, "the sums wait for the next compute")
 			assertValues(t, []float32{1.5, -1.5, 3.5}, w1.Grad()) // (2 w1 + 1) / 2
 			assertValues(t, []float32{1, 1, 1, 1}, w2.Grad())
 			assertValues(t, []float32{0.5, 0.5}, unused.Grad())
@@ -91,7 +95,11 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 			assert.Equal(t, int64(4), e.Stats().GraphComputes-before, "two graph computes per step")
 			assertValues(t, []float32{1.5, -1.5, 3.5}, w1.Grad())
 
-			require.NoError(t, e.SetDataParallel(nil, 0, nil)) // off again
+			calls = 0
+			backward()
+			require.NoError(t, e.SetDataParallel(nil, 0, nil)) // off again, after the sums due
+			assert.Equal(t, tc.buckets, calls)
+			assertValues(t, []float32{1.5, -1.5, 3.5}, w1.Grad())
 			calls = 0
 			step()
 			assert.Equal(t, 0, calls)

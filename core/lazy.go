@@ -22,7 +22,7 @@ type Stats struct {
 	NodesComputed int64         // graph nodes computed, summed
 	PassBytes     int64         // bytes of node results placed in the pass pool by Realize, summed
 	GraphReplays  int64         // of the computes, those replayed as a captured CUDA graph (devices)
-	ComputeTime   time.Duration // wall time in graph computes, summed
+	ComputeTime   time.Duration // wall time launching graph computes and waiting for them, summed
 	ReduceTime    time.Duration // wall time in data parallelism's gradient collectives, summed
 }
 
@@ -30,6 +30,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	st := e.stats
 	st.GraphReplays = e.backend.Replays().Replayed
+	st.ComputeTime += e.backend.WaitTime() // a device's graphs run on after their launch
 	return st
 }
 
@@ -300,6 +301,12 @@ func (e *Engine) witness() (*Tensor, error) {
 // the pass pool and become leaves: a later graph reads them and never
 // recomputes their ancestry.
 func (e *Engine) Realize() error {
+	if e.dp != nil && e.dp.due {
+		if err := e.reduceGrads(); err != nil {
+			e.dropPending() // the step's averages cannot be computed
+			return fmt.Errorf("realize: %w", err)
+		}
+	}
 	if len(e.pending) == 0 {
 		return nil
 	}
