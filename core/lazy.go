@@ -395,15 +395,18 @@ func (e *Engine) Realize() error {
 	if choice >= 0 {
 		chooser.record(choice, g.Work(), time.Since(started))
 	}
+	launch := e.backend.Launches()
 	e.stats.GraphComputes++
 	e.stats.ComputeTime += time.Since(started)
 	e.stats.NodesComputed += int64(g.NNodes())
 	e.stats.PassBytes += placedBytes
 	for _, t := range e.pending {
+		t.storage().written = launch
 		if t.handle != nil { // an in-place update: a cached host copy is old
 			t.handle.DropHostCopy()
 		}
 		if t.handle == nil { // an op result: its node is now its memory
+			t.result = true
 			h := placed[t.node]
 			if h == nil {
 				return fmt.Errorf("realize: internal error: result of shape %s has no memory", ShapeString(t.shape))

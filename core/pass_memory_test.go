@@ -82,7 +82,9 @@ func TestBackwardQueuesTheForwardOnAsyncDevices(t *testing.T) {
 	}
 	run := func(async bool) (*Engine, *mlp, []float32) {
 		e := newEngine(t)
-		e.backend.SetAsync(async)
+		if async {
+			require.NoError(t, e.backend.ComputeAsDevice())
+		}
 		m := newMLP(t, e, in, hidden, 4, 0.01, rand.New(rand.NewSource(1)))
 		var losses []float32
 		for i := 0; i < 6; i++ {
@@ -102,6 +104,16 @@ func TestBackwardQueuesTheForwardOnAsyncDevices(t *testing.T) {
 	}
 	_, sync, want := run(false)
 	e, async, got := run(true)
+	// The last read (the loss) queued the update and did not wait for it:
+	// the loss was the forward's, done. What the update writes must wait,
+	// the moments too, which the fused kernel writes beside the weight.
+	loss := async.lastLoss
+	assert.Equal(t, e.backend.Launches()-1, loss.written, "the forward wrote the loss")
+	assert.True(t, loss.readNow(), "the loss is read at once")
+	assert.False(t, async.w1.readNow(), "the weights wait for the update")
+	for _, m := range async.opt.state[async.w1] {
+		assert.False(t, m.readNow(), "the moments wait for the update")
+	}
 	assert.Equal(t, want, got, "the losses")
 	assert.Equal(t, values(t, sync.w1), values(t, async.w1), "the weights")
 	assert.Equal(t, values(t, sync.b2), values(t, async.b2))

@@ -40,6 +40,13 @@ type Tensor struct {
 	offset  int64
 	strides []int64
 	version int64 // in-place writes to this storage so far (a base's; see views.go)
+	// A graph's result (result) is written only by graphs that queue it
+	// (written: the last one's Backend.Launches number), so a read after
+	// that graph finished need not wait for the later ones. Other memory
+	// (weights, optimizer moments) is also written as a side effect of
+	// ops on other tensors (ggml's fused AdamW writes the moments).
+	result  bool
+	written int64
 
 	requiresGrad bool
 	gradFn       *gradFn
@@ -260,13 +267,22 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	if t.dropped {
 		return nil, errDropped
 	}
-	if t.pending {
-		if err := t.engine.Realize(); err != nil {
+	e := t.engine
+	if t.pending || (e.backend.Async() && len(e.pending) > 0) {
+		// On an asynchronous device a read queues everything pending (a
+		// step's backward and update, after its loss was computed with the
+		// forward) and waits only for the graph that wrote t: the host
+		// then builds the next step while the device runs this one.
+		if err := e.Realize(); err != nil {
 			return nil, err
 		}
 	}
 	raw := make([]byte, t.handle.Nbytes())
-	if err := t.handle.Read(raw); err != nil {
+	read := t.handle.Read
+	if t.readNow() {
+		read = t.handle.ReadNow
+	}
+	if err := read(raw); err != nil {
 		return nil, err
 	}
 	if t.handle.Scope() == residency.Pass && t.handle.Live() {
@@ -277,6 +293,13 @@ func (t *Tensor) Float32s() ([]float32, error) {
 		}
 	}
 	return decode(t.dtype, raw)
+}
+
+// readNow reports whether t's memory may be read without waiting for the
+// device's queued graphs: a graph's result whose last writer is done.
+func (t *Tensor) readNow() bool {
+	st := t.storage()
+	return st.result && t.engine.backend.Done(st.written)
 }
 
 // Item is the value of a one-element tensor.

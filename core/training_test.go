@@ -20,6 +20,8 @@ type mlp struct {
 	w1, b1 *Tensor
 	w2, b2 *Tensor
 	opt    *Adam
+
+	lastLoss *Tensor // the last step's
 }
 
 func newMLP(t *testing.T, e *Engine, in, hidden, out int, lr float32, rng *rand.Rand) *mlp {
@@ -72,6 +74,7 @@ func (m *mlp) step(t *testing.T, x *Tensor, labels []int) float32 {
 	_, err := m.e.Backward(loss)
 	require.NoError(t, err)
 	require.NoError(t, m.opt.Step())
+	m.lastLoss = loss
 	v, err := loss.Item()
 	require.NoError(t, err)
 	return v

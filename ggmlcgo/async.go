@@ -4,6 +4,7 @@ package ggmlcgo
 import "C"
 
 import (
+	"errors"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -38,8 +39,11 @@ var inFlight struct {
 	backends map[*Backend]struct{}
 }
 
-// asyncDefault is whether device computes return before their graph is done.
-var asyncDefault = os.Getenv("GGLUA_ASYNC") != "0"
+// asyncDefault is whether device computes return before their graph is
+// done. GGLUA_ASYNC=1 sets Async on the CPU backend too, whose computes are
+// done when they return: callers then arrange their work as for a device
+// (core's step), which tests use.
+var asyncDefault, asyncCPU = os.Getenv("GGLUA_ASYNC") != "0", os.Getenv("GGLUA_ASYNC") == "1"
 
 // deferred are the host's writes made while devices had queued work, in
 // the order made.
@@ -146,13 +150,44 @@ func (b *Backend) setQueued(on bool) {
 // is done (a device, unless GGLUA_ASYNC=0).
 func (b *Backend) Async() bool { return b.async }
 
-// SetAsync sets Async. The CPU backend's computes are done when they
-// return whatever it says; set on the CPU it makes a caller that arranges
-// its work for asynchronous devices (core's step) do so there, for tests.
-func (b *Backend) SetAsync(on bool) {
+// ComputeAsDevice makes a CPU backend run its graphs as an asynchronous
+// device does: on lanes (more CPU backends), each compute leaving its lane
+// busy until waited for, the host's writes meanwhile deferred. Its
+// computes are still done when they return, so values cannot race; what
+// tests (and GGLUA_ASYNC=1) check with it is the bookkeeping, and that
+// callers arrange their work as for a device.
+func (b *Backend) ComputeAsDevice() error {
+	if !b.cpu || b.replay != nil {
+		return errors.New("compute as a device: only a CPU backend without lanes")
+	}
+	r, err := newReplayer(b)
+	if err != nil {
+		return err
+	}
+	for _, lane := range r.lanes[1:] {
+		C.ggml_backend_cpu_set_n_threads(lane, 1) // not four threads spinning on small graphs
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.async = on
+	b.replay, b.async = r, true
+	return nil
+}
+
+// Launches is how many graphs the backend has computed (or queued): the
+// number of the last one.
+func (b *Backend) Launches() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.launches
+}
+
+// Done reports whether the graph numbered launch (see Launches; 0: none)
+// has finished. Only one lane runs at a time (graph_replay.c), so the
+// queued graphs are the last few, all on one lane.
+func (b *Backend) Done(launch int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.queued || launch < b.firstQueued
 }
 
 // WaitTime is the wall time spent waiting for the backend's queued work.

@@ -14,10 +14,8 @@ import (
 // ordered), one for the same lane does not need to.
 func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	b := cpu(t, 1)
-	r, err := newReplayer(b)
-	require.NoError(t, err)
-	b.replay = r // freed by Close
-	b.async = true
+	require.NoError(t, b.ComputeAsDevice())
+	r := b.replay
 	require.GreaterOrEqual(t, len(r.lanes), 2, "the CPU device opens more lanes")
 	buf, err := b.BufferType().Alloc(4096)
 	require.NoError(t, err)
@@ -41,14 +39,24 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	gb, yb := graph(3, 2)
 
 	require.NoError(t, b.Compute(ga))
+	first := b.Launches()
 	assert.Equal(t, 1, r.busyLanes(), "the first graph is queued on lane 0")
 	assert.EqualValues(t, 1, inFlight.n.Load())
+	assert.False(t, b.Done(first))
+	assert.True(t, b.Done(first-1), "what came before")
 	require.NoError(t, b.Compute(gb))
+	second := b.Launches()
 	assert.Equal(t, 2, r.busyLanes(), "another graph goes to lane 1, after lane 0 is waited for")
+	assert.True(t, b.Done(first))
+	assert.False(t, b.Done(second))
 	require.NoError(t, b.Compute(gb))
 	assert.Equal(t, 2, r.busyLanes(), "its lane again: nothing to wait for")
+	assert.False(t, b.Done(second), "the lane's earlier graph may still run")
 
 	out := make([]byte, 16)
+	require.NoError(t, ya.GetNow(out))
+	assert.Equal(t, 2, r.busyLanes(), "a read of a finished graph's result does not wait")
+	assert.Equal(t, []float32{2, 4, 6, 8}, bytesf32(out))
 	require.NoError(t, ya.Get(out))
 	assert.Equal(t, 0, r.busyLanes(), "reading device memory waits")
 	assert.False(t, b.queued)
@@ -92,10 +100,7 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 // and Buffer.Free must not wait on the lock Close holds).
 func TestCloseWaitsForQueuedWork(t *testing.T) {
 	b := cpu(t, 1)
-	r, err := newReplayer(b)
-	require.NoError(t, err)
-	b.replay = r
-	b.async = true
+	require.NoError(t, b.ComputeAsDevice())
 	ctx, err := NewContext(8, 8)
 	require.NoError(t, err)
 	defer ctx.Free()

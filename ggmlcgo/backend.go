@@ -46,6 +46,9 @@ type Backend struct {
 	async  bool                // devices only: computes return once queued (async.go)
 	queued bool                // work queued and not waited for
 	waited time.Duration       // waiting for queued work, summed
+	// launches counts the graphs computed; the queued work is that of
+	// launches firstQueued and later (async.go's Done).
+	launches, firstQueued int64
 }
 
 // PauseAfter is how long the CPU threadpool may spin waiting for the next
@@ -89,6 +92,12 @@ func NewCPU(threads int) (*Backend, error) {
 	C.ggml_backend_cpu_set_n_threads(p, C.int(threads))
 	b.using = threads
 	b.abort = C.gglua_abort_new(p)
+	if asyncCPU {
+		if err := b.ComputeAsDevice(); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
 	return b, nil
 }
 

@@ -85,12 +85,20 @@ func (r *replayer) makeScratch(bt BufferType) error {
 // (and GGLUA_CUDA_GRAPHS allows) and launches it node by node otherwise,
 // and with async returns once it is queued (b.mu is held).
 func (b *Backend) graphCompute(g *Graph, mayReplay, async bool) C.enum_ggml_status {
+	b.launches++
 	r := b.replay
 	if r == nil {
 		return C.ggml_backend_graph_compute(b.p, g.p)
 	}
+	before := C.gglua_replay_busy(r.state)
 	s := C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p, C.bool(mayReplay && r.enabled), C.bool(async))
-	b.setQueued(C.gglua_replay_busy(r.state) != 0)
+	after := C.gglua_replay_busy(r.state)
+	if after != 0 && after != before {
+		// A lane newly busy: the others, and what it ran before, were
+		// waited for. (The same lane again: its earlier graphs may still run.)
+		b.firstQueued = b.launches
+	}
+	b.setQueued(after != 0)
 	return s
 }
 

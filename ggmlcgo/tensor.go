@@ -120,6 +120,20 @@ func (t Tensor) Get(dst []byte) error {
 	return nil
 }
 
+// GetNow is Get without waiting for the devices' queued graphs: the caller
+// knows that none of them writes the tensor (the graph that did is done).
+// Deferred host writes are made first, as for Get.
+func (t Tensor) GetNow(dst []byte) error {
+	if err := t.checkIO("tensor get", len(dst)); err != nil {
+		return err
+	}
+	if len(dst) > 0 {
+		waitForWrites()
+		C.ggml_backend_tensor_get(t.p, unsafe.Pointer(&dst[0]), 0, C.size_t(len(dst)))
+	}
+	return nil
+}
+
 // Zero fills the tensor's device memory with zero bytes.
 func (t Tensor) Zero() error {
 	if err := t.checkIO("tensor zero", int(t.Nbytes())); err != nil {

@@ -5,6 +5,8 @@ package tests
 import (
 	"context"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -29,6 +31,26 @@ func TestLuaFiles(t *testing.T) {
 			defer rt.Close()
 			_, err = rt.DoFile(context.Background(), f)
 			require.NoError(t, err)
+		})
+	}
+}
+
+// TestLuaFilesAsOnADevice runs every tests/lua/*.lua with GGLUA_ASYNC=1,
+// where the CPU backend computes as an asynchronous GPU does (ggmlcgo's
+// ComputeAsDevice): graphs on lanes, each left queued until a read waits
+// for it, the host's writes meanwhile deferred, backward queuing the
+// forward, a read queuing what is pending. The CPU's computes are done
+// when they return, so no value can race; what fails here is bookkeeping
+// that would compute or read the wrong thing on a GPU.
+func TestLuaFilesAsOnADevice(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("lua", "*.lua"))
+	require.NoError(t, err)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			cmd := exec.Command(gglua, "--threads", "1", f)
+			cmd.Env = append(os.Environ(), "GGLUA_ASYNC=1", "GGLUA_TEST_TMP="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
 		})
 	}
 }

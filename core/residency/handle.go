@@ -108,6 +108,19 @@ func (h *Handle) Read(dst []byte) error {
 	return nil
 }
 
+// ReadNow is Read without waiting for the device's queued graphs (ggmlcgo's
+// Tensor.GetNow): the caller knows none of them writes h.
+func (h *Handle) ReadNow(dst []byte) error {
+	if !h.Live() {
+		return h.Read(dst)
+	}
+	if err := h.tensor.GetNow(dst); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	h.state.d2h += int64(len(dst))
+	return nil
+}
+
 // KeepHostCopy records data (which the caller must not change afterwards) as
 // the host copy that Read falls back to once the handle is stale. A later
 // Write drops it.
