@@ -157,3 +157,38 @@ func TestWithBufferRefusesWritesTheTapeNeeds(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.WithBuffer(c, true, func(Buffer) error { return nil }), "a copy made outside the tape")
 }
+
+// On an asynchronous device a read queues what is pending (tensor.go's
+// overlapsReads), but not under data parallelism, where that measured
+// slower: reading the loss after backward leaves the sums and the update
+// for the next compute.
+func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
+	e := newEngine(t)
+	require.NoError(t, e.backend.ComputeAsDevice())
+	w, err := FromFloat32([]float32{1, 2}, 2)
+	require.NoError(t, err)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+	calls := 0
+	require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, func(Buffer) error { calls++; return nil }))
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		sq, err := e.Mul(w, w)
+		if err == nil {
+			loss, err = e.Sum(sq)
+		}
+		return err
+	}))
+	_, err = e.Backward(loss)
+	require.NoError(t, err)
+	v, err := loss.Item()
+	require.NoError(t, err)
+	assert.Equal(t, float32(5), v)
+	assert.Equal(t, 0, calls, "the sums wait for the next compute")
+	assert.NotEmpty(t, e.pending, "the averages stay pending")
+
+	require.NoError(t, e.SetDataParallel(nil, 0, nil))
+	e2 := newEngine(t)
+	require.NoError(t, e2.backend.ComputeAsDevice())
+	assert.True(t, e2.overlapsReads(), "without data parallelism reads overlap")
+}
