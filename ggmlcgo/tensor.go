@@ -109,26 +109,19 @@ func (t Tensor) SetVia(data []byte, staging Buffer) error {
 }
 
 // Get copies the tensor's device memory into dst (exactly Nbytes long).
-func (t Tensor) Get(dst []byte) error {
-	if err := t.checkIO("tensor get", len(dst)); err != nil {
-		return err
-	}
-	if len(dst) > 0 {
-		WaitDevices()
-		C.ggml_backend_tensor_get(t.p, unsafe.Pointer(&dst[0]), 0, C.size_t(len(dst)))
-	}
-	return nil
-}
+func (t Tensor) Get(dst []byte) error { return t.get(dst, WaitDevices) }
 
 // GetNow is Get without waiting for the devices' queued graphs: the caller
 // knows that none of them writes the tensor (the graph that did is done).
 // Deferred host writes are made first, as for Get.
-func (t Tensor) GetNow(dst []byte) error {
+func (t Tensor) GetNow(dst []byte) error { return t.get(dst, waitForWrites) }
+
+func (t Tensor) get(dst []byte, wait func()) error {
 	if err := t.checkIO("tensor get", len(dst)); err != nil {
 		return err
 	}
 	if len(dst) > 0 {
-		waitForWrites()
+		wait()
 		C.ggml_backend_tensor_get(t.p, unsafe.Pointer(&dst[0]), 0, C.size_t(len(dst)))
 	}
 	return nil
