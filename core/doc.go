@@ -21,6 +21,9 @@
 //	loss.Item()               // one graph: forward + backward + update
 //
 // computes one graph. GGLUA_EAGER=1 (or SetEager) computes every op at once.
+// On an asynchronous device (a GPU; ggmlcgo's async.go) Backward first
+// queues the forward and the loss's read queues the rest and waits only for
+// the forward: two graphs, each overlapping the host's building of the next.
 //
 // The tape. Inside WithGradTape every op whose operand requires grad records
 // a gradFn: its inputs and how to map the output's gradient to theirs.
