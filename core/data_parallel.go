@@ -293,3 +293,15 @@ func (e *Engine) reduceGrads() error {
 	}
 	return nil
 }
+
+// FinishCollectives runs the gradients' sums that a backward left for the
+// next compute, if any. A script's end calls it (runtime's call): every
+// process must run the same collectives, and one whose script ends without
+// another compute would leave the others waiting in theirs (a rank 0 that
+// reads the weights to save them after the last step, say).
+func (e *Engine) FinishCollectives() error {
+	if e.dp == nil || !e.dp.due {
+		return nil
+	}
+	return e.reduceGrads()
+}

@@ -429,6 +429,14 @@ func (e *Engine) Realize() error {
 	return e.afterRealize()
 }
 
+// Sync computes everything pending and waits for the device to finish it
+// (a device's computes return once queued: ggmlcgo's async.go).
+func (e *Engine) Sync() error {
+	err := e.Realize()
+	ggmlcgo.WaitDevices()
+	return err
+}
+
 // DropPending abandons everything pending (a cancelled script's work).
 func (e *Engine) DropPending() { e.dropPending() }
 

@@ -55,7 +55,9 @@ func (e *Engine) passBound() int64 {
 // the gradients: the device computes the forward while the host builds the
 // rest of the step, where one graph would leave the device idle until all
 // of it was built. It is not the step's graph for the bound below: that is
-// the one computed after backward.
+// the one computed after backward. (A step cancelled once its forward was
+// queued keeps what the forward wrote in place, BatchNorm's running
+// statistics; its backward and update are dropped.)
 func (e *Engine) startForward() error {
 	if !e.backend.Async() || len(e.pending) == 0 {
 		return nil

@@ -30,7 +30,9 @@ import (
 // queued graph (a pool's memory is reused from step to step).
 //
 // Graphs on one lane are ordered by its stream. GGLUA_ASYNC=0 makes every
-// compute wait for its graph, as the CPU backend's always does.
+// compute wait for its graph, as the CPU backend's always does. The waits
+// are the process's: with several runtimes at once, one's read waits for
+// the others' queued graphs too (correct, not the fastest).
 
 // inFlight is the set of device backends with queued work not waited for.
 var inFlight struct {
@@ -45,10 +47,17 @@ var inFlight struct {
 // (core's step), which tests use.
 var asyncDefault, asyncCPU = os.Getenv("GGLUA_ASYNC") != "0", os.Getenv("GGLUA_ASYNC") == "1"
 
+// deviceIO orders the host's device work across goroutines (several
+// runtimes may run at once, each on its own backends): a device launch, a
+// wait with the landing of the deferred writes, and a deferral each hold
+// it, so that no write lands between another goroutine's wait and its
+// launch, or while a graph launched after the wait still reads the memory.
+// It is taken before any backend's lock.
+var deviceIO sync.Mutex
+
 // deferred are the host's writes made while devices had queued work, in
-// the order made.
+// the order made (deviceIO guards them).
 var deferred struct {
-	sync.Mutex
 	n      atomic.Int32 // len(writes), read without the lock
 	writes []deferredWrite
 }
@@ -64,6 +73,12 @@ func WaitDevices() {
 	if inFlight.n.Load() == 0 && deferred.n.Load() == 0 {
 		return
 	}
+	deviceIO.Lock()
+	defer deviceIO.Unlock()
+	waitDevicesLocked()
+}
+
+func waitDevicesLocked() {
 	inFlight.Lock()
 	list := make([]*Backend, 0, len(inFlight.backends))
 	for b := range inFlight.backends {
@@ -73,14 +88,11 @@ func WaitDevices() {
 	for _, b := range list {
 		b.Wait()
 	}
-	deferred.Lock()
-	writes := deferred.writes
-	deferred.writes = nil
-	deferred.n.Store(0)
-	deferred.Unlock()
-	for _, w := range writes {
+	for _, w := range deferred.writes {
 		w.t.write(w.data)
 	}
+	deferred.writes = nil
+	deferred.n.Store(0)
 }
 
 // deferWrite queues a write of data (nil: zeros) to t when devices have
@@ -89,11 +101,14 @@ func deferWrite(t Tensor, data []byte) bool {
 	if inFlight.n.Load() == 0 {
 		return false
 	}
+	deviceIO.Lock()
+	defer deviceIO.Unlock()
+	if inFlight.n.Load() == 0 { // waited for meanwhile
+		return false
+	}
 	if data != nil {
 		data = append([]byte(nil), data...)
 	}
-	deferred.Lock()
-	defer deferred.Unlock()
 	deferred.writes = append(deferred.writes, deferredWrite{t, data})
 	deferred.n.Store(int32(len(deferred.writes)))
 	return true
@@ -104,6 +119,13 @@ func deferWrite(t Tensor, data []byte) bool {
 func waitForWrites() {
 	if deferred.n.Load() > 0 {
 		WaitDevices()
+	}
+}
+
+// waitForWritesLocked is waitForWrites with deviceIO held.
+func waitForWritesLocked() {
+	if deferred.n.Load() > 0 {
+		waitDevicesLocked()
 	}
 }
 

@@ -1,7 +1,9 @@
 package ggmlcgo
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,4 +120,115 @@ func TestCloseWaitsForQueuedWork(t *testing.T) {
 	assert.EqualValues(t, 1, inFlight.n.Load())
 	b.Close()
 	assert.EqualValues(t, 0, inFlight.n.Load())
+}
+
+// Runtimes may run in parallel goroutines, each on its own backends, while
+// the deferred writes and the waits are the process's: a write one makes
+// while the other's device has work queued must land before its own next
+// compute reads it, whichever goroutine lands it.
+func TestAsyncBackendsInParallelGoroutines(t *testing.T) {
+	const rounds = 300
+	run := func(seed float32) error {
+		b, err := NewCPU(1)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		if err := b.ComputeAsDevice(); err != nil {
+			return err
+		}
+		buf, err := b.BufferType().Alloc(1024)
+		if err != nil {
+			return err
+		}
+		defer buf.Free()
+		ctx, err := NewContext(8, 8)
+		if err != nil {
+			return err
+		}
+		defer ctx.Free()
+		x, _ := ctx.NewTensor(F32, []int64{4})
+		y, _ := ctx.Scale(x, 2)
+		if err := buf.PlaceAt(x, buf.FirstOffset()); err != nil {
+			return err
+		}
+		if err := buf.PlaceAt(y, buf.FirstOffset()+256); err != nil {
+			return err
+		}
+		g, err := ctx.NewGraph(4)
+		if err != nil {
+			return err
+		}
+		if err := g.Expand(y); err != nil {
+			return err
+		}
+		out := make([]byte, 16)
+		for i := range rounds {
+			v := seed + float32(i)
+			if err := x.Set(f32bytes(v, v, v, v)); err != nil {
+				return err
+			}
+			if err := b.Compute(g); err != nil {
+				return err
+			}
+			if err := b.Compute(g); err != nil { // queued again: the next Set is deferred
+				return err
+			}
+			if err := y.Get(out); err != nil {
+				return err
+			}
+			if got := bytesf32(out)[0]; got != 2*v {
+				return fmt.Errorf("round %d: y = %g, want %g", i, got, 2*v)
+			}
+		}
+		return nil
+	}
+	errs := make(chan error, 2)
+	for _, seed := range []float32{1, 1000} {
+		go func() { errs <- run(seed) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+}
+
+// The protocol that keeps goroutines' writes and launches apart: while one
+// holds deviceIO (landing deferred writes after its waits), another's
+// device launch and another's deferral both wait for it.
+func TestLaunchesAndDeferralsWaitForALanding(t *testing.T) {
+	b := cpu(t, 1)
+	require.NoError(t, b.ComputeAsDevice())
+	ctx, err := NewContext(8, 8)
+	require.NoError(t, err)
+	defer ctx.Free()
+	x := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})[0]
+	y, err := ctx.Scale(x, 2)
+	require.NoError(t, err)
+	buf, err := b.BufferType().Alloc(256)
+	require.NoError(t, err)
+	defer buf.Free()
+	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()))
+	g, err := ctx.NewGraph(4)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(y))
+	require.NoError(t, b.Compute(g)) // queued: a Set now defers
+
+	blocked := func(what string, f func() error) {
+		deviceIO.Lock()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			deviceIO.Unlock()
+			require.NoError(t, err)
+			t.Errorf("%s went ahead while another goroutine held deviceIO", what)
+		case <-time.After(50 * time.Millisecond):
+			deviceIO.Unlock()
+			require.NoError(t, <-done)
+		}
+	}
+	blocked("a device launch", func() error { return b.Compute(g) })
+	blocked("a deferral", func() error { return x.Set(f32bytes(3, 4)) })
+	out := make([]byte, 8)
+	require.NoError(t, x.Get(out))
+	assert.Equal(t, []float32{3, 4}, bytesf32(out))
 }

@@ -181,7 +181,15 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 	if err := b.checkGraph(g); err != nil {
 		return err
 	}
-	waitForWrites()
+	if b.async {
+		// No other goroutine's deferred write may land between the wait
+		// for this graph's inputs and its launch (async.go).
+		deviceIO.Lock()
+		defer deviceIO.Unlock()
+		waitForWritesLocked()
+	} else {
+		waitForWrites()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.p == nil {
@@ -234,25 +242,27 @@ func (b *Backend) Close() {
 		return
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.p == nil {
+		b.mu.Unlock()
 		return
 	}
 	if b.idle != nil {
 		b.idle.Stop()
 	}
-	b.waitLocked() // before the buffers go (Buffer.Free would wait for b, whose lock is held)
-	b.replay.free()
-	b.replay = nil
-	C.ggml_backend_free(b.p)
-	b.p = nil
-	if b.abort != nil {
-		C.free(unsafe.Pointer(b.abort))
-		b.abort = nil
+	b.waitLocked()
+	p, r, abort, tp := b.p, b.replay, b.abort, b.tp
+	b.p, b.replay, b.abort, b.tp = nil, nil, nil, nil
+	b.mu.Unlock()
+	// Freed without b's lock: freeing the lanes' memory makes the host's
+	// deferred writes (async.go), under deviceIO, which is taken before a
+	// backend's lock everywhere.
+	r.free()
+	C.ggml_backend_free(p)
+	if abort != nil {
+		C.free(unsafe.Pointer(abort))
 	}
-	if b.tp != nil {
-		C.ggml_threadpool_free(b.tp)
-		b.tp = nil
+	if tp != nil {
+		C.ggml_threadpool_free(tp)
 	}
 }
 

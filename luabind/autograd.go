@@ -77,9 +77,9 @@ func (env *Env) detectAnomaly(L *lua.LState) int {
 	return 0
 }
 
-// sync() computes everything pending now.
+// sync() computes everything pending now, and waits for the device.
 func (env *Env) sync(L *lua.LState) int {
-	raise(L, env.Engine.Realize())
+	raise(L, env.Engine.Sync())
 	return 0
 }
 

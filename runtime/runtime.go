@@ -220,6 +220,12 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 		}
 		return nil, rt.scriptError(ctx, err)
 	}
+	// Collectives a backward left for the next compute run before the call
+	// ends, as every other process's will (core's FinishCollectives).
+	if err := rt.env.Engine.FinishCollectives(); err != nil {
+		rt.L.SetTop(base)
+		return nil, err
+	}
 	results := make([]lua.LValue, rt.L.GetTop()-base)
 	for i := range results {
 		results[i] = rt.L.Get(base + 1 + i)

@@ -307,3 +307,16 @@ func TestGPTExampleUnderMPI(t *testing.T) {
 		assert.InDelta(t, want[i][1], got[i][1], 2e-3, "step %d grad norm", i+1)
 	}
 }
+
+// TestAScriptEndRunsTheSumsDue: a backward's gradient sums wait for the next
+// compute; a rank whose script ends first runs them at its end, so a rank
+// that reads the weights afterwards is not left waiting (runJob fails the
+// test on a hang), and both ranks end with the same weights.
+func TestAScriptEndRunsTheSumsDue(t *testing.T) {
+	out, errOut, code, ranks := mpirun(t, nil, 2, "dist/end_after_backward.lua")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Equal(t, "done", ranks.rankLines(t, 1)[0])
+	r0 := ranks.rankLines(t, 0)
+	assert.Equal(t, "done", r0[len(r0)-1])
+	field(t, r0, "W")
+}
