@@ -171,7 +171,8 @@ func (b *Backend) PinnedBufferType() (BufferType, bool) {
 	return BufferType{p: bt}, bt != nil
 }
 
-// Compute runs g to completion on the backend.
+// Compute is ComputeContext without a context: g runs to completion, or on
+// an asynchronous device is queued (async.go).
 func (b *Backend) Compute(g *Graph) error { return b.ComputeContext(context.Background(), g) }
 
 // ComputeContext runs g; cancelling ctx stops the CPU backend between graph
