@@ -220,10 +220,13 @@ func (b *nodes) nanOf(a node) node {
 func (b *nodes) nanWhere(src, y node) node { return b.add(y, b.nanOf(src)) }
 
 // reluMask is 1 where relu's result y is positive or NaN, 0 where it is
-// 0: step(y) + isNaN(y), where y + 1 is positive unless y is NaN (y is
-// never negative). Five kernels where the mask from relu's input took six.
+// ±0 (y is never negative): 1 - step(1 - y·2^150). y·2^150 is at least 2
+// for the smallest positive float (2^-149), so 1 - y·2^150 is positive
+// only at 0; NaN stays NaN, which step takes to 0. Two scales, as 2^150
+// overflows a float. Four kernels (step(y) + isNaN(y) took five).
 func (b *nodes) reluMask(y node) node {
-	return b.add(b.unary("step", y), b.scaleBias(b.unary("step", b.scaleBias(y, 1, 1)), -1, 1))
+	big := b.scale(y, 0x1p75)
+	return b.scaleBias(b.unary("step", b.scaleBias(big, -0x1p75, 1)), -1, 1)
 }
 
 // isZero is 1 where a == 0 (either sign), 0 elsewhere and at NaN.

@@ -434,14 +434,16 @@ func TestReluSelectsAsTorch(t *testing.T) {
 
 // TestReluMaskOfTheResult: the devices' relu gradient mask, from relu's
 // result, is 1 at a positive or NaN result and 0 at either zero (relu of a
-// negative x, or of -0, which PyTorch's relu keeps).
+// negative x, or of -0, which PyTorch's relu keeps), also at the smallest
+// and largest positive floats.
 func TestReluMaskOfTheResult(t *testing.T) {
 	e := newEngine(t)
 	inf := float32(math.Inf(1))
-	y := host(t, []int{6}, float32(math.NaN()), 0, float32(math.Copysign(0, -1)), 2, inf, 1e-40)
+	y := host(t, []int{9}, float32(math.NaN()), 0, float32(math.Copysign(0, -1)), 2, inf, 1e-40,
+		math.SmallestNonzeroFloat32, math.MaxFloat32, 0x1p-126)
 	m, err := e.build("relu_mask", y.shape, []*Tensor{y}, func(b *nodes, in []node) node { return b.reluMask(in[0]) })
 	require.NoError(t, err)
-	assert.Equal(t, []float32{1, 0, 0, 1, 1, 1}, values(t, m))
+	assert.Equal(t, []float32{1, 0, 0, 1, 1, 1, 1, 1, 1}, values(t, m))
 }
 
 // TestNanOfBothForms: nanOf is 0 at every number (±inf included) and NaN
