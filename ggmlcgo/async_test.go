@@ -103,19 +103,7 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 func TestCloseWaitsForQueuedWork(t *testing.T) {
 	b := cpu(t, 1)
 	require.NoError(t, b.ComputeAsDevice())
-	ctx, err := NewContext(8, 8)
-	require.NoError(t, err)
-	defer ctx.Free()
-	x := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})[0]
-	y, err := ctx.Scale(x, 2)
-	require.NoError(t, err)
-	g, err := ctx.NewGraph(4)
-	require.NoError(t, err)
-	require.NoError(t, g.Expand(y))
-	buf, err := b.BufferType().Alloc(256)
-	require.NoError(t, err)
-	defer buf.Free()
-	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()))
+	_, g := doubling(t, b)
 	require.NoError(t, b.Compute(g))
 	assert.EqualValues(t, 1, inFlight.n.Load())
 	b.Close()
@@ -197,19 +185,7 @@ func TestAsyncBackendsInParallelGoroutines(t *testing.T) {
 func TestLaunchesAndDeferralsWaitForALanding(t *testing.T) {
 	b := cpu(t, 1)
 	require.NoError(t, b.ComputeAsDevice())
-	ctx, err := NewContext(8, 8)
-	require.NoError(t, err)
-	defer ctx.Free()
-	x := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})[0]
-	y, err := ctx.Scale(x, 2)
-	require.NoError(t, err)
-	buf, err := b.BufferType().Alloc(256)
-	require.NoError(t, err)
-	defer buf.Free()
-	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()))
-	g, err := ctx.NewGraph(4)
-	require.NoError(t, err)
-	require.NoError(t, g.Expand(y))
+	x, g := doubling(t, b)
 	require.NoError(t, b.Compute(g)) // queued: a Set now defers
 
 	blocked := func(what string, f func() error) {
@@ -231,4 +207,23 @@ func TestLaunchesAndDeferralsWaitForALanding(t *testing.T) {
 	out := make([]byte, 8)
 	require.NoError(t, x.Get(out))
 	assert.Equal(t, []float32{3, 4}, bytesf32(out))
+}
+
+// doubling is a graph y = 2x on b, x = [1, 2], every tensor placed.
+func doubling(t *testing.T, b *Backend) (Tensor, *Graph) {
+	t.Helper()
+	ctx, err := NewContext(8, 8)
+	require.NoError(t, err)
+	t.Cleanup(ctx.Free)
+	x := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})[0]
+	y, err := ctx.Scale(x, 2)
+	require.NoError(t, err)
+	buf, err := b.BufferType().Alloc(256)
+	require.NoError(t, err)
+	t.Cleanup(buf.Free)
+	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()))
+	g, err := ctx.NewGraph(4)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(y))
+	return x, g
 }
