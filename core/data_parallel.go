@@ -303,5 +303,15 @@ func (e *Engine) FinishCollectives() error {
 	if e.dp == nil || !e.dp.due {
 		return nil
 	}
-	return e.reduceGrads()
+	if err := e.reduceGrads(); err != nil {
+		// The pending averages would read unsummed buckets: they, and what
+		// reads them, go, and so do the gradients (this process's alone,
+		// not the average): a later step or read finds none.
+		e.dropPending()
+		for _, p := range e.dp.params {
+			p.grad, p.gradZero = nil, true
+		}
+		return err
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"testing"
 	"time"
 	"unsafe"
@@ -191,4 +192,39 @@ func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
 	e2 := newEngine(t)
 	require.NoError(t, e2.backend.ComputeAsDevice())
 	assert.True(t, e2.overlapsReads(), "without data parallelism reads overlap")
+}
+
+// A failed sum leaves no wrong gradient behind: the averages that would
+// read the unsummed buckets are dropped, whether the sum ran at a script's
+// end (FinishCollectives) or before a compute (Realize).
+func TestAFailedSumDropsTheAverages(t *testing.T) {
+	for _, via := range []string{"FinishCollectives", "Realize"} {
+		t.Run(via, func(t *testing.T) {
+			e := newEngine(t)
+			w, err := FromFloat32([]float32{1, 2}, 2)
+			require.NoError(t, err)
+			require.NoError(t, w.SetRequiresGrad(true))
+			require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+			lost := errors.New("peer lost")
+			require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, func(Buffer) error { return lost }))
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				sq, err := e.Mul(w, w)
+				if err == nil {
+					loss, err = e.Sum(sq)
+				}
+				return err
+			}))
+			_, err = e.Backward(loss)
+			require.NoError(t, err)
+			if via == "Realize" {
+				err = e.Realize()
+			} else {
+				err = e.FinishCollectives()
+			}
+			require.ErrorIs(t, err, lost)
+			assert.Nil(t, w.Grad(), "no gradient: this process's alone is not the average")
+			require.NoError(t, e.Realize(), "nothing of the step is left to compute")
+		})
+	}
 }

@@ -301,11 +301,8 @@ func (e *Engine) witness() (*Tensor, error) {
 // the pass pool and become leaves: a later graph reads them and never
 // recomputes their ancestry.
 func (e *Engine) Realize() error {
-	if e.dp != nil && e.dp.due {
-		if err := e.reduceGrads(); err != nil {
-			e.dropPending() // the step's averages cannot be computed
-			return fmt.Errorf("realize: %w", err)
-		}
+	if err := e.FinishCollectives(); err != nil { // the sums a backward left for this compute
+		return fmt.Errorf("realize: %w", err)
 	}
 	if len(e.pending) == 0 {
 		return nil

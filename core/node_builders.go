@@ -223,7 +223,8 @@ func (b *nodes) nanWhere(src, y node) node { return b.add(y, b.nanOf(src)) }
 // ±0 (y is never negative): 1 - step(1 - y·2^150). y·2^150 is at least 2
 // for the smallest positive float (2^-149), so 1 - y·2^150 is positive
 // only at 0; NaN stays NaN, which step takes to 0. Two scales, as 2^150
-// overflows a float. Four kernels (step(y) + isNaN(y) took five).
+// overflows a float. Four kernels (step(y) + isNaN(y) took five). (On a
+// GPU ggml-cuda flushes subnormals, so a subnormal y is 0 there already.)
 func (b *nodes) reluMask(y node) node {
 	big := b.scale(y, 0x1p75)
 	return b.scaleBias(b.unary("step", b.scaleBias(big, -0x1p75, 1)), -1, 1)

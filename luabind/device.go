@@ -63,6 +63,12 @@ func (env *Env) useDevice(L *lua.LState) int {
 	if limit := env.Engine.Residency().Limit(); limit > 0 {
 		e.Residency().SetLimit(limit)
 	}
+	// The sums a data-parallel backward left for the next compute run
+	// before the engine goes, as the other processes' will.
+	if err := env.Engine.FinishCollectives(); err != nil {
+		e.Close()
+		argError(L, "device.use", "%s", err.Error())
+	}
 	e.SetContext(env.Engine.Context())
 	e.TakeRand(env.Engine)
 	e.TakeAutocast(env.Engine)

@@ -106,6 +106,11 @@ func (r *repl) run(ctx context.Context, fn *lua.LFunction, quiet bool) {
 	base := L.GetTop()
 	L.Push(fn)
 	err := L.PCall(0, lua.MultRet, nil)
+	if err == nil {
+		// As a runtime call ends (runtime's call): the sums a backward left
+		// for the next compute run now, as the other processes' will.
+		err = r.rt.Engine().FinishCollectives()
+	}
 	if err != nil {
 		L.SetTop(base)
 		r.fail(err)
