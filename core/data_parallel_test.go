@@ -166,22 +166,8 @@ func TestWithBufferRefusesWritesTheTapeNeeds(t *testing.T) {
 func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
 	e := newEngine(t)
 	require.NoError(t, e.backend.ComputeAsDevice())
-	w, err := FromFloat32([]float32{1, 2}, 2)
-	require.NoError(t, err)
-	require.NoError(t, w.SetRequiresGrad(true))
-	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
 	calls := 0
-	require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, func(Buffer) error { calls++; return nil }))
-	var loss *Tensor
-	require.NoError(t, e.WithGradTape(func() error {
-		sq, err := e.Mul(w, w)
-		if err == nil {
-			loss, err = e.Sum(sq)
-		}
-		return err
-	}))
-	_, err = e.Backward(loss)
-	require.NoError(t, err)
+	_, loss := squaresBackward(t, e, func(Buffer) error { calls++; return nil })
 	v, err := loss.Item()
 	require.NoError(t, err)
 	assert.Equal(t, float32(5), v)
@@ -201,22 +187,9 @@ func TestAFailedSumDropsTheAverages(t *testing.T) {
 	for _, via := range []string{"FinishCollectives", "Realize"} {
 		t.Run(via, func(t *testing.T) {
 			e := newEngine(t)
-			w, err := FromFloat32([]float32{1, 2}, 2)
-			require.NoError(t, err)
-			require.NoError(t, w.SetRequiresGrad(true))
-			require.NoError(t, w.MoveToDevice(e, residency.Persistent))
 			lost := errors.New("peer lost")
-			require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, func(Buffer) error { return lost }))
-			var loss *Tensor
-			require.NoError(t, e.WithGradTape(func() error {
-				sq, err := e.Mul(w, w)
-				if err == nil {
-					loss, err = e.Sum(sq)
-				}
-				return err
-			}))
-			_, err = e.Backward(loss)
-			require.NoError(t, err)
+			w, _ := squaresBackward(t, e, func(Buffer) error { return lost })
+			var err error
 			if via == "Realize" {
 				err = e.Realize()
 			} else {
@@ -227,4 +200,25 @@ func TestAFailedSumDropsTheAverages(t *testing.T) {
 			require.NoError(t, e.Realize(), "nothing of the step is left to compute")
 		})
 	}
+}
+
+// squaresBackward makes a resident w = [1, 2], data-parallel with sum over
+// two processes, and runs backward of sum(w·w) (loss 5).
+func squaresBackward(t *testing.T, e *Engine, sum func(Buffer) error) (w, loss *Tensor) {
+	t.Helper()
+	w, err := FromFloat32([]float32{1, 2}, 2)
+	require.NoError(t, err)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+	require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, sum))
+	require.NoError(t, e.WithGradTape(func() error {
+		sq, err := e.Mul(w, w)
+		if err == nil {
+			loss, err = e.Sum(sq)
+		}
+		return err
+	}))
+	_, err = e.Backward(loss)
+	require.NoError(t, err)
+	return w, loss
 }
