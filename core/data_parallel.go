@@ -25,11 +25,12 @@ import (
 //     across processes in place, one collective per bucket (so the host
 //     builds the optimizer's update while a device computes the gradients).
 //
-// A steady step is therefore two graph computes (three on a device whose
-// computes return once queued, where backward first queues the forward:
-// pass_memory.go's startForward) plus one collective per bucket, and
-// anything that reads .grad after backward (clipping, the optimizer) sees
-// the average, as with PyTorch's DistributedDataParallel.
+// A steady step is therefore two graph computes plus one collective per
+// bucket (on a device whose computes return once queued, backward first
+// queues the forward, pass_memory.go's startForward, and the update rides
+// with the next step's forward), and anything that reads .grad after
+// backward (clipping, the optimizer) sees the average, as with PyTorch's
+// DistributedDataParallel.
 
 // Buffer is the memory behind a tensor, lent to a collective library.
 type Buffer struct {

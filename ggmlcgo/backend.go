@@ -234,9 +234,6 @@ func (b *Backend) pauseIdle() {
 	}
 }
 
-// Supports reports whether the backend can compute the node t.
-func (b *Backend) Supports(t Tensor) bool { return bool(C.ggml_backend_supports_op(b.p, t.p)) }
-
 // Close frees the backend and its threadpool. It is safe to call twice.
 func (b *Backend) Close() {
 	if b == nil {
