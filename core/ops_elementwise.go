@@ -1,6 +1,10 @@
 package core
 
-import "math"
+import (
+	"math"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
 
 // Elementwise ops: y = f(x) or y = f(a, b) with PyTorch broadcasting, each
 // op's forward and gradient side by side. Gradients are built from ops too,
@@ -249,18 +253,24 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 // passes elsewhere, NaN included, as in PyTorch.
 func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 	// The gradient reads the result, as PyTorch's does (threshold_backward
-	// of the result): g where relu(x) > 0 or is NaN, selected. On devices
-	// the result's mask takes one kernel fewer than the input's (it is
-	// never negative: no abs).
-	if e.backend.IsCPU() {
-		// One pass each way of gglua's kernels (relu.c), NaN kept and the
-		// gradient selected as PyTorch does.
+	// of the result): g where relu(x) > 0 or is NaN, selected.
+	if e.backend.HasKernel(ggmlcgo.KernelRelu) && !forceComposedRelu {
+		// One pass each way of gglua's kernels (relu.c on the CPU,
+		// gglua-kernels.cu on a CUDA device), NaN kept and the gradient
+		// selected as PyTorch does.
 		return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
+			// A linear layer's bias add and relu: one pass, the add's
+			// result never written (unless something else reads it).
+			if e.backend.HasKernel(ggmlcgo.KernelBiasRelu) {
+				if y, ok, err := c.BiasReluKernel(a); ok || err != nil {
+					return y, err
+				}
+			}
 			a, err := e.packed(c, a)
 			if err != nil {
 				return node{}, err
 			}
-			return c.ReluCPU(a)
+			return c.ReluKernel(a)
 		}, func(g, x, y *Tensor) (*Tensor, error) {
 			return e.newOp("relu_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
 				gp, err := e.packed(c, in[0])
@@ -271,10 +281,14 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 				if err != nil {
 					return node{}, err
 				}
-				return c.ReluBackCPU(gp, yp)
+				return c.ReluBackKernel(gp, yp)
 			})
 		})
 	}
+	// A device library without gglua's kernels: ggml's ops. The result's
+	// mask takes one kernel fewer than the input's (it is never negative:
+	// no abs), but the product by it is NaN where g is infinite and the
+	// mask 0 (PyTorch: 0; docs/PYTORCH.md).
 	return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.nanWhere(a, b.unary("relu", a))
@@ -344,8 +358,8 @@ func (e *Engine) Gelu(x *Tensor, approximate string) (*Tensor, error) {
 	return nil, argErrorf("gelu: approximate must be \"none\" or \"tanh\", got %q", approximate)
 }
 
-// geluErf is x Φ(x) (ggml's gelu_erf); its gradient is Φ(x) + x φ(x): on
-// the CPU one pass of gglua's kernel; elsewhere composed, with Φ(x) = y / x,
+// geluErf is x Φ(x) (ggml's gelu_erf); its gradient is Φ(x) + x φ(x): one
+// pass of gglua's kernel where the backend has it; elsewhere composed, with Φ(x) = y / x,
 // and 1/2 where |x| is too small to divide by (below 1e-18): there tiny = 1
 // makes it y / (x + 1) + 1/2, within 1e-18 of 1/2. Blending by tiny
 // instead of selecting with where (argmax + get_rows over 2n elements)
@@ -354,8 +368,9 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	return e.elementwise("gelu_erf", x, func(g, x, y *Tensor) (*Tensor, error) {
 		var ch chain
 		do := ch.do
-		if e.backend.IsCPU() && !forceComposedGeluBack {
-			// One pass of gglua's kernel (gelu_back.c), g included.
+		if e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack {
+			// One pass of gglua's kernel (gelu_back.c, gglua-kernels.cu), g
+			// included.
 			return e.newOp("gelu_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
 				for i, a := range in {
 					var err error
@@ -363,7 +378,7 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 						return node{}, err
 					}
 				}
-				return c.GeluErfBackCPU(in[0], in[1], in[2])
+				return c.GeluErfBackKernel(in[0], in[1], in[2])
 			})
 		}
 		d := do(func() (*Tensor, error) {
@@ -382,9 +397,9 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	})
 }
 
-// forceComposedGeluBack makes tests take the GPU's composed GELU gradient
-// on the CPU.
-var forceComposedGeluBack = false
+// forceComposedGeluBack and forceComposedRelu make tests take the ops
+// composed for a device library without gglua's kernels, on the CPU.
+var forceComposedGeluBack, forceComposedRelu = false, false
 
 // geluTanh is PyTorch's approximate="tanh", built from differentiable ops:
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

@@ -347,6 +347,13 @@ func TestComposedGeluBack(t *testing.T) {
 	runForced(t, &forceComposedGeluBack, TestElementwiseGradients, TestElementwiseMatchesTorch)
 }
 
+// TestComposedRelu: relu composed of ggml's ops (a device library without
+// gglua's kernels), forced on the CPU, passes the gradient cases and the
+// PyTorch references that the kernels pass.
+func TestComposedRelu(t *testing.T) {
+	runForced(t, &forceComposedRelu, TestElementwiseGradients, TestElementwiseMatchesTorch)
+}
+
 func TestTorchCasesAreAllRun(t *testing.T) {
 	known := map[string]bool{}
 	for _, ops := range []map[string]torchOp{elementwiseTorchOps, nnTorchOps, lossTorchOps} {
@@ -430,6 +437,44 @@ func TestReluSelectsAsTorch(t *testing.T) {
 	n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
 	assertSameFloats(t, []torchNum{n, 0, 2, i, 0, 0}, values(t, y), 0, "relu")
 	assertSameFloats(t, []torchNum{n, 0, 5, 3, 0, 0}, values(t, x.Grad()), 0, "gradient")
+}
+
+// TestReluOfABiasAddSelectsAsTorch: relu(x + b) with b a row (a linear
+// layer; one fused pass where the backend has the kernel) keeps NaN and
+// selects its gradient, and the gradient reaches both operands: for x + b =
+// [[nan, -0.5, 0], [inf, -inf, -2]] and the gradient [[1, inf, 3], [4, 5,
+// nan]], dx = [[1, 0, 0], [4, 0, 0]] and db = [5, 0, 0] (worked by hand:
+// g where relu(x + b) > 0 or is NaN, summed over rows for b).
+func TestReluOfABiasAddSelectsAsTorch(t *testing.T) {
+	e := newEngine(t)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	x := host(t, []int{2, 3}, nan, -1, 2, inf, -inf, -2)
+	b := host(t, []int{3}, 1, 0.5, -2)
+	require.NoError(t, x.SetRequiresGrad(true))
+	require.NoError(t, b.SetRequiresGrad(true))
+	g := host(t, []int{2, 3}, 1, inf, 3, 4, 5, nan)
+	var y *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		s, err := e.Add(x, b)
+		if err == nil {
+			y, err = e.Relu(s)
+		}
+		if err != nil {
+			return err
+		}
+		loss, err := e.Mul(y, g)
+		if err == nil {
+			loss, err = e.Sum(loss)
+		}
+		if err == nil {
+			_, err = e.Backward(loss)
+		}
+		return err
+	}))
+	n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
+	assertSameFloats(t, []torchNum{n, 0, 0, i, 0, 0}, values(t, y), 0, "relu")
+	assertSameFloats(t, []torchNum{1, 0, 0, 4, 0, 0}, values(t, x.Grad()), 0, "dx")
+	assertSameFloats(t, []torchNum{5, 0, 0}, values(t, b.Grad()), 0, "db")
 }
 
 // TestReluMaskOfTheResult: the devices' relu gradient mask, from relu's

@@ -49,6 +49,10 @@ type Backend struct {
 	// launches counts the graphs computed; the queued work is that of
 	// launches firstQueued and later (async.go's Done).
 	launches, firstQueued int64
+	// kernels: which of gglua's kernel sets a device's library has
+	// (HasKernel), asked once.
+	kernelsOnce sync.Once
+	kernels     [len(kernelNodes)]bool
 }
 
 // PauseAfter is how long the CPU threadpool may spin waiting for the next

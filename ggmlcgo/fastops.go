@@ -23,6 +23,21 @@ package ggmlcgo
 //     struct ggml_tensor * args[2] = {g, y};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], y->ne[2], y->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
 // }
+// static struct ggml_tensor * gglua_bias_relu_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * bias) {
+//     struct ggml_tensor * args[2] = {a, bias};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, gglua_bias_relu_f32, -1, NULL), "bias_relu");
+// }
+// // gglua_bias_add_of reports whether x is ggml's add of a contiguous f32
+// // tensor of x's shape and a contiguous f32 row of x's ne0 (a linear
+// // layer's bias), and gives the two.
+// static bool gglua_bias_add_of(struct ggml_tensor * x, struct ggml_tensor ** a, struct ggml_tensor ** bias) {
+//     if (x->op != GGML_OP_ADD || x->view_src != NULL || x->type != GGML_TYPE_F32) return false;
+//     *a = x->src[0];
+//     *bias = x->src[1];
+//     return *a != NULL && *bias != NULL && (*a)->type == GGML_TYPE_F32 && (*bias)->type == GGML_TYPE_F32 &&
+//         ggml_is_contiguous(*a) && ggml_is_contiguous(*bias) && ggml_are_same_shape(*a, x) &&
+//         (*bias)->ne[0] == x->ne[0] && ggml_nrows(*bias) == 1;
+// }
 // static struct ggml_tensor * gglua_adamw_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * g, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * p) {
 //     struct ggml_tensor * args[4] = {g, m, v, p};
 //     return gglua_named(ggml_custom_inplace(ctx, a, args, 4, gglua_adamw_f32, -1, NULL), "adamw");
@@ -35,6 +50,22 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_copy_rows_f32, -1, NULL), "copy_rows");
 // }
+// // gglua_runs_kernel reports whether backend b computes gglua's kernel
+// // number k (see kernelNames) on f32 operands of one shape: the CPU always,
+// // a device if its library has the kernel (scripts/cuda/gglua-kernels.cu).
+// static bool gglua_runs_kernel(ggml_backend_t b, int k) {
+//     struct ggml_init_params p = { 8 * ggml_tensor_overhead(), NULL, true };
+//     struct ggml_context * ctx = ggml_init(p);
+//     if (ctx == NULL) return false;
+//     struct ggml_tensor * a[3];
+//     const int64_t ne[1] = {256};
+//     for (int i = 0; i < 3; i++) a[i] = ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne);
+//     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1]) :
+//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : gglua_bias_relu_node(ctx, a[0], a[1]);
+//     bool ok = ggml_backend_supports_op(b, t);
+//     ggml_free(ctx);
+//     return ok;
+// }
 // static struct ggml_tensor * gglua_values_node(struct ggml_context * ctx, int64_t n, float * vals) {
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, NULL, 0, gglua_fill_values, 1, vals), "values");
 // }
@@ -44,6 +75,45 @@ import (
 	"fmt"
 	"unsafe"
 )
+
+// Kernel names a set of gglua's kernels that a device runs only if its
+// library was built with them (scripts/build-cuda.sh builds ggml-cuda so).
+type Kernel int
+
+const (
+	KernelRelu     Kernel = iota // ReluKernel and ReluBackKernel
+	KernelGeluBack               // GeluErfBackKernel
+	KernelBiasRelu               // BiasReluKernel
+)
+
+// kernelNodes are the custom nodes each Kernel needs, numbered as
+// gglua_runs_kernel numbers them.
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3}}
+
+// HasKernel reports whether b computes the kernels k: the CPU always; a
+// device when its library has them (a ggml-cuda built elsewhere does not:
+// gglua then composes ggml's own ops). Asked of the library once.
+func (b *Backend) HasKernel(k Kernel) bool {
+	if k < 0 || int(k) >= len(kernelNodes) {
+		return false
+	}
+	if b.cpu {
+		return true
+	}
+	b.kernelsOnce.Do(func() { b.kernels = b.probeKernels() })
+	return b.kernels[k]
+}
+
+// probeKernels asks b's library which kernel sets it computes.
+func (b *Backend) probeKernels() (has [len(kernelNodes)]bool) {
+	for i, nodes := range kernelNodes {
+		has[i] = true
+		for _, n := range nodes {
+			has[i] = has[i] && bool(C.gglua_runs_kernel(b.p, n))
+		}
+	}
+	return has
+}
 
 // IsContiguous reports whether t's elements are packed in order.
 func (t Tensor) IsContiguous() bool { return t.contiguous() }
@@ -68,11 +138,12 @@ func (c *Context) TransposeCPU(a Tensor) (Tensor, error) {
 	return result(C.gglua_transpose_node(c.p, a.p))
 }
 
-// GeluErfBackCPU is g·gelu'(x) for gelu's erf form (Φ(x) + x φ(x), with
-// Φ(x) = y / x from the forward's y = gelu(x)), one node of gglua's kernel
-// (gelu_back.c); g, x and y are contiguous f32 tensors of one shape. A
-// custom op: the CPU backend only.
-func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
+// GeluErfBackKernel is g·gelu'(x) for gelu's erf form (Φ(x) + x φ(x),
+// with Φ(x) = y / x from the forward's y = gelu(x)), one node of gglua's
+// kernel (gelu_back.c; on a device gglua-kernels.cu); g, x and y are
+// contiguous f32 tensors of one shape. A custom op: only where
+// Backend.HasKernel(KernelGeluBack).
+func (c *Context) GeluErfBackKernel(g, x, y Tensor) (Tensor, error) {
 	if err := c.checkF32("gelu_back", g, x, y); err != nil {
 		return Tensor{}, err
 	}
@@ -82,13 +153,14 @@ func (c *Context) GeluErfBackCPU(g, x, y Tensor) (Tensor, error) {
 	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p, y.p))
 }
 
-// ReluCPU is max(x, 0) with NaN kept (PyTorch's relu), and ReluBackCPU
-// its gradient from the result y: g where y > 0 or is NaN and 0 elsewhere
-// (selected, not multiplied: an infinite g at a negative x gives 0), as
-// PyTorch's threshold_backward of the result; one node of gglua's
-// kernels (relu.c) each; contiguous f32 operands of one shape. Custom ops:
-// the CPU backend only.
-func (c *Context) ReluCPU(x Tensor) (Tensor, error) {
+// ReluKernel is max(x, 0) with NaN kept (PyTorch's relu), and
+// ReluBackKernel its gradient from the result y: g where y > 0 or is NaN
+// and 0 elsewhere (selected, not multiplied: an infinite g at a negative x
+// gives 0), as PyTorch's threshold_backward of the result; one node of
+// gglua's kernels (relu.c; on a device gglua-kernels.cu) each; contiguous
+// f32 operands of one shape. Custom ops: only where
+// Backend.HasKernel(KernelRelu).
+func (c *Context) ReluKernel(x Tensor) (Tensor, error) {
 	if err := c.checkF32("relu", x); err != nil {
 		return Tensor{}, err
 	}
@@ -98,8 +170,8 @@ func (c *Context) ReluCPU(x Tensor) (Tensor, error) {
 	return result(C.gglua_relu_node(c.p, x.p))
 }
 
-// ReluBackCPU: see ReluCPU.
-func (c *Context) ReluBackCPU(g, y Tensor) (Tensor, error) {
+// ReluBackKernel: see ReluKernel.
+func (c *Context) ReluBackKernel(g, y Tensor) (Tensor, error) {
 	if err := c.checkF32("relu_back", g, y); err != nil {
 		return Tensor{}, err
 	}
@@ -107,6 +179,21 @@ func (c *Context) ReluBackCPU(g, y Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), y.Ne())
 	}
 	return result(C.gglua_relu_back_node(c.p, g.p, y.p))
+}
+
+// BiasReluKernel is relu(a + bias) as one node of gglua's kernel (relu.c;
+// on a device gglua-kernels.cu), NaN kept, when x is ggml's add of a
+// contiguous f32 tensor a and a contiguous f32 row bias broadcast over a's
+// rows (a linear layer); ok is false for any other x. The add's node is
+// then not computed unless another node reads it. A custom op: only where
+// Backend.HasKernel(KernelBiasRelu).
+func (c *Context) BiasReluKernel(x Tensor) (y Tensor, ok bool, err error) {
+	var a, bias *C.struct_ggml_tensor
+	if x.p == nil || !bool(C.gglua_bias_add_of(x.p, &a, &bias)) {
+		return Tensor{}, false, nil
+	}
+	y, err = result(C.gglua_bias_relu_node(c.p, a, bias))
+	return y, err == nil, err
 }
 
 // AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,

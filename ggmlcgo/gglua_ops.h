@@ -39,6 +39,12 @@ void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_bias_relu_f32 writes dst = relu(a + bias) (NaN kept) for a =
+// dst->src[0] (contiguous f32 of dst's shape) and bias = dst->src[1], one
+// contiguous row of dst's ne0 added to every row: a linear layer's bias
+// and relu in one pass. The rows are split over nth threads.
+void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 // gglua_adamw_f32 is ggml's opt_step_adamw, in place: dst is a view of the
 // parameter dst->src[0], with its gradient, first and second moments and
 // the 7 numbers [alpha, beta1, beta2, eps, wd, 1/(1-beta1^t), 1/(1-beta2^t)]

@@ -29,3 +29,19 @@ void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * user
         d[i] = v > 0 || v != v ? g[i] : 0.0f; // PyTorch: g where relu(x) > 0 or is NaN
     }
 }
+
+void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const float * a = (const float *) dst->src[0]->data;
+    const float * bias = (const float *) dst->src[1]->data; // one row of ne0
+    float * y = (float *) dst->data;
+    const int64_t ne0 = dst->ne[0];
+    int64_t r0, r1;
+    gglua_share(ggml_nrows(dst), ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t i = 0; i < ne0; i++) {
+            const float v = a[r * ne0 + i] + bias[i];
+            y[r * ne0 + i] = v > 0 || v != v ? v : 0.0f;
+        }
+    }
+}

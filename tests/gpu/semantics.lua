@@ -1,6 +1,6 @@
 -- tests/gpu/semantics.lua - the PyTorch semantics the CPU tests pin down
 -- (views, max/min/argmax ties and NaN, pow, gelu, log_softmax, cross_entropy
--- options, NaN through clamp and relu), computed on the CPU and on the GPU
+-- options, NaN through clamp and relu, relu's selecting gradient), computed on the CPU and on the GPU
 -- and compared: NaN must meet NaN, indices must be equal.
 --   gglua tests/gpu/semantics.lua cuda
 local gpu = arg and arg[1] or "cuda"
@@ -46,6 +46,13 @@ local function run()
   local n = dev(tensor{nan, -1, 2})
   r.clamp = n:clamp(0, 1):totable()
   r.relu = n:relu():totable()
+  -- relu's gradient selects (PyTorch's threshold_backward of the result):
+  -- an infinite or NaN gradient where relu gives 0 is 0, not inf·0
+  local rx = tensor.param(tensor{nan, -1, 2, inf, -inf, 0, -0.0})
+  local rg = tensor{nan, inf, 5, 3, -inf, nan, inf}
+  r.relu_grad = backward(with_grad_tape(function() return (to_gpu(rx):relu() * to_gpu(rg)):sum() end))[rx]:totable()
+  local gx = tensor.param(tensor{-30, -3, -1e-20, 0, 1e-20, 0.7, 4, 30})
+  r.gelu_grad = backward(with_grad_tape(function() return to_gpu(gx):gelu():sum() end))[gx]:totable()
   -- nn and losses
   r.log_softmax = dev(tensor{{0, -200, 1e4}}):log_softmax(2):totable()
   local logits = tensor.param(tensor{{1, 2, -inf}, {0.5, -1, 3}, {2, 2, 2}})

@@ -1,0 +1,174 @@
+// gglua-kernels.cu - the CUDA side of gglua's custom ops. gglua builds each
+// as a ggml custom node whose CPU kernel is in ggmlcgo (relu.c,
+// gelu_back.c); here the same node, matched by its name, runs as one CUDA
+// kernel on ggml-cuda's stream, so it joins ggml's CUDA graphs. The values
+// are the CPU kernels' (PyTorch's): relu keeps NaN, its gradient selects
+// rather than multiplies by a mask (an infinite gradient where relu's
+// result is 0 gives 0, not NaN). Built in ggml-cuda's target, with its flags
+// (-use_fast_math: subnormals flush to 0, expf and the division are the
+// fast forms, as in ggml's own kernels).
+#include "gglua-kernels.cuh"
+
+#include <cstdint>
+#include <cstring>
+
+#define GGLUA_BLOCK 256
+
+// ---- the ops, one element each ----
+
+struct gglua_relu {
+    __device__ float operator()(float x, float, float) const { return x > 0.0f || isnan(x) ? x : 0.0f; }
+};
+
+// PyTorch's threshold_backward of the result: g where relu(x) > 0 or is NaN.
+struct gglua_relu_back {
+    __device__ float operator()(float g, float y, float) const { return y > 0.0f || isnan(y) ? g : 0.0f; }
+};
+
+// g · (Φ(x) + x φ(x)) with Φ(x) = y / x from the forward's y = gelu(x), 1/2
+// where |x| is too small to divide by; x φ(x) is NaN at ±inf, as in PyTorch.
+struct gglua_gelu_back {
+    __device__ float operator()(float g, float x, float y) const {
+        const float cdf = fabsf(x) < 1e-18f ? 0.5f : y / x;
+        const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+        return g * (cdf + x * pdf);
+    }
+};
+
+// ---- elementwise launches ----
+
+// gglua_map4 is d = f(a, b, c) over n elements, four per thread as float4
+// loads and stores (ggml's kernels for these ops, one float a thread, ran
+// at 2/3 of the memory bandwidth); the last thread takes the tail of n
+// that is not a multiple of 4. Every pointer 16-byte aligned.
+template <int N, typename F>
+static __global__ void gglua_map4(const float * __restrict__ a, const float * __restrict__ b, const float * __restrict__ c,
+                                  float * __restrict__ d, const int64_t n, const F f) {
+    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 4 <= n) {
+        const float4 x = *(const float4 *) (a + i);
+        const float4 y = N > 1 ? *(const float4 *) (b + i) : x;
+        const float4 z = N > 2 ? *(const float4 *) (c + i) : x;
+        *(float4 *) (d + i) = make_float4(f(x.x, y.x, z.x), f(x.y, y.y, z.y), f(x.z, y.z, z.z), f(x.w, y.w, z.w));
+        return;
+    }
+    for (int64_t j = i; j < n; j++) {
+        d[j] = f(a[j], N > 1 ? b[j] : 0.0f, N > 2 ? c[j] : 0.0f);
+    }
+}
+
+// gglua_map1 is gglua_map4 one float a thread, grid-strided: for operands
+// that are not 16-byte aligned.
+template <int N, typename F>
+static __global__ void gglua_map1(const float * a, const float * b, const float * c, float * d, const int64_t n, const F f) {
+    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
+        d[i] = f(a[i], N > 1 ? b[i] : 0.0f, N > 2 ? c[i] : 0.0f);
+    }
+}
+
+static bool gglua_aligned(const void * p) { return p == nullptr || (uintptr_t) p % 16 == 0; }
+
+template <int N, typename F>
+static void gglua_map(cudaStream_t stream, const ggml_tensor * dst, const F f) {
+    const int64_t n = ggml_nelements(dst);
+    const float * a = (const float *) dst->src[0]->data;
+    const float * b = N > 1 ? (const float *) dst->src[1]->data : nullptr;
+    const float * c = N > 2 ? (const float *) dst->src[2]->data : nullptr;
+    float * d = (float *) dst->data;
+    if (n == 0) {
+        return;
+    }
+    if (gglua_aligned(a) && gglua_aligned(b) && gglua_aligned(c) && gglua_aligned(d)) {
+        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK; // < 2^31 below 2^41 elements
+        gglua_map4<N><<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(a, b, c, d, n, f);
+    } else {
+        const int64_t blocks = (n + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+        gglua_map1<N><<<(unsigned int) (blocks < (1 << 30) ? blocks : (1 << 30)), GGLUA_BLOCK, 0, stream>>>(a, b, c, d, n, f);
+    }
+}
+
+// gglua_bias_relu is d = relu(a + bias) for a of rows of ne0 and bias one
+// row: blockIdx.y walks the rows (strided: a grid's y is at most 65535),
+// x the columns, so no thread divides to find its column.
+static __global__ void gglua_bias_relu(const float * a, const float * bias, float * d, const int64_t ne0, const int64_t rows) {
+    const int64_t col = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= ne0) {
+        return;
+    }
+    const float bv = bias[col];
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        d[r * ne0 + col] = gglua_relu()(a[r * ne0 + col] + bv, 0.0f, 0.0f);
+    }
+}
+
+// ---- matching a node ----
+
+// gglua_op is the index of dst's op in gglua_ops (-1: not one of gglua's,
+// or operands these kernels do not take: all f32 and contiguous, of dst's
+// shape; bias_relu's second operand a row of dst's ne0).
+struct gglua_op_shape { const char * name; int n_src; };
+static const gglua_op_shape gglua_ops[] = { {"relu", 1}, {"relu_back", 2}, {"gelu_back", 3}, {"bias_relu", 2} };
+enum { GGLUA_RELU, GGLUA_RELU_BACK, GGLUA_GELU_BACK, GGLUA_BIAS_RELU };
+
+static bool gglua_operand_ok(const ggml_tensor * dst, int k, int s) {
+    const ggml_tensor * src = dst->src[s];
+    if (s >= gglua_ops[k].n_src) {
+        return src == nullptr;
+    }
+    if (src == nullptr || src->type != GGML_TYPE_F32 || !ggml_is_contiguous(src)) {
+        return false;
+    }
+    if (k == GGLUA_BIAS_RELU && s == 1) {
+        return src->ne[0] == dst->ne[0] && ggml_nrows(src) == 1;
+    }
+    return ggml_are_same_shape(src, dst);
+}
+
+static int gglua_op(const ggml_tensor * dst) {
+    if (dst->op != GGML_OP_CUSTOM || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
+        return -1;
+    }
+    for (int k = 0; k < (int) (sizeof(gglua_ops) / sizeof(gglua_ops[0])); k++) {
+        if (strcmp(dst->name, gglua_ops[k].name) != 0) {
+            continue;
+        }
+        for (int s = 0; s < GGML_MAX_SRC; s++) {
+            if (!gglua_operand_ok(dst, k, s)) {
+                return -1;
+            }
+        }
+        return k;
+    }
+    return -1;
+}
+
+bool gglua_cuda_supports(const ggml_tensor * dst) {
+    return gglua_op(dst) >= 0;
+}
+
+bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
+    cudaStream_t stream = ctx.stream();
+    switch (gglua_op(dst)) {
+        case GGLUA_RELU:
+            gglua_map<1>(stream, dst, gglua_relu());
+            return true;
+        case GGLUA_RELU_BACK:
+            gglua_map<2>(stream, dst, gglua_relu_back());
+            return true;
+        case GGLUA_GELU_BACK:
+            gglua_map<3>(stream, dst, gglua_gelu_back());
+            return true;
+        case GGLUA_BIAS_RELU: {
+            const int64_t ne0 = dst->ne[0], rows = ggml_nrows(dst);
+            if (ggml_nelements(dst) == 0) {
+                return true;
+            }
+            const dim3 grid((unsigned int) ((ne0 + GGLUA_BLOCK - 1) / GGLUA_BLOCK), (unsigned int) (rows < 65535 ? rows : 65535));
+            gglua_bias_relu<<<grid, GGLUA_BLOCK, 0, stream>>>((const float *) dst->src[0]->data, (const float *) dst->src[1]->data,
+                                                             (float *) dst->data, ne0, rows);
+            return true;
+        }
+        default:
+            return false;
+    }
+}

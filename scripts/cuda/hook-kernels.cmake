@@ -1,0 +1,63 @@
+# hook-kernels.cmake - gglua's CUDA kernels (gglua-kernels.cu) into ggml-cuda.
+#
+# ggml-cuda computes only the ops it knows: a custom node (GGML_OP_CUSTOM,
+# how gglua adds kernels of its own) is unsupported there. So the build
+# copies ggml's sources (the pinned module's, read-only) to GGLUA_GGML_COPY,
+# adds gglua-kernels.cu/.cuh to the copy's ggml-cuda folder (its CMakeLists
+# globs *.cu), and inserts three lines into the copy's ggml-cuda.cu: the
+# header, a GGML_OP_CUSTOM case in ggml_cuda_compute_forward and one in the
+# device's supports_op. Each insertion point must be found exactly once, so
+# a ggml that has moved them stops the build with a clear error instead of
+# building a library without the kernels. gglua asks the library whether it
+# runs each kernel (ggmlcgo's Backend.HasKernel) and composes ggml's own ops
+# where it does not.
+#
+#   include() it with GGML_DIR and GGLUA_GGML_COPY set, or run it alone:
+#   cmake -DGGML_DIR=... -DGGLUA_GGML_COPY=... -P scripts/cuda/hook-kernels.cmake
+
+function(gglua_insert_before var anchor text)
+  string(FIND "${${var}}" "${anchor}" first)
+  string(FIND "${${var}}" "${anchor}" last REVERSE)
+  if(first EQUAL -1 OR NOT first EQUAL last)
+    message(FATAL_ERROR "hook-kernels: ggml-cuda.cu (${GGML_DIR}) has changed: this text is not in it exactly once:\n${anchor}")
+  endif()
+  string(REPLACE "${anchor}" "${text}${anchor}" out "${${var}}")
+  set(${var} "${out}" PARENT_SCOPE)
+endfunction()
+
+# gglua_write_if_changed keeps an unchanged file's timestamp (no rebuild).
+function(gglua_write_if_changed path text)
+  if(EXISTS "${path}")
+    file(READ "${path}" old)
+    if(old STREQUAL text)
+      return()
+    endif()
+  endif()
+  file(WRITE "${path}" "${text}")
+endfunction()
+
+set(_hook_dir "${CMAKE_CURRENT_LIST_DIR}")
+file(COPY "${GGML_DIR}/" DESTINATION "${GGLUA_GGML_COPY}" NO_SOURCE_PERMISSIONS
+  PATTERN "ggml-cuda.cu" EXCLUDE)
+file(READ "${GGML_DIR}/src/ggml-cuda/ggml-cuda.cu" cu)
+gglua_insert_before(cu [=[#include "ggml-cuda/fill.cuh"
+]=] [=[#include "ggml-cuda/gglua-kernels.cuh"
+]=])
+gglua_insert_before(cu [=[        case GGML_OP_OPT_STEP_ADAMW:
+            ggml_cuda_opt_step_adamw(ctx, dst);
+]=] [=[        case GGML_OP_CUSTOM:
+            if (!gglua_cuda_compute(ctx, dst)) {
+                return false;
+            }
+            break;
+]=])
+gglua_insert_before(cu [=[        case GGML_OP_CROSS_ENTROPY_LOSS:
+        case GGML_OP_CROSS_ENTROPY_LOSS_BACK:
+        case GGML_OP_OPT_STEP_ADAMW:
+]=] [=[        case GGML_OP_CUSTOM:
+            return gglua_cuda_supports(op);
+]=])
+gglua_write_if_changed("${GGLUA_GGML_COPY}/src/ggml-cuda/ggml-cuda.cu" "${cu}")
+foreach(f gglua-kernels.cu gglua-kernels.cuh)
+  configure_file("${_hook_dir}/${f}" "${GGLUA_GGML_COPY}/src/ggml-cuda/${f}" COPYONLY)
+endforeach()
