@@ -259,31 +259,12 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 		// gglua-kernels.cu on a CUDA device), NaN kept and the gradient
 		// selected as PyTorch does.
 		return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
-			// A linear layer's bias add and relu: one pass, the add's
-			// result never written (unless something else reads it).
-			if e.backend.HasKernel(ggmlcgo.KernelBiasRelu) {
-				if y, ok, err := c.BiasReluKernel(a); ok || err != nil {
-					return y, err
-				}
-			}
 			a, err := e.packed(c, a)
 			if err != nil {
 				return node{}, err
 			}
 			return c.ReluKernel(a)
-		}, func(g, x, y *Tensor) (*Tensor, error) {
-			return e.newOp("relu_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
-				gp, err := e.packed(c, in[0])
-				if err != nil {
-					return node{}, err
-				}
-				yp, err := e.packed(c, in[1])
-				if err != nil {
-					return node{}, err
-				}
-				return c.ReluBackKernel(gp, yp)
-			})
-		})
+		}, func(g, x, y *Tensor) (*Tensor, error) { return e.reluBackKernel(g, y) })
 	}
 	// A device library without gglua's kernels: ggml's ops. The result's
 	// mask takes one kernel fewer than the input's (it is never negative:
@@ -300,6 +281,71 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 		}
 		return e.Mul(g, m)
 	})
+}
+
+// reluBackKernel is relu's gradient from its result y in one pass of
+// gglua's kernel: g where y > 0 or is NaN, 0 elsewhere (selected).
+func (e *Engine) reluBackKernel(g, y *Tensor) (*Tensor, error) {
+	return e.newOp("relu_back", y.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
+		gp, err := e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
+		}
+		yp, err := e.packed(c, in[1])
+		if err != nil {
+			return node{}, err
+		}
+		return c.ReluBackKernel(gp, yp)
+	})
+}
+
+// BiasRelu is relu(a + bias) for a [.., n] and bias [n]: a linear layer's
+// bias and activation, which nn.Sequential hands over together. Where the
+// backend has gglua's kernel it is one pass and the sum a + bias is never
+// written (as a separate add then relu, every pending result is computed:
+// it might be read); elsewhere, and for other shapes or types, it is Add
+// then Relu. The values and gradients are those of Add then Relu.
+func (e *Engine) BiasRelu(a, bias *Tensor) (*Tensor, error) {
+	n := 0
+	if a.Dim() > 0 {
+		n = a.shape[a.Dim()-1]
+	}
+	if !e.backend.HasKernel(ggmlcgo.KernelBiasRelu) || forceComposedRelu || a.Dim() < 1 || bias.Dim() != 1 || bias.shape[0] != n ||
+		a.dtype != ggmlcgo.F32 || bias.dtype != ggmlcgo.F32 || a.Numel() == 0 {
+		s, err := e.Add(a, bias)
+		if err != nil {
+			return nil, err
+		}
+		return e.Relu(s)
+	}
+	y, err := e.newOp("bias_relu", a.shape, []*Tensor{a, bias}, func(c ctx, in []node) (node, error) {
+		ap, err := e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
+		}
+		bp, err := e.packed(c, in[1])
+		if err != nil {
+			return node{}, err
+		}
+		return c.BiasReluKernel(ap, bp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "bias_relu", []*Tensor{a, bias}, func(g *Tensor) ([]*Tensor, error) {
+		d, err := e.reluBackKernel(g, y)
+		if err != nil {
+			return nil, err
+		}
+		var gb *Tensor
+		if bias.requiresGrad {
+			if gb, err = e.sumTo(d, bias.shape); err != nil {
+				return nil, err
+			}
+		}
+		return []*Tensor{d, gb}, nil
+	})
+	return y, nil
 }
 
 // Sigmoid is 1 / (1 + e^-x).

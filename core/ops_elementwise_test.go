@@ -68,6 +68,9 @@ func elementwiseGradCases(t *testing.T) []gradCase {
 		{"relu", []*Tensor{x(0.5, -1.5, 2)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Relu(in[0])) },
 			2.5, [][]float64{{1, 0, 1}}},
+		{"bias_relu", []*Tensor{m23(0.5, -1.5, 2, 1, -3, 0.25), x(0.25, 1, -1)}, // x + b = [[0.75, -0.5, 1], [1.25, -2, -0.75]]
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.BiasRelu(in[0], in[1])) },
+			0.75 + 1 + 1.25, [][]float64{{1, 0, 1, 1, 0, 0}, {2, 0, 1}}},
 		{"sigmoid", []*Tensor{x(0.5, -1.5, 2)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return sumOf(e)(e.Sigmoid(in[0])) },
 			sig(0.5) + sig(-1.5) + sig(2), [][]float64{mapf(xs, func(a float64) float64 { return sig(a) * (1 - sig(a)) })}},
@@ -439,42 +442,55 @@ func TestReluSelectsAsTorch(t *testing.T) {
 	assertSameFloats(t, []torchNum{n, 0, 5, 3, 0, 0}, values(t, x.Grad()), 0, "gradient")
 }
 
-// TestReluOfABiasAddSelectsAsTorch: relu(x + b) with b a row (a linear
-// layer; one fused pass where the backend has the kernel) keeps NaN and
-// selects its gradient, and the gradient reaches both operands: for x + b =
-// [[nan, -0.5, 0], [inf, -inf, -2]] and the gradient [[1, inf, 3], [4, 5,
-// nan]], dx = [[1, 0, 0], [4, 0, 0]] and db = [5, 0, 0] (worked by hand:
-// g where relu(x + b) > 0 or is NaN, summed over rows for b).
-func TestReluOfABiasAddSelectsAsTorch(t *testing.T) {
-	e := newEngine(t)
+// TestBiasReluSelectsAsTorch: relu(x + b) with b a row (a linear layer:
+// BiasRelu, one pass where the backend has the kernel, or Add then Relu)
+// keeps NaN and selects its gradient, which reaches both operands: for x +
+// b = [[nan, -0.5, 0], [inf, -inf, -2]] and the gradient [[1, inf, 3], [4,
+// 5, nan]], dx = [[1, 0, 0], [4, 0, 0]] and db = [5, 0, 0] (worked by hand:
+// g where relu(x + b) > 0 or is NaN, summed over rows for b); the same
+// with x of shape [2, 1, 3].
+func TestBiasReluSelectsAsTorch(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	x := host(t, []int{2, 3}, nan, -1, 2, inf, -inf, -2)
-	b := host(t, []int{3}, 1, 0.5, -2)
-	require.NoError(t, x.SetRequiresGrad(true))
-	require.NoError(t, b.SetRequiresGrad(true))
-	g := host(t, []int{2, 3}, 1, inf, 3, 4, 5, nan)
-	var y *Tensor
-	require.NoError(t, e.WithGradTape(func() error {
-		s, err := e.Add(x, b)
-		if err == nil {
-			y, err = e.Relu(s)
+	forms := map[string]func(e *Engine, x, b *Tensor) (*Tensor, error){
+		"BiasRelu": (*Engine).BiasRelu,
+		"Add then Relu": func(e *Engine, x, b *Tensor) (*Tensor, error) {
+			s, err := e.Add(x, b)
+			if err != nil {
+				return nil, err
+			}
+			return e.Relu(s)
+		},
+	}
+	for name, form := range forms {
+		for _, shape := range [][]int{{2, 3}, {2, 1, 3}} {
+			e := newEngine(t)
+			x := host(t, shape, nan, -1, 2, inf, -inf, -2)
+			b := host(t, []int{3}, 1, 0.5, -2)
+			require.NoError(t, x.SetRequiresGrad(true))
+			require.NoError(t, b.SetRequiresGrad(true))
+			g := host(t, shape, 1, inf, 3, 4, 5, nan)
+			var y *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				if y, err = form(e, x, b); err != nil {
+					return err
+				}
+				loss, err := e.Mul(y, g)
+				if err == nil {
+					loss, err = e.Sum(loss)
+				}
+				if err == nil {
+					_, err = e.Backward(loss)
+				}
+				return err
+			}), name)
+			n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
+			assert.Equal(t, shape, y.Shape(), name)
+			assertSameFloats(t, []torchNum{n, 0, 0, i, 0, 0}, values(t, y), 0, name+": relu")
+			assertSameFloats(t, []torchNum{1, 0, 0, 4, 0, 0}, values(t, x.Grad()), 0, name+": dx")
+			assertSameFloats(t, []torchNum{5, 0, 0}, values(t, b.Grad()), 0, name+": db")
 		}
-		if err != nil {
-			return err
-		}
-		loss, err := e.Mul(y, g)
-		if err == nil {
-			loss, err = e.Sum(loss)
-		}
-		if err == nil {
-			_, err = e.Backward(loss)
-		}
-		return err
-	}))
-	n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
-	assertSameFloats(t, []torchNum{n, 0, 0, i, 0, 0}, values(t, y), 0, "relu")
-	assertSameFloats(t, []torchNum{1, 0, 0, 4, 0, 0}, values(t, x.Grad()), 0, "dx")
-	assertSameFloats(t, []torchNum{5, 0, 0}, values(t, b.Grad()), 0, "db")
+	}
 }
 
 // TestReluMaskOfTheResult: the devices' relu gradient mask, from relu's

@@ -27,17 +27,6 @@ package ggmlcgo
 //     struct ggml_tensor * args[2] = {a, bias};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, gglua_bias_relu_f32, -1, NULL), "bias_relu");
 // }
-// // gglua_bias_add_of reports whether x is ggml's add of a contiguous f32
-// // tensor of x's shape and a contiguous f32 row of x's ne0 (a linear
-// // layer's bias), and gives the two.
-// static bool gglua_bias_add_of(struct ggml_tensor * x, struct ggml_tensor ** a, struct ggml_tensor ** bias) {
-//     if (x->op != GGML_OP_ADD || x->view_src != NULL || x->type != GGML_TYPE_F32) return false;
-//     *a = x->src[0];
-//     *bias = x->src[1];
-//     return *a != NULL && *bias != NULL && (*a)->type == GGML_TYPE_F32 && (*bias)->type == GGML_TYPE_F32 &&
-//         ggml_is_contiguous(*a) && ggml_is_contiguous(*bias) && ggml_are_same_shape(*a, x) &&
-//         (*bias)->ne[0] == x->ne[0] && ggml_nrows(*bias) == 1;
-// }
 // static struct ggml_tensor * gglua_adamw_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * g, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * p) {
 //     struct ggml_tensor * args[4] = {g, m, v, p};
 //     return gglua_named(ggml_custom_inplace(ctx, a, args, 4, gglua_adamw_f32, -1, NULL), "adamw");
@@ -182,18 +171,17 @@ func (c *Context) ReluBackKernel(g, y Tensor) (Tensor, error) {
 }
 
 // BiasReluKernel is relu(a + bias) as one node of gglua's kernel (relu.c;
-// on a device gglua-kernels.cu), NaN kept, when x is ggml's add of a
-// contiguous f32 tensor a and a contiguous f32 row bias broadcast over a's
-// rows (a linear layer); ok is false for any other x. The add's node is
-// then not computed unless another node reads it. A custom op: only where
-// Backend.HasKernel(KernelBiasRelu).
-func (c *Context) BiasReluKernel(x Tensor) (y Tensor, ok bool, err error) {
-	var a, bias *C.struct_ggml_tensor
-	if x.p == nil || !bool(C.gglua_bias_add_of(x.p, &a, &bias)) {
-		return Tensor{}, false, nil
+// on a device gglua-kernels.cu), NaN kept, for a contiguous f32 tensor a
+// and bias a contiguous f32 row of a's ne0, added to every row (a linear
+// layer's bias). A custom op: only where Backend.HasKernel(KernelBiasRelu).
+func (c *Context) BiasReluKernel(a, bias Tensor) (Tensor, error) {
+	if err := c.checkF32("bias_relu", a, bias); err != nil {
+		return Tensor{}, err
 	}
-	y, err = result(C.gglua_bias_relu_node(c.p, a, bias))
-	return y, err == nil, err
+	if !a.contiguous() || !bias.contiguous() || bias.Ne()[0] != a.Ne()[0] || bias.Nelements() != bias.Ne()[0] {
+		return Tensor{}, fmt.Errorf("bias_relu: the kernel needs a contiguous operand and a contiguous row of its ne0, got ne %v and %v", a.Ne(), bias.Ne())
+	}
+	return result(C.gglua_bias_relu_node(c.p, a.p, bias.p))
 }
 
 // AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,

@@ -64,11 +64,9 @@
     X(GGML_BACKEND_DEVICE_TYPE_IGPU, 2)       \
     X(GGML_BACKEND_DEVICE_TYPE_ACCEL, 3)
 
-// The ops gglua looks for in a graph: those that only describe memory
-// (ggml computes nothing for them) and ADD (a bias add, fused with relu).
+// The ops that only describe memory: ggml computes nothing for them.
 #define GGLUA_ENUM_GGML_OP(X) \
     X(GGML_OP_NONE, 0)          \
-    X(GGML_OP_ADD, 2)           \
     X(GGML_OP_RESHAPE, 36)      \
     X(GGML_OP_VIEW, 37)         \
     X(GGML_OP_PERMUTE, 38)      \
@@ -183,8 +181,6 @@ struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * nam
 const char * ggml_get_name(const struct ggml_tensor * tensor);
 int64_t ggml_nelements(const struct ggml_tensor * tensor);
 int64_t ggml_nrows(const struct ggml_tensor * tensor);
-bool ggml_is_contiguous(const struct ggml_tensor * tensor);
-bool ggml_are_same_shape(const struct ggml_tensor * t0, const struct ggml_tensor * t1);
 size_t ggml_nbytes(const struct ggml_tensor * tensor);
 size_t ggml_type_size(enum ggml_type type);
 int64_t ggml_blck_size(enum ggml_type type);

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"strings"
 
+	"github.com/gglua/gglua/core"
 	"github.com/gglua/gglua/luacompile"
 	lua "github.com/yuin/gopher-lua"
 )
@@ -38,12 +39,17 @@ func openNN(L *lua.LState, env *Env) {
 		L.SetFuncs(nn, functions("nn.", fns))
 	}
 	L.SetGlobal("nn", nn)
+	// private: what the modules call that scripts do not see (each file
+	// gets it as its chunk's argument).
+	private := L.NewTable()
+	L.SetField(private, "bias_relu", L.NewFunction(env.binaryTensors("bias_relu", (*core.Engine).BiasRelu)))
 	for _, f := range nnSources {
 		fn, err := luacompile.Load(L, strings.NewReader(f.source), f.name)
 		if err != nil {
 			panic("luabind: " + f.name + " does not compile: " + err.Error()) // a build defect, caught by every test
 		}
 		L.Push(fn)
-		L.Call(0, 0)
+		L.Push(private)
+		L.Call(1, 0)
 	}
 }

@@ -4,6 +4,7 @@
 -- module calls forward. Parameters are tensor.param leaves, so optimizers
 -- and to_gpu keep their identity.
 local nn = nn
+local private = ... -- luabind's functions for nn alone (nn.go)
 
 -- Writing a module. A class is made with extend; its init gets the
 -- constructor's arguments, and every module or parameter assigned to a
@@ -413,8 +414,27 @@ function nn.Sequential:init(...)
   for _, c in ipairs(modules_of("nn.Sequential", ...)) do append_module(self, "nn.Sequential", c) end
 end
 function nn.Sequential:add(m) return append_module(self, "Sequential:add", m) end
+-- A Linear with a bias followed by a ReLU, both nn's own (no subclass, no
+-- forward replaced, no arguments to the ReLU), run as one op: relu(x wᵀ + b)
+-- in one pass where the backend has gglua's kernel, x wᵀ + b never written
+-- (core's BiasRelu; the values and gradients are the two modules').
+local function linear_then_relu(m, nxt)
+  return getmetatable(m) == nn.Linear and getmetatable(nxt) == nn.ReLU and m.forward == nn.Linear.forward and
+    nxt.forward == nn.ReLU.forward and rawget(m, "forward") == nil and rawget(nxt, "forward") == nil and
+    m.bias ~= nil and #nxt.args == 0
+end
+
 function nn.Sequential:forward(x)
-  for i = 1, #self do x = self[i](x) end
+  local i = 1
+  while i <= #self do
+    if linear_then_relu(self[i], self[i + 1]) then
+      x = private.bias_relu(x:linear(self[i].weight), self[i].bias)
+      i = i + 2
+    else
+      x = self[i](x)
+      i = i + 1
+    end
+  end
   return x
 end
 

@@ -253,3 +253,45 @@ do
   end)
   assert(not ok and err:find("missing parameter or buffer 2.running_var"), err)
 end
+
+-- Sequential runs a Linear with a bias and a ReLU as one op (relu(x wᵀ + b)):
+-- its output and gradients are the two modules' called one by one, NaN and
+-- an infinite incoming gradient included; a subclass of Linear, a replaced
+-- forward and a Linear without bias run as they are.
+do
+  tensor.manual_seed(11)
+  local lin, act, head = nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)
+  local seq = nn.Sequential{lin, act, head}
+  local xs = tensor{{0.5, -1, 2}, {0 / 0, 1, 1}, {-3, 0.25, 1}}
+  local g = tensor{{1, 2}, {3, 4}, {math.huge, -1}}
+  local function run(f)
+    seq:zero_grad() -- gradients add up over backward calls
+    local loss = with_grad_tape(function() return (f(xs) * g):sum() end)
+    local grads = backward(loss)
+    return {grads[lin.weight]:totable(), grads[lin.bias]:totable(), grads[head.weight]:totable()}
+  end
+  local fused = run(function(x) return seq(x) end)
+  local apart = run(function(x) return head(act(lin(x))) end)
+  local function same(a, b, path)
+    if type(a) == "table" then
+      for k in pairs(a) do same(a[k], b[k], path .. "." .. k) end
+      return
+    end
+    assert((a ~= a and b ~= b) or a == b, path .. ": " .. tostring(a) .. " vs " .. tostring(b))
+  end
+  same(fused, apart, "fused")
+  same(seq(xs):totable(), head(act(lin(xs))):totable(), "output")
+
+  local calls = 0
+  local Counting = nn.Linear:extend("Counting")
+  function Counting:forward(x) calls = calls + 1; return nn.Linear.forward(self, x) end
+  local sub = Counting(3, 4)
+  nn.Sequential{sub, nn.ReLU()}(xs)
+  assert(calls == 1, "a subclass's forward is called")
+  local own = nn.Linear(3, 4)
+  own.forward = function(self, x) calls = calls + 1; return nn.Linear.forward(self, x) end
+  nn.Sequential{own, nn.ReLU()}(xs)
+  assert(calls == 2, "a replaced forward is called")
+  local nobias = nn.Linear(3, 4, false)
+  same(nn.Sequential{nobias, nn.ReLU()}(xs):totable(), nn.ReLU()(nobias(xs)):totable(), "no bias")
+end
