@@ -24,6 +24,7 @@ var savesNothing = map[string]bool{
 	"add": true, "sub": true, "scale": true, "sum": true, "sum_to": true, "expand": true,
 	"reshape": true, "transpose": true, "permute": true, "narrow": true, "cat": true,
 	"contiguous": true, "clone": true,
+	"bias_relu": true, // reads its own result, which the tape keeps from in-place changes
 }
 
 // checkVersions refuses a gradient whose inputs were changed in place after

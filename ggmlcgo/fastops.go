@@ -93,8 +93,12 @@ func (b *Backend) HasKernel(k Kernel) bool {
 	return b.kernels[k]
 }
 
-// probeKernels asks b's library which kernel sets it computes.
+// probeKernels asks b's library which kernel sets it computes (none, for
+// a closed backend).
 func (b *Backend) probeKernels() (has [len(kernelNodes)]bool) {
+	if b.p == nil {
+		return has
+	}
 	for i, nodes := range kernelNodes {
 		has[i] = true
 		for _, n := range nodes {

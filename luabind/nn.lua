@@ -415,13 +415,19 @@ function nn.Sequential:init(...)
 end
 function nn.Sequential:add(m) return append_module(self, "Sequential:add", m) end
 -- A Linear with a bias followed by a ReLU, both nn's own (no subclass, no
--- forward replaced, no arguments to the ReLU), run as one op: relu(x wᵀ + b)
--- in one pass where the backend has gglua's kernel, x wᵀ + b never written
--- (core's BiasRelu; the values and gradients are the two modules').
+-- forward or __call replaced on the class or the module, no arguments to
+-- the ReLU), run as one op: relu(x wᵀ + b) in one pass where the backend
+-- has gglua's kernel, x wᵀ + b never written (core's BiasRelu; the values
+-- and gradients are the two modules'). fusable holds the classes and
+-- functions as nn.lua made them (filled in below, once both exist), so a
+-- change to nn.Linear or nn.ReLU after loading turns the fusion off.
+local fusable = {}
 local function linear_then_relu(m, nxt)
-  return getmetatable(m) == nn.Linear and getmetatable(nxt) == nn.ReLU and m.forward == nn.Linear.forward and
-    nxt.forward == nn.ReLU.forward and rawget(m, "forward") == nil and rawget(nxt, "forward") == nil and
-    m.bias ~= nil and #nxt.args == 0
+  local f = fusable
+  return f.linear ~= nil and getmetatable(m) == f.linear and getmetatable(nxt) == f.relu and
+    m.forward == f.linear_forward and nxt.forward == f.relu_forward and
+    f.linear.__call == f.linear_call and f.relu.__call == f.relu_call and
+    is_tensor(m.bias) and #nxt.args == 0
 end
 
 function nn.Sequential:forward(x)
@@ -481,6 +487,8 @@ for _, name in ipairs{"Linear", "Embedding", "LayerNorm", "Dropout", "Sequential
   end
 end
 nn.Module = Module
+fusable = {linear = nn.Linear, relu = nn.ReLU, linear_forward = nn.Linear.forward, relu_forward = nn.ReLU.forward,
+  linear_call = nn.Linear.__call, relu_call = nn.ReLU.__call}
 
 -- Convolution, pooling and normalisation modules (nn.conv2d and the other
 -- functions are in luabind/nn_conv.go).

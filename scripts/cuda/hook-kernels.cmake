@@ -37,6 +37,16 @@ function(gglua_write_if_changed path text)
 endfunction()
 
 set(_hook_dir "${CMAKE_CURRENT_LIST_DIR}")
+# A copy made from another ggml folder (a version bump) is removed first:
+# file(COPY) only adds, and ggml-cuda's glob would compile stale files.
+set(_stamp "${GGLUA_GGML_COPY}.from")
+if(EXISTS "${_stamp}")
+  file(READ "${_stamp}" _from)
+  if(NOT _from STREQUAL GGML_DIR)
+    file(REMOVE_RECURSE "${GGLUA_GGML_COPY}")
+  endif()
+endif()
+gglua_write_if_changed("${_stamp}" "${GGML_DIR}")
 file(COPY "${GGML_DIR}/" DESTINATION "${GGLUA_GGML_COPY}" NO_SOURCE_PERMISSIONS
   PATTERN "ggml-cuda.cu" EXCLUDE)
 file(READ "${GGML_DIR}/src/ggml-cuda/ggml-cuda.cu" cu)

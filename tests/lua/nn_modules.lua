@@ -281,6 +281,17 @@ do
   end
   same(fused, apart, "fused")
   same(seq(xs):totable(), head(act(lin(xs))):totable(), "output")
+  local function nodes(f)
+    local before = residency.stats().nodes_computed
+    f(xs):totable()
+    return residency.stats().nodes_computed - before
+  end
+  assert(nodes(seq) < nodes(function(x) return head(act(lin(x))) end), "the Sequential's Linear and ReLU are one op")
+  -- the bias changed in place between the forward and backward: its
+  -- gradient does not read it (as PyTorch's)
+  local loss = with_grad_tape(function() return seq(xs):sum() end)
+  no_grad(function() lin.bias:add_(1) end)
+  assert(pcall(backward, loss), "a bias changed after the forward")
 
   local calls = 0
   local Counting = nn.Linear:extend("Counting")
@@ -294,4 +305,17 @@ do
   assert(calls == 2, "a replaced forward is called")
   local nobias = nn.Linear(3, 4, false)
   same(nn.Sequential{nobias, nn.ReLU()}(xs):totable(), nn.ReLU()(nobias(xs)):totable(), "no bias")
+  local number = nn.Linear(3, 4)
+  number.bias = 0.5
+  same(nn.Sequential{number, nn.ReLU()}(xs):totable(), nn.ReLU()(number(xs)):totable(), "a number for a bias")
+  -- a forward replaced on the class: the Sequential calls it
+  local relu_forward = nn.ReLU.forward
+  nn.ReLU.forward = function(_, x) return x:clamp(0, 0.1) end
+  local ok, err = pcall(function()
+    local l = nn.Linear(3, 4)
+    local y = nn.Sequential{l, nn.ReLU()}(tensor{{5, -1, 2}, {3, 3, 3}})
+    assert(y:max():item() <= 0.1 + 1e-6, "the class's new forward runs (clamp to 0.1)")
+  end)
+  nn.ReLU.forward = relu_forward
+  assert(ok, err)
 end
