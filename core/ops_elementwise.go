@@ -286,17 +286,7 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 // reluBackKernel is relu's gradient from its result y in one pass of
 // gglua's kernel: g where y > 0 or is NaN, 0 elsewhere (selected).
 func (e *Engine) reluBackKernel(g, y *Tensor) (*Tensor, error) {
-	return e.newOp("relu_back", y.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
-		gp, err := e.packed(c, in[0])
-		if err != nil {
-			return node{}, err
-		}
-		yp, err := e.packed(c, in[1])
-		if err != nil {
-			return node{}, err
-		}
-		return c.ReluBackKernel(gp, yp)
-	})
+	return e.kernelOp("relu_back", y.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) { return c.ReluBackKernel(in[0], in[1]) })
 }
 
 // BiasRelu is relu(a + bias) for a [.., n] and bias [n]: a linear layer's
@@ -318,17 +308,7 @@ func (e *Engine) BiasRelu(a, bias *Tensor) (*Tensor, error) {
 		}
 		return e.Relu(s)
 	}
-	y, err := e.newOp("bias_relu", a.shape, []*Tensor{a, bias}, func(c ctx, in []node) (node, error) {
-		ap, err := e.packed(c, in[0])
-		if err != nil {
-			return node{}, err
-		}
-		bp, err := e.packed(c, in[1])
-		if err != nil {
-			return node{}, err
-		}
-		return c.BiasReluKernel(ap, bp)
-	})
+	y, err := e.kernelOp("bias_relu", a.shape, []*Tensor{a, bias}, func(c ctx, in []node) (node, error) { return c.BiasReluKernel(in[0], in[1]) })
 	if err != nil {
 		return nil, err
 	}
@@ -417,13 +397,7 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 		if e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack {
 			// One pass of gglua's kernel (gelu_back.c, gglua-kernels.cu), g
 			// included.
-			return e.newOp("gelu_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
-				for i, a := range in {
-					var err error
-					if in[i], err = e.packed(c, a); err != nil {
-						return node{}, err
-					}
-				}
+			return e.kernelOp("gelu_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
 				return c.GeluErfBackKernel(in[0], in[1], in[2])
 			})
 		}

@@ -422,21 +422,7 @@ func TestReluSelectsAsTorch(t *testing.T) {
 	x := host(t, []int{6}, nan, -1, 2, inf, -inf, 0)
 	require.NoError(t, x.SetRequiresGrad(true))
 	g := host(t, []int{6}, nan, inf, 5, 3, -inf, 3)
-	var y *Tensor
-	require.NoError(t, e.WithGradTape(func() error {
-		var err error
-		if y, err = e.Relu(x); err != nil {
-			return err
-		}
-		loss, err := e.Mul(y, g)
-		if err == nil {
-			loss, err = e.Sum(loss)
-		}
-		if err == nil {
-			_, err = e.Backward(loss)
-		}
-		return err
-	}))
+	y := backwardOfWeighted(t, e, g, func() (*Tensor, error) { return e.Relu(x) })
 	n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
 	assertSameFloats(t, []torchNum{n, 0, 2, i, 0, 0}, values(t, y), 0, "relu")
 	assertSameFloats(t, []torchNum{n, 0, 5, 3, 0, 0}, values(t, x.Grad()), 0, "gradient")
@@ -469,21 +455,7 @@ func TestBiasReluSelectsAsTorch(t *testing.T) {
 			require.NoError(t, x.SetRequiresGrad(true))
 			require.NoError(t, b.SetRequiresGrad(true))
 			g := host(t, shape, 1, inf, 3, 4, 5, nan)
-			var y *Tensor
-			require.NoError(t, e.WithGradTape(func() error {
-				var err error
-				if y, err = form(e, x, b); err != nil {
-					return err
-				}
-				loss, err := e.Mul(y, g)
-				if err == nil {
-					loss, err = e.Sum(loss)
-				}
-				if err == nil {
-					_, err = e.Backward(loss)
-				}
-				return err
-			}), name)
+			y := backwardOfWeighted(t, e, g, func() (*Tensor, error) { return form(e, x, b) })
 			n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
 			assert.Equal(t, shape, y.Shape(), name)
 			assertSameFloats(t, []torchNum{n, 0, 0, i, 0, 0}, values(t, y), 0, name+": relu")
@@ -491,6 +463,28 @@ func TestBiasReluSelectsAsTorch(t *testing.T) {
 			assertSameFloats(t, []torchNum{5, 0, 0}, values(t, b.Grad()), 0, name+": db")
 		}
 	}
+}
+
+// backwardOfWeighted runs f on the tape and backward from sum(f() · g),
+// so that f's inputs get the gradient g sends back; it returns f's result.
+func backwardOfWeighted(t *testing.T, e *Engine, g *Tensor, f func() (*Tensor, error)) *Tensor {
+	t.Helper()
+	var y *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		var err error
+		if y, err = f(); err != nil {
+			return err
+		}
+		loss, err := e.Mul(y, g)
+		if err == nil {
+			loss, err = e.Sum(loss)
+		}
+		if err == nil {
+			_, err = e.Backward(loss)
+		}
+		return err
+	}))
+	return y
 }
 
 // TestReluMaskOfTheResult: the devices' relu gradient mask, from relu's

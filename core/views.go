@@ -214,13 +214,28 @@ func (e *Engine) contNode(c ctx, a node) (node, error) {
 	return c.Cont(a)
 }
 
-// packed is a, packed by contNode when it is strided: what gglua's CPU
+// packed is a, packed by contNode when it is strided: what gglua's
 // kernels read.
 func (e *Engine) packed(c ctx, a node) (node, error) {
 	if a.IsContiguous() {
 		return a, nil
 	}
 	return e.contNode(c, a)
+}
+
+// kernelOp is the op name computed by one of gglua's kernels, kernel, over
+// its inputs packed.
+func (e *Engine) kernelOp(name string, shape []int, inputs []*Tensor, kernel func(c ctx, in []node) (node, error)) (*Tensor, error) {
+	return e.newOp(name, shape, inputs, func(c ctx, in []node) (node, error) {
+		packed := make([]node, len(in))
+		for i, a := range in {
+			var err error
+			if packed[i], err = e.packed(c, a); err != nil {
+				return node{}, err
+			}
+		}
+		return kernel(c, packed)
+	})
 }
 
 // transposedFrom reports whether t is exactly the transpose of the two

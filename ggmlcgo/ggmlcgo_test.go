@@ -293,6 +293,24 @@ func TestLogIsRoutedToGoLogger(t *testing.T) {
 	assert.True(t, slog.Default().Enabled(context.Background(), slog.LevelInfo))
 }
 
+// computeBoth computes x and y in one graph on b and reads them: a fast
+// kernel's node and the ggml node it must equal.
+func computeBoth(t *testing.T, b *Backend, ctx *Context, x, y Tensor) ([]float32, []float32) {
+	t.Helper()
+	g, err := ctx.NewGraph(32)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(x))
+	require.NoError(t, g.Expand(y))
+	ga := NewGallocr(b.BufferType())
+	defer ga.Free()
+	require.NoError(t, ga.AllocGraph(g))
+	require.NoError(t, b.Compute(g))
+	xv, yv := make([]byte, x.Nbytes()), make([]byte, y.Nbytes())
+	require.NoError(t, x.Get(xv))
+	require.NoError(t, y.Get(yv))
+	return bytesf32(xv), bytesf32(yv)
+}
+
 func TestCPUFeaturesAreReported(t *testing.T) {
 	f := CPUFeatures()
 	// Whatever the flags, the answer must agree with SlowKernels.
@@ -320,20 +338,10 @@ func TestTransposeCPUMatchesGGML(t *testing.T) {
 	slow, err := ctx.Transpose(x)
 	require.NoError(t, err)
 	assert.Equal(t, [4]int64{45, 70, 3, 1}, fast.Ne())
-	g, err := ctx.NewGraph(16)
-	require.NoError(t, err)
-	require.NoError(t, g.Expand(fast))
-	require.NoError(t, g.Expand(slow))
-	ga := NewGallocr(b.BufferType())
-	defer ga.Free()
-	require.NoError(t, ga.AllocGraph(g))
-	require.NoError(t, b.Compute(g))
-	fv, sv := make([]byte, fast.Nbytes()), make([]byte, slow.Nbytes())
-	require.NoError(t, fast.Get(fv))
-	require.NoError(t, slow.Get(sv))
-	assert.Equal(t, bytesf32(sv), bytesf32(fv))
+	fv, sv := computeBoth(t, b, ctx, fast, slow)
+	assert.Equal(t, sv, fv)
 	// element (r=2, c=5) of batch 1 moves to (c=5, r=2)
-	assert.Equal(t, vals[1*70*45+2*70+5], bytesf32(fv)[1*70*45+5*45+2])
+	assert.Equal(t, vals[1*70*45+2*70+5], fv[1*70*45+5*45+2])
 }
 
 // TestPadCPUMatchesGGML: gglua's pad kernel gives ggml's pad, along each
