@@ -40,7 +40,7 @@ package ggmlcgo
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_copy_rows_f32, -1, NULL), "copy_rows");
 // }
 // // gglua_runs_kernel reports whether backend b computes gglua's kernel
-// // number k (see kernelNames) on f32 operands of one shape: the CPU always,
+// // number k (see kernelNodes) on f32 operands of one shape: the CPU always,
 // // a device if its library has the kernel (scripts/cuda/gglua-kernels.cu).
 // static bool gglua_runs_kernel(ggml_backend_t b, int k) {
 //     struct ggml_init_params p = { 8 * ggml_tensor_overhead(), NULL, true };
