@@ -413,19 +413,23 @@ func TestElementwiseMistakesAreErrors(t *testing.T) {
 
 // TestReluSelectsAsTorch: relu keeps NaN, and its gradient is the incoming
 // one where x > 0 or is NaN and 0 elsewhere, selected: PyTorch 1.13 gives
-// relu([nan, -1, 2, inf, -inf, 0]) = [nan, 0, 2, inf, 0, 0] and, for the
-// gradient [nan, inf, 5, 3, -inf, 3], [nan, 0, 5, 3, 0, 0] (an infinite
-// gradient at a negative x is 0, not inf·0).
+// relu([nan, -1, 2, inf, -inf, 0, -0]) = [nan, 0, 2, inf, 0, 0, -0] (the
+// zeros +0 but for relu(-0)) and, for the gradient [nan, inf, 5, 3, -inf,
+// 3, 1], [nan, 0, 5, 3, 0, 0, 0] (an infinite gradient at a negative x is
+// 0, not inf·0).
 func TestReluSelectsAsTorch(t *testing.T) {
 	e := newEngine(t)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	x := host(t, []int{6}, nan, -1, 2, inf, -inf, 0)
+	x := host(t, []int{7}, nan, -1, 2, inf, -inf, 0, float32(math.Copysign(0, -1)))
 	require.NoError(t, x.SetRequiresGrad(true))
-	g := host(t, []int{6}, nan, inf, 5, 3, -inf, 3)
+	g := host(t, []int{7}, nan, inf, 5, 3, -inf, 3, 1)
 	y := backwardOfWeighted(t, e, g, func() (*Tensor, error) { return e.Relu(x) })
 	n, i := torchNum(math.NaN()), torchNum(math.Inf(1))
-	assertSameFloats(t, []torchNum{n, 0, 2, i, 0, 0}, values(t, y), 0, "relu")
-	assertSameFloats(t, []torchNum{n, 0, 5, 3, 0, 0}, values(t, x.Grad()), 0, "gradient")
+	assertSameFloats(t, []torchNum{n, 0, 2, i, 0, 0, 0}, values(t, y), 0, "relu")
+	assertSameFloats(t, []torchNum{n, 0, 5, 3, 0, 0, 0}, values(t, x.Grad()), 0, "gradient")
+	v := values(t, y)
+	assert.False(t, math.Signbit(float64(v[1])) || math.Signbit(float64(v[5])), "relu(-1) and relu(+0) are +0: %v", v)
+	assert.True(t, math.Signbit(float64(v[6])), "relu(-0) is -0, as PyTorch's")
 }
 
 // TestBiasReluSelectsAsTorch: relu(x + b) with b a row (a linear layer:

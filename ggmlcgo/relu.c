@@ -3,7 +3,19 @@
 // keeping it took three more nodes (its tanh, scalar libm, was a quarter of
 // a ReLU MLP's step), and the gradient's 0/1 mask times g gave NaN where g
 // is infinite at a negative input, where PyTorch selects 0.
+#include <string.h>
+
 #include "gglua_ops.h"
+
+// gglua_relu1 is PyTorch's relu of one float: v where v > 0, NaN stays NaN,
+// -0 stays -0 (max(v, 0) keeps v when the two compare equal), else +0. -0
+// is matched by its bits: were subnormals flushed, a negative one would
+// compare equal to 0, and it must give +0.
+static inline float gglua_relu1(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return v > 0 || v != v || bits == 0x80000000u ? v : 0.0f;
+}
 
 void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) userdata;
@@ -13,7 +25,7 @@ void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata)
     gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const float v = x[i];
-        y[i] = v > 0 || v != v ? v : 0.0f; // NaN stays NaN
+        y[i] = gglua_relu1(v);
     }
 }
 
@@ -41,7 +53,7 @@ void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * user
     for (int64_t r = r0; r < r1; r++) {
         for (int64_t i = 0; i < ne0; i++) {
             const float v = a[r * ne0 + i] + bias[i];
-            y[r * ne0 + i] = v > 0 || v != v ? v : 0.0f;
+            y[r * ne0 + i] = gglua_relu1(v);
         }
     }
 }

@@ -16,8 +16,13 @@
 
 // ---- the ops, one element each ----
 
+// NaN stays NaN and -0 stays -0, as PyTorch's (max(x, 0) keeps x when the
+// two compare equal); -0 is matched by its bits, as -use_fast_math compares
+// a negative subnormal equal to 0 and it must give +0.
 struct gglua_relu {
-    __device__ float operator()(float x, float, float) const { return x > 0.0f || isnan(x) ? x : 0.0f; }
+    __device__ float operator()(float x, float, float) const {
+        return x > 0.0f || isnan(x) || __float_as_uint(x) == 0x80000000u ? x : 0.0f;
+    }
 };
 
 // PyTorch's threshold_backward of the result: g where relu(x) > 0 or is NaN.

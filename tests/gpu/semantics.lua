@@ -5,6 +5,7 @@
 --   gglua tests/gpu/semantics.lua cuda
 local gpu = arg and arg[1] or "cuda"
 local nan, inf = 0 / 0, math.huge
+local z = 0 -- -z is -0 (Lua's constants would merge a literal -0.0 with 0)
 
 local function run()
   local r = {}
@@ -46,9 +47,11 @@ local function run()
   local n = dev(tensor{nan, -1, 2})
   r.clamp = n:clamp(0, 1):totable()
   r.relu = n:relu():totable()
+  -- relu(-0) is -0, as PyTorch's: 1/relu gives -inf, inf, inf
+  r.relu_zero_sign = (1 / dev(tensor{-z, z, -2}):relu()):totable()
   -- relu's gradient selects (PyTorch's threshold_backward of the result):
   -- an infinite or NaN gradient where relu gives 0 is 0, not inf·0
-  local rx = tensor.param(tensor{nan, -1, 2, inf, -inf, 0, -0.0})
+  local rx = tensor.param(tensor{nan, -1, 2, inf, -inf, 0, -z})
   local rg = tensor{nan, inf, 5, 3, -inf, nan, inf}
   r.relu_grad = backward(with_grad_tape(function() return (to_gpu(rx):relu() * to_gpu(rg)):sum() end))[rx]:totable()
   local gx = tensor.param(tensor{-30, -3, -1e-20, 0, 1e-20, 0.7, 4, 30})
