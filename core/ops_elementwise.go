@@ -300,7 +300,7 @@ func (e *Engine) BiasRelu(a, bias *Tensor) (*Tensor, error) {
 	if a.Dim() > 0 {
 		n = a.shape[a.Dim()-1]
 	}
-	if !e.backend.HasKernel(ggmlcgo.KernelBiasRelu) || !e.backend.HasKernel(ggmlcgo.KernelRelu) || forceComposedRelu || a.Dim() < 1 || bias.Dim() != 1 || bias.shape[0] != n ||
+	if !e.backend.HasKernel(ggmlcgo.KernelBiasRelu) || forceComposedRelu || a.Dim() < 1 || bias.Dim() != 1 || bias.shape[0] != n ||
 		a.dtype != ggmlcgo.F32 || bias.dtype != ggmlcgo.F32 || a.Numel() == 0 {
 		s, err := e.Add(a, bias)
 		if err != nil {

@@ -72,12 +72,12 @@ type Kernel int
 const (
 	KernelRelu     Kernel = iota // ReluKernel and ReluBackKernel
 	KernelGeluBack               // GeluErfBackKernel
-	KernelBiasRelu               // BiasReluKernel
+	KernelBiasRelu               // BiasReluKernel, and ReluBackKernel for its gradient
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:

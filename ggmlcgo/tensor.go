@@ -75,11 +75,20 @@ func (t Tensor) Set(data []byte) error {
 	if err := t.checkIO("tensor set", len(data)); err != nil {
 		return err
 	}
-	if len(data) > 0 && !deferWrite(t, data) {
+	if len(data) > 0 {
+		t.hostWrite(data)
+	}
+	return nil
+}
+
+// hostWrite writes data (nil: zeros) into the tensor: deferred while
+// devices have queued work (async.go), else now, after the writes deferred
+// before it.
+func (t Tensor) hostWrite(data []byte) {
+	if !deferWrite(t, data) {
 		WaitDevices() // earlier deferred writes first
 		t.write(data)
 	}
-	return nil
 }
 
 // write copies data into the tensor's memory now (nil: zeros).
@@ -132,9 +141,8 @@ func (t Tensor) Zero() error {
 	if err := t.checkIO("tensor zero", int(t.Nbytes())); err != nil {
 		return err
 	}
-	if t.Nbytes() > 0 && !deferWrite(t, nil) {
-		WaitDevices() // earlier deferred writes first
-		t.write(nil)
+	if t.Nbytes() > 0 {
+		t.hostWrite(nil)
 	}
 	return nil
 }

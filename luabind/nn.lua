@@ -424,7 +424,7 @@ function nn.Sequential:add(m) return append_module(self, "Sequential:add", m) en
 local fusable = {}
 local function linear_then_relu(m, nxt)
   local f = fusable
-  return f.linear ~= nil and getmetatable(m) == f.linear and getmetatable(nxt) == f.relu and
+  return getmetatable(m) == f.linear and getmetatable(nxt) == f.relu and
     m.forward == f.linear_forward and nxt.forward == f.relu_forward and
     f.linear.__call == f.linear_call and f.relu.__call == f.relu_call and
     is_tensor(m.bias) and #nxt.args == 0
