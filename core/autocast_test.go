@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
@@ -191,4 +192,74 @@ func TestAutocastScopes(t *testing.T) {
 	assert.ErrorIs(t, err, ErrArgument)
 	assert.ErrorContains(t, err, "i32 is not supported (bf16, or f32 to turn autocast off)")
 	assert.NotContains(t, err.Error(), "sums f16 products", "the f16 reason is for f16")
+}
+
+// TestAutocastThroughTheGemm: the devices' form of autocast's 2-d products
+// (gglua's bf16 gemm node, gradients reading the transposes in place) gives
+// the same values and gradients, here through the gemm's CPU kernel.
+func TestAutocastThroughTheGemm(t *testing.T) {
+	runForced(t, &forceGemmBF16, TestAutocastRoundsTheOperands, TestAutocastAsTorch, TestAutocastGemmOperands)
+}
+
+// TestAutocastGemmOperands: a linear layer under autocast whose weight is
+// stored in f32, f16 or bf16 (values exact in all three) and whose input is
+// a transposed view gives the product and gradients of the rounded
+// operands (float64 reference), by either form of the product.
+func TestAutocastGemmOperands(t *testing.T) {
+	const m, k, n = 3, 20, 4
+	xv, wv, gv := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+	for i := range xv {
+		xv[i] = float32(math.Sin(float64(i)*1.3)) * 2.1
+	}
+	for i := range wv {
+		wv[i] = float32(i%7-3) / 8 // exact in f16 and bf16
+	}
+	for i := range gv {
+		gv[i] = float32(math.Cos(float64(i)*0.9)) * 1.7
+	}
+	wt := make([]float32, k*n) // wᵀ, [k, n], for the reference
+	xt := make([]float32, k*m) // the stored base of the view x, [k, m]
+	for i := 0; i < k; i++ {
+		for j := 0; j < n; j++ {
+			wt[i*n+j] = wv[j*k+i]
+		}
+		for j := 0; j < m; j++ {
+			xt[i*m+j] = xv[j*k+i]
+		}
+	}
+	wantY, wantX, wantWT := bf16Matmul(xv, wt, gv, 1, 1, m, k, n)
+	for _, dtype := range []ggmlcgo.Type{ggmlcgo.F32, ggmlcgo.F16, ggmlcgo.BF16} {
+		e := newEngine(t)
+		w := host(t, []int{n, k}, wv...)
+		require.NoError(t, w.SetRequiresGrad(true))
+		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, dtype))
+		base := host(t, []int{k, m}, xt...)
+		require.NoError(t, base.SetRequiresGrad(true))
+		var y, loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			return e.Autocast(ggmlcgo.BF16, func() error {
+				var c chain
+				x := c.do(func() (*Tensor, error) { return e.Transpose(base, 0, 1) })
+				y = c.do(func() (*Tensor, error) { return e.Linear(x, w) })
+				p := c.do(func() (*Tensor, error) { return e.Mul(y, host(t, []int{m, n}, gv...)) })
+				loss = c.do(func() (*Tensor, error) { return e.Sum(p) })
+				return c.err
+			})
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		assertClose(t, wantY, values(t, y), 1e-5, dtype.String()+" product")
+		gx := values(t, base.Grad()) // [k, m]: the transpose of x's gradient
+		for i := 0; i < k; i++ {
+			for j := 0; j < m; j++ {
+				assert.InDelta(t, wantX[j*k+i], gx[i*m+j], 1e-5*(1+math.Abs(wantX[j*k+i])), "%s: x's gradient [%d, %d]", dtype, j, i)
+			}
+		}
+		gw := values(t, w.Grad()) // [n, k]
+		for i := 0; i < k; i++ {
+			for j := 0; j < n; j++ {
+				assert.InDelta(t, wantWT[i*n+j], gw[j*k+i], 1e-5*(1+math.Abs(wantWT[i*n+j])), "%s: w's gradient [%d, %d]", dtype, j, i)
+			}
+		}
+	}
 }

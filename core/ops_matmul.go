@@ -194,7 +194,10 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	// under autocast (autocast.go), decided now for the gradients too.
 	prec, read := e.productType()
 	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
-		return e.linearBLAS(x, w, shape)
+		return e.linearGemm(x, w, shape, e.input, blasGemm)
+	}
+	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() {
+		return e.linearGemm(x, w, shape, read, bf16Gemm)
 	}
 	k := x.shape[x.Dim()-1]
 	y, err := e.newOpReading("matmul", shape, []*Tensor{x, w}, read, func(c ctx, in []node) (node, error) {
@@ -321,15 +324,62 @@ func (e *Engine) blasFor(w *Tensor, work int) bool {
 	return e.useBLAS && w.Dim() == 2 && work >= 1<<15
 }
 
-// linearBLAS is Linear through OpenBLAS: y = x·wᵀ, dx = g·w, dw = gᵀ·x (summed
-// over every row of a batched x), with no transposed copies.
-func (e *Engine) linearBLAS(x, w *Tensor, shape []int) (*Tensor, error) {
-	gemm := func(name string, out []int, a, b *Tensor, ta, tb bool) (*Tensor, error) {
-		return e.newOp(name, out, []*Tensor{a, b}, func(c ctx, in []node) (node, error) {
-			return c.Gemm(in[0], in[1], ta, tb, ne4(out))
+// gemmBF16 reports whether autocast's 2-d products run as gglua's bf16
+// gemm (ggmlcgo.GemmBF16): on a device whose library has it. Against
+// ggml's mul_mat of a bf16 operand (which rounds its other operand into a
+// scratch copy, has cuBLAS write bf16 and widens that to f32) the gemm
+// rounds both operands in one fast pass each, reads the gradients'
+// transposes in place and writes f32 sums; the CPU keeps ggml's mul_mat,
+// whose bf16 dot products are faster than the reference kernel.
+func (e *Engine) gemmBF16() bool {
+	return forceGemmBF16 || !e.backend.IsCPU() && e.backend.HasKernel(ggmlcgo.KernelGemmBF16)
+}
+
+// forceGemmBF16 makes tests take the devices' bf16 gemm on the CPU.
+var forceGemmBF16 = false
+
+// A gemm is op(a)·op(b) as one node reading transposed operands in place.
+type gemm func(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error)
+
+// blasGemm is OpenBLAS's f32 gemm (f32 operands: the reader widens).
+func blasGemm(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error) {
+	return c.Gemm(a, b, ta, tb, out)
+}
+
+// bf16Gemm is autocast's: bf16-rounded operands, f32 sums. An f16 weight
+// is widened first (exactly), for the kernel to round.
+func bf16Gemm(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error) {
+	var err error
+	if a.Type() == ggmlcgo.F16 {
+		a, err = c.Cast(a, ggmlcgo.F32)
+	}
+	if err == nil && b.Type() == ggmlcgo.F16 {
+		b, err = c.Cast(b, ggmlcgo.F32)
+	}
+	if err != nil {
+		return node{}, err
+	}
+	return c.GemmBF16(a, b, ta, tb, out)
+}
+
+// linearGemm is Linear through gemm nodes: y = x·wᵀ, dx = g·w, dw = gᵀ·x
+// (summed over every row of a batched x), with no transposed copies; the
+// operands are read by read and packed where they are strided.
+func (e *Engine) linearGemm(x, w *Tensor, shape []int, read func(*Tensor) (node, error), mm gemm) (*Tensor, error) {
+	op := func(name string, out []int, a, b *Tensor, ta, tb bool) (*Tensor, error) {
+		return e.newOpReading(name, out, []*Tensor{a, b}, read, func(c ctx, in []node) (node, error) {
+			pa, err := e.packed(c, in[0])
+			if err != nil {
+				return node{}, err
+			}
+			pb, err := e.packed(c, in[1])
+			if err != nil {
+				return node{}, err
+			}
+			return mm(c, pa, pb, ta, tb, ne4(out))
 		})
 	}
-	y, err := gemm("matmul", shape, x, w, false, true)
+	y, err := op("matmul", shape, x, w, false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -337,12 +387,12 @@ func (e *Engine) linearBLAS(x, w *Tensor, shape []int) (*Tensor, error) {
 		var gx, gw *Tensor
 		var err error
 		if x.requiresGrad {
-			if gx, err = gemm("matmul_back", x.shape, g, w, false, false); err != nil {
+			if gx, err = op("matmul_back", x.shape, g, w, false, false); err != nil {
 				return nil, err
 			}
 		}
 		if w.requiresGrad {
-			gw, err = gemm("matmul_back", w.shape, g, x, true, false)
+			gw, err = op("matmul_back", w.shape, g, x, true, false)
 		}
 		return []*Tensor{gx, gw}, err
 	})

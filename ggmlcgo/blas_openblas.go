@@ -79,10 +79,3 @@ func (c *Context) Gemm(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, er
 	}
 	return result(C.gglua_gemm_node(c.p, a.p, b.p, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3])))
 }
-
-func cbool(b bool) C.int {
-	if b {
-		return 1
-	}
-	return 0
-}

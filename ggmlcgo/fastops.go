@@ -39,6 +39,17 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_copy_rows_f32, -1, NULL), "copy_rows");
 // }
+// // Flags of a bf16 gemm, {ta, tb}, and its node's names (gglua-kernels.cu
+// // matches them).
+// static int gglua_gemm_bf16_flags[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
+// static const char * gglua_gemm_bf16_names[4] = {"gemm_bf16_nn", "gemm_bf16_nt", "gemm_bf16_tn", "gemm_bf16_tt"};
+// static struct ggml_tensor * gglua_gemm_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+//                                                  int ta, int tb, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+//     struct ggml_tensor * args[2] = {a, b};
+//     const int k = ta * 2 + tb;
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 2, gglua_gemm_bf16_f32, -1, gglua_gemm_bf16_flags[k]),
+//                        gglua_gemm_bf16_names[k]);
+// }
 // // gglua_runs_kernel reports whether backend b computes gglua's kernel
 // // number k (see kernelNodes) on f32 operands of one shape: the CPU always,
 // // a device if its library has the kernel (scripts/cuda/gglua-kernels.cu).
@@ -49,8 +60,10 @@ package ggmlcgo
 //     struct ggml_tensor * a[3];
 //     const int64_t ne[1] = {256};
 //     for (int i = 0; i < 3; i++) a[i] = ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne);
+//     const int64_t ne2[2] = {16, 16};
 //     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1]) :
-//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : gglua_bias_relu_node(ctx, a[0], a[1]);
+//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1]) :
+//         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
 //     return ok;
@@ -73,11 +86,12 @@ const (
 	KernelRelu     Kernel = iota // ReluKernel and ReluBackKernel
 	KernelGeluBack               // GeluErfBackKernel
 	KernelBiasRelu               // BiasReluKernel, and ReluBackKernel for its gradient
+	KernelGemmBF16               // GemmBF16 (the three transposes a product and its gradients use)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:
@@ -186,6 +200,47 @@ func (c *Context) BiasReluKernel(a, bias Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("bias_relu: the kernel needs a contiguous operand and a contiguous row of its ne0, got ne %v and %v", a.Ne(), bias.Ne())
 	}
 	return result(C.gglua_bias_relu_node(c.p, a.p, bias.p))
+}
+
+// GemmBF16 is op(a)·op(b) from operands rounded to bf16, summed in f32
+// (autocast's products), as one node of gglua's kernel (gemm_bf16.c; on a
+// device gglua-kernels.cu, cuBLAS reading the transposes in place, so a
+// gradient's product needs no transposed copies and its result no
+// conversion). a and b are contiguous, f32 (rounded inside) or bf16, seen
+// as Gemm sees them: op(a) [M, K], op(b) [K, N], every dim past ne0 a row;
+// the result is f32 with ne out (rows multiplying to M, ne0 N). A custom
+// op: only where Backend.HasKernel(KernelGemmBF16); the CPU's is the
+// reference form (slow: autocast's products there are ggml's mul_mat).
+func (c *Context) GemmBF16(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
+	if err := c.checkOp("gemm_bf16"); err != nil {
+		return Tensor{}, err
+	}
+	for _, t := range []Tensor{a, b} {
+		if t.Type() != F32 && t.Type() != BF16 || !t.contiguous() {
+			return Tensor{}, fmt.Errorf("gemm_bf16: needs contiguous f32 or bf16 operands, got %s ne %v (contiguous: %v)", t.Type(), t.Ne(), t.contiguous())
+		}
+	}
+	matrix := func(t Tensor, trans bool) (rows, cols int64) {
+		ne := t.Ne()
+		if trans {
+			return ne[0], ne[1] * ne[2] * ne[3]
+		}
+		return ne[1] * ne[2] * ne[3], ne[0]
+	}
+	m, k := matrix(a, ta)
+	kb, n := matrix(b, tb)
+	if k != kb || out[0] != n || out[1]*out[2]*out[3] != m || m > 1<<30 || n > 1<<30 || k > 1<<30 {
+		return Tensor{}, fmt.Errorf("gemm_bf16: cannot multiply ne %v by ne %v (transposed %v, %v) into ne %v", a.Ne(), b.Ne(), ta, tb, out)
+	}
+	return result(C.gglua_gemm_bf16_node(c.p, a.p, b.p, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3])))
+}
+
+// cbool is b as C's int flag.
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,

@@ -47,3 +47,88 @@ func TestBiasReluIsAddThenRelu(t *testing.T) {
 	assert.Equal(t, math.Float32bits(0), math.Float32bits(got[8]), "relu(-3 + 0) is +0")
 	assert.Equal(t, sv[1:], got[1:], "as ggml's add then gglua's relu")
 }
+
+// TestGemmBF16IsTheProductOfRoundedOperands: gglua's bf16 gemm, every
+// transpose, is the f32 sum of the products of its operands rounded to
+// bf16 (worked out here in float64 from Go's own rounding), an operand
+// stored as bf16 is taken as it is, and shapes that do not multiply are
+// refused.
+func TestGemmBF16IsTheProductOfRoundedOperands(t *testing.T) {
+	const m, k, n = 5, 37, 3 // k long enough that rounding shows
+	wave := func(len, seed int) []float32 {
+		v := make([]float32, len)
+		for i := range v {
+			v[i] = float32(math.Sin(float64(i*29+seed)*0.77)) * 1.3
+		}
+		return v
+	}
+	round := func(f float32) float64 { // to nearest bf16, ties to even
+		u := math.Float32bits(f)
+		u = (u + 0x7fff + (u>>16)&1) &^ 0xffff
+		return float64(math.Float32frombits(u))
+	}
+	av, bv := wave(m*k, 1), wave(k*n, 2)
+	want := make([]float32, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for l := 0; l < k; l++ {
+				s += round(av[i*k+l]) * round(bv[l*n+j])
+			}
+			want[i*n+j] = float32(s)
+		}
+	}
+	// transpose returns the rows x cols matrix v (row-major) transposed.
+	transpose := func(v []float32, rows, cols int) []float32 {
+		out := make([]float32, len(v))
+		for r := 0; r < rows; r++ {
+			for c := 0; c < cols; c++ {
+				out[c*rows+r] = v[r*cols+c]
+			}
+		}
+		return out
+	}
+	b := cpu(t, 2)
+	for _, c := range []struct{ ta, tb, bf16 bool }{{false, false, false}, {false, true, false}, {true, false, false}, {true, true, false}, {false, true, true}} {
+		ctx, err := NewContext(16, 16)
+		require.NoError(t, err)
+		ad, ane := av, []int64{k, m}
+		if c.ta {
+			ad, ane = transpose(av, m, k), []int64{m, k}
+		}
+		bd, bne := bv, []int64{n, k}
+		if c.tb {
+			bd, bne = transpose(bv, k, n), []int64{k, n}
+		}
+		in := place(t, b, ctx, [][]float32{ad, bd}, ane, bne)
+		a := in[0]
+		if c.bf16 {
+			a, err = ctx.Cast(a, BF16)
+			require.NoError(t, err)
+		}
+		y, err := ctx.GemmBF16(a, in[1], c.ta, c.tb, [MaxDims]int64{n, m, 1, 1})
+		require.NoError(t, err)
+		got, _ := computeBoth(t, b, ctx, y, y)
+		assert.InDeltaSlice(t, want, got, 1e-5, "ta %v, tb %v, bf16 a %v", c.ta, c.tb, c.bf16)
+		ctx.Free()
+	}
+	// The f32 product differs: the test tells rounding apart.
+	var exact float64
+	for l := 0; l < k; l++ {
+		exact += float64(av[l]) * float64(bv[l*n])
+	}
+	assert.Greater(t, math.Abs(exact-float64(want[0])), 1e-3)
+
+	ctx, err := NewContext(16, 16)
+	require.NoError(t, err)
+	defer ctx.Free()
+	in := place(t, b, ctx, [][]float32{av, bv}, []int64{k, m}, []int64{n, k})
+	_, err = ctx.GemmBF16(in[0], in[1], false, true, [MaxDims]int64{n, m, 1, 1})
+	assert.ErrorContains(t, err, "cannot multiply", "op(b) must be [K, N]")
+	_, err = ctx.GemmBF16(in[0], in[1], false, false, [MaxDims]int64{n, m + 1, 1, 1})
+	assert.ErrorContains(t, err, "cannot multiply", "the result's rows are op(a)'s")
+	every2nd, err := ctx.View(in[0], [MaxDims]int64{k, 2, 1, 1}, [MaxDims - 1]int64{4, 8 * k, 8 * k * 2}, 0)
+	require.NoError(t, err)
+	_, err = ctx.GemmBF16(every2nd, in[1], false, false, [MaxDims]int64{n, 2, 1, 1})
+	assert.ErrorContains(t, err, "contiguous", "a strided view is refused")
+}

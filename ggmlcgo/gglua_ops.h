@@ -51,4 +51,11 @@ void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 // as dst->src[1..4] (contiguous f32; the moments are written in place).
 void gglua_adamw_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_gemm_bf16_f32 writes dst [M, N] = op(a) [M, K] · op(b) [K, N] for a,
+// b = dst->src[0..1] (contiguous, f32 or bf16; every dim past ne0 counts as
+// rows) with each f32 operand rounded to bf16 and the sums in f32;
+// userdata points at two ints {ta, tb}: whether a and b are used
+// transposed. The rows of dst are split over nth threads.
+void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 #endif

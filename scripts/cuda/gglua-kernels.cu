@@ -1,6 +1,6 @@
 // gglua-kernels.cu - the CUDA side of gglua's custom ops. gglua builds each
 // as a ggml custom node whose CPU kernel is in ggmlcgo (relu.c,
-// gelu_back.c); here the same node, matched by its name, runs as one CUDA
+// gelu_back.c, gemm_bf16.c); here the same node, matched by its name, runs as one CUDA
 // kernel on ggml-cuda's stream, so it joins ggml's CUDA graphs. The values
 // are the CPU kernels' (PyTorch's): relu keeps NaN, its gradient selects
 // rather than multiplies by a mask (an infinite gradient where relu's
@@ -106,6 +106,108 @@ static __global__ void gglua_bias_relu(const float * a, const float * bias, floa
     }
 }
 
+// ---- bf16 products (autocast) ----
+
+// gglua_to_bf16 rounds n floats to bf16 (to nearest, ties to even, as
+// PyTorch and ggml round), four a thread; gglua_to_bf16_1 one a thread,
+// grid-strided, for an operand that is not 16-byte aligned.
+static __global__ void gglua_to_bf16(const float * __restrict__ x, nv_bfloat16 * __restrict__ y, const int64_t n) {
+    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 4 <= n) {
+        const float4 v = *(const float4 *) (x + i);
+        *(__nv_bfloat162 *) (y + i) = __floats2bfloat162_rn(v.x, v.y);
+        *(__nv_bfloat162 *) (y + i + 2) = __floats2bfloat162_rn(v.z, v.w);
+        return;
+    }
+    for (int64_t j = i; j < n; j++) {
+        y[j] = __float2bfloat16_rn(x[j]);
+    }
+}
+
+static __global__ void gglua_to_bf16_1(const float * x, nv_bfloat16 * y, const int64_t n) {
+    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
+        y[i] = __float2bfloat16_rn(x[i]);
+    }
+}
+
+// gglua_bf16_operand is t's values in bf16: t's own data if it is bf16,
+// else a rounded copy in buf (ggml's pool, returned when buf goes).
+static const nv_bfloat16 * gglua_bf16_operand(cudaStream_t stream, const ggml_tensor * t, ggml_cuda_pool_alloc<nv_bfloat16> & buf) {
+    if (t->type == GGML_TYPE_BF16) {
+        return (const nv_bfloat16 *) t->data;
+    }
+    const int64_t n = ggml_nelements(t);
+    nv_bfloat16 * y = buf.alloc(n);
+    if (gglua_aligned(t->data)) {
+        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+        gglua_to_bf16<<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>((const float *) t->data, y, n);
+    } else {
+        const int64_t blocks = (n + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+        gglua_to_bf16_1<<<(unsigned int) (blocks < (1 << 30) ? blocks : (1 << 30)), GGLUA_BLOCK, 0, stream>>>((const float *) t->data, y, n);
+    }
+    return y;
+}
+
+// A gemm_bf16_XY node (X, Y: n or t, whether a and b are used transposed)
+// is dst [m, n] = op(a) [m, k] · op(b) [k, n], row-major, every dim past
+// ne0 a row; a and b contiguous f32 or bf16, dst contiguous f32.
+struct gglua_gemm {
+    bool ta, tb;
+    int64_t m, n, k;
+};
+
+static bool gglua_gemm_of(const ggml_tensor * dst, gglua_gemm * g) {
+    const char * name = dst->name;
+    if (dst->op != GGML_OP_CUSTOM || strncmp(name, "gemm_bf16_", 10) != 0 || strlen(name) != 12 ||
+        (name[10] != 'n' && name[10] != 't') || (name[11] != 'n' && name[11] != 't')) {
+        return false;
+    }
+    const ggml_tensor * a = dst->src[0];
+    const ggml_tensor * b = dst->src[1];
+    for (int s = 0; s < GGML_MAX_SRC; s++) {
+        const ggml_tensor * t = dst->src[s];
+        if (s >= 2 ? t != nullptr : t == nullptr || (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_BF16) || !ggml_is_contiguous(t)) {
+            return false;
+        }
+    }
+    if (dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
+        return false;
+    }
+    g->ta = name[10] == 't';
+    g->tb = name[11] == 't';
+    g->m = g->ta ? a->ne[0] : ggml_nrows(a);
+    g->k = g->ta ? ggml_nrows(a) : a->ne[0];
+    const int64_t kb = g->tb ? b->ne[0] : ggml_nrows(b);
+    g->n = g->tb ? ggml_nrows(b) : b->ne[0];
+    const int64_t most = 1 << 30; // cuBLAS takes ints
+    return g->k == kb && dst->ne[0] == g->n && ggml_nrows(dst) == g->m && g->m <= most && g->n <= most && g->k <= most;
+}
+
+// gglua_gemm_bf16 runs g on cuBLAS: bf16 operands (rounded by
+// gglua_to_bf16 where they are f32), f32 sums written straight to dst (no
+// bf16 result to widen). Row-major dst = op(a)·op(b) is column-major
+// dstᵀ = op(b)ᵀ·op(a)ᵀ, and a row-major matrix read column-major is its
+// transpose: so cuBLAS gets b first, each operand transposed as gglua's.
+static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, const gglua_gemm & g) {
+    cudaStream_t stream = ctx.stream();
+    if (g.m == 0 || g.n == 0) {
+        return;
+    }
+    if (g.k == 0) {
+        CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), stream));
+        return;
+    }
+    ggml_cuda_pool_alloc<nv_bfloat16> a16(ctx.pool()), b16(ctx.pool());
+    const nv_bfloat16 * A = gglua_bf16_operand(stream, dst->src[0], a16);
+    const nv_bfloat16 * B = gglua_bf16_operand(stream, dst->src[1], b16);
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasHandle_t h = ctx.cublas_handle();
+    CUBLAS_CHECK(cublasSetStream(h, stream));
+    CUBLAS_CHECK(cublasGemmEx(h, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int) g.n, (int) g.m, (int) g.k,
+                              &alpha, B, CUDA_R_16BF, (int) (g.tb ? g.k : g.n), A, CUDA_R_16BF, (int) (g.ta ? g.m : g.k),
+                              &beta, dst->data, CUDA_R_32F, (int) g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+}
+
 // ---- matching a node ----
 
 // gglua_op is the index of dst's op in gglua_ops (-1: not one of gglua's,
@@ -148,11 +250,17 @@ static int gglua_op(const ggml_tensor * dst) {
 }
 
 bool gglua_cuda_supports(const ggml_tensor * dst) {
-    return gglua_op(dst) >= 0;
+    gglua_gemm g;
+    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g);
 }
 
 bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
     cudaStream_t stream = ctx.stream();
+    gglua_gemm g;
+    if (gglua_gemm_of(dst, &g)) {
+        gglua_gemm_bf16(ctx, dst, g);
+        return true;
+    }
     switch (gglua_op(dst)) {
         case GGLUA_RELU:
             gglua_map<1>(stream, dst, gglua_relu());

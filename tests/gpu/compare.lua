@@ -60,4 +60,34 @@ assert(worst.err < 1e-3, "GPU and CPU disagree beyond TF32 rounding")
 local lw = max_err(g_losses, cpu_losses, "loss", {err = 0, path = ""})
 print(string.format("5 Adam steps: largest loss difference %.2e (%s)", lw.err, lw.path))
 assert(lw.err < 1e-2, "training on the GPU follows another course")
+
+-- autocast: both devices multiply bf16-rounded operands and sum in f32 (a
+-- GPU with gglua's kernels through its bf16 gemm, the CPU through ggml's
+-- mul_mat), so they differ only in the order of the sums, and where a
+-- gradient rounds to the other side of a bf16 step (hence 4e-3). The
+-- first layer's weight is stored in bf16, read without a conversion.
+local function run_autocast()
+  tensor.manual_seed(12)
+  local model = nn.Sequential{nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)}
+  to_gpu(model[1].weight, {scope = "persistent", dtype = "bf16"})
+  for _, i in ipairs{1, 3} do to_gpu(model[i].bias, "persistent") end
+  to_gpu(model[3].weight, "persistent")
+  local x = tensor.randn(64, 256)
+  local labels = {}
+  for i = 1, 64 do labels[i] = (i * 3) % 10 + 1 end
+  local loss = with_grad_tape(function() return autocast(function() return nn.cross_entropy(model(x), labels) end) end)
+  backward(loss)
+  local out = autocast(function() return model(x) end)
+  local off = (out - model(x)):abs():max():item()
+  return {loss = loss:item(), out = out:totable(), g1 = model[1].weight.grad:totable(),
+    b1 = model[1].bias.grad:totable(), g3 = model[3].weight.grad:totable()}, off
+end
+device.use("cpu")
+local cpu_ac = run_autocast()
+device.use(gpu)
+local g_ac, off = run_autocast()
+assert(off > 1e-3, "autocast's products differ from the f32 ones: " .. off)
+local aw = max_err(g_ac, cpu_ac, "", {err = 0, path = ""})
+print(string.format("autocast: largest difference %.2e at %s", aw.err, aw.path))
+assert(aw.err < 4e-3, "autocast on the GPU and the CPU disagree")
 print("gpu matches cpu")
