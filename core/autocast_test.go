@@ -263,3 +263,63 @@ func TestAutocastGemmOperands(t *testing.T) {
 		}
 	}
 }
+
+// TestBiasReluForProductKeepsTheValues: under autocast, where products run
+// as the bf16 gemm, a bias+relu that only a product reads is stored in
+// bf16, and the next product, the output and every gradient are those of
+// the f32 bias+relu (the product rounds its operand the same way); outside
+// autocast it stays f32.
+func TestBiasReluForProductKeepsTheValues(t *testing.T) {
+	defer func(f bool) { forceGemmBF16 = f }(forceGemmBF16)
+	forceGemmBF16 = true
+	const m, k, h, n = 4, 12, 8, 3
+	wave := func(len, seed int) []float32 {
+		v := make([]float32, len)
+		for i := range v {
+			v[i] = float32(math.Sin(float64(i*31+seed)*0.53)) * 1.9
+		}
+		return v
+	}
+	xv, w1v, b1v, w2v, gv := wave(m*k, 1), wave(h*k, 2), wave(h, 3), wave(n*h, 4), wave(m*n, 5)
+	run := func(e *Engine, fused func(a, bias *Tensor) (*Tensor, error), autocast ggmlcgo.Type) (hidden *Tensor, out []float32, grads [][]float32) {
+		x, w1, b1, w2 := host(t, []int{m, k}, xv...), host(t, []int{h, k}, w1v...), host(t, []int{h}, b1v...), host(t, []int{n, h}, w2v...)
+		params := []*Tensor{x, w1, b1, w2}
+		for _, p := range params {
+			require.NoError(t, p.SetRequiresGrad(true))
+		}
+		var y, loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			return e.Autocast(autocast, func() error {
+				var c chain
+				y1 := c.do(func() (*Tensor, error) { return e.Linear(x, w1) })
+				hidden = c.do(func() (*Tensor, error) { return fused(y1, b1) })
+				y = c.do(func() (*Tensor, error) { return e.Linear(hidden, w2) })
+				p := c.do(func() (*Tensor, error) { return e.Mul(y, host(t, []int{m, n}, gv...)) })
+				loss = c.do(func() (*Tensor, error) { return e.Sum(p) })
+				return c.err
+			})
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		for _, p := range params {
+			grads = append(grads, values(t, p.Grad()))
+		}
+		return hidden, values(t, y), grads
+	}
+	e := newEngine(t)
+	hidden, out, grads := run(e, e.BiasReluForProduct, ggmlcgo.BF16)
+	assert.Equal(t, ggmlcgo.BF16, hidden.Dtype(), "kept in bf16 for the product")
+	refHidden, refOut, refGrads := run(e, e.BiasRelu, ggmlcgo.BF16)
+	assert.Equal(t, ggmlcgo.F32, refHidden.Dtype())
+	assert.Equal(t, refOut, out, "the product of the rounded result")
+	assert.Equal(t, refGrads, grads, "gradients of x, w1, b1, w2")
+	zeros := 0
+	for _, v := range values(t, refHidden) {
+		if v == 0 {
+			zeros++
+		}
+	}
+	assert.True(t, zeros > 0 && zeros < m*h, "relu cuts some but not all: %d zeros", zeros)
+	off, _, _ := run(e, e.BiasReluForProduct, ggmlcgo.F32)
+	assert.Equal(t, ggmlcgo.F32, off.Dtype(), "outside autocast the result stays f32")
+}

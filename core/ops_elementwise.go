@@ -284,9 +284,20 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 }
 
 // reluBackKernel is relu's gradient from its result y in one pass of
-// gglua's kernel: g where y > 0 or is NaN, 0 elsewhere (selected).
+// gglua's kernel: g where y > 0 or is NaN, 0 elsewhere (selected). y is
+// read as stored (f32, or bf16 from BiasReluForProduct).
 func (e *Engine) reluBackKernel(g, y *Tensor) (*Tensor, error) {
-	return e.kernelOp("relu_back", y.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) { return c.ReluBackKernel(in[0], in[1]) })
+	return e.newOpReading("relu_back", y.shape, []*Tensor{g, y}, e.storedInput, func(c ctx, in []node) (node, error) {
+		pg, err := e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
+		}
+		py, err := e.packed(c, in[1])
+		if err != nil {
+			return node{}, err
+		}
+		return c.ReluBackKernel(pg, py)
+	})
 }
 
 // BiasRelu is relu(a + bias) for a [.., n] and bias [n]: a linear layer's
@@ -296,6 +307,25 @@ func (e *Engine) reluBackKernel(g, y *Tensor) (*Tensor, error) {
 // it might be read); elsewhere, and for other shapes or types, it is Add
 // then Relu. The values and gradients are those of Add then Relu.
 func (e *Engine) BiasRelu(a, bias *Tensor) (*Tensor, error) {
+	return e.biasRelu(a, bias, ggmlcgo.F32)
+}
+
+// BiasReluForProduct is BiasRelu for a result that only a product reads
+// (nn.Sequential's Linear, ReLU, Linear). Under autocast, where products
+// run as the bf16 gemm, a 2-d result is stored rounded to bf16: the
+// product rounds it so anyway (and rounding keeps relu's zeros, signs and
+// NaN, so relu's gradient reads the same), and the pass writes, the
+// product and the gradient read, half the bytes, with no rounding pass of
+// their own. Elsewhere it is BiasRelu.
+func (e *Engine) BiasReluForProduct(a, bias *Tensor) (*Tensor, error) {
+	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelBiasReluBF16) || a.Dim() != 2 {
+		return e.BiasRelu(a, bias)
+	}
+	return e.biasRelu(a, bias, ggmlcgo.BF16)
+}
+
+// biasRelu is BiasRelu with its result stored as out (f32, or bf16).
+func (e *Engine) biasRelu(a, bias *Tensor, out ggmlcgo.Type) (*Tensor, error) {
 	n := 0
 	if a.Dim() > 0 {
 		n = a.shape[a.Dim()-1]
@@ -308,10 +338,11 @@ func (e *Engine) BiasRelu(a, bias *Tensor) (*Tensor, error) {
 		}
 		return e.Relu(s)
 	}
-	y, err := e.kernelOp("bias_relu", a.shape, []*Tensor{a, bias}, func(c ctx, in []node) (node, error) { return c.BiasReluKernel(in[0], in[1]) })
+	y, err := e.kernelOp("bias_relu", a.shape, []*Tensor{a, bias}, func(c ctx, in []node) (node, error) { return c.BiasReluKernel(in[0], in[1], out) })
 	if err != nil {
 		return nil, err
 	}
+	y.dtype = out
 	e.record(y, "bias_relu", []*Tensor{a, bias}, func(g *Tensor) ([]*Tensor, error) {
 		d, err := e.reluBackKernel(g, y)
 		if err != nil {

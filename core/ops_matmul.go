@@ -194,10 +194,10 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	// under autocast (autocast.go), decided now for the gradients too.
 	prec, read := e.productType()
 	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
-		return e.linearGemm(x, w, shape, e.input, blasGemm)
+		return e.linearGemm(x, w, shape, gemmForm{blasGemm, e.input, asItIs})
 	}
 	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() {
-		return e.linearGemm(x, w, shape, read, bf16Gemm)
+		return e.linearGemm(x, w, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand})
 	}
 	k := x.shape[x.Dim()-1]
 	y, err := e.newOpReading("matmul", shape, []*Tensor{x, w}, read, func(c ctx, in []node) (node, error) {
@@ -338,36 +338,57 @@ func (e *Engine) gemmBF16() bool {
 // forceGemmBF16 makes tests take the devices' bf16 gemm on the CPU.
 var forceGemmBF16 = false
 
-// A gemm is op(a)·op(b) as one node reading transposed operands in place.
-type gemm func(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error)
+// A gemmForm is how linearGemm's products run: node multiplies (op(a)·op(b)
+// as one node reading transposed operands in place), read gives the nodes
+// of its operands, and operand is what x, w and the gradient become first,
+// once each, shared by the products that read them.
+type gemmForm struct {
+	node    func(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error)
+	read    func(*Tensor) (node, error)
+	operand func(*Tensor) (*Tensor, error)
+}
 
 // blasGemm is OpenBLAS's f32 gemm (f32 operands: the reader widens).
 func blasGemm(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error) {
 	return c.Gemm(a, b, ta, tb, out)
 }
 
-// bf16Gemm is autocast's: bf16-rounded operands, f32 sums. An f16 weight
-// is widened first (exactly), for the kernel to round.
+// bf16Gemm is autocast's: bf16 operands (bf16Operand's), f32 sums.
 func bf16Gemm(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error) {
-	var err error
-	if a.Type() == ggmlcgo.F16 {
-		a, err = c.Cast(a, ggmlcgo.F32)
-	}
-	if err == nil && b.Type() == ggmlcgo.F16 {
-		b, err = c.Cast(b, ggmlcgo.F32)
-	}
-	if err != nil {
-		return node{}, err
-	}
 	return c.GemmBF16(a, b, ta, tb, out)
+}
+
+func asItIs(t *Tensor) (*Tensor, error) { return t, nil }
+
+// bf16Operand is t rounded to bf16, a tensor of its own (not on the tape:
+// the gradient goes to t), so that a product and its gradient's product
+// round it once, as PyTorch's autocast keeps one cast copy of a weight,
+// and an input, for the backward; t itself where it is stored in bf16.
+func (e *Engine) bf16Operand(t *Tensor) (*Tensor, error) {
+	if t.dtype == ggmlcgo.BF16 && t.base == nil {
+		return t, nil
+	}
+	r, err := e.newOp("to_bf16", t.shape, []*Tensor{t}, func(c ctx, in []node) (node, error) {
+		p, err := e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
+		}
+		return c.RoundBF16Kernel(p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.dtype = ggmlcgo.BF16
+	return r, nil
 }
 
 // linearGemm is Linear through gemm nodes: y = x·wᵀ, dx = g·w, dw = gᵀ·x
 // (summed over every row of a batched x), with no transposed copies; the
-// operands are read by read and packed where they are strided.
-func (e *Engine) linearGemm(x, w *Tensor, shape []int, read func(*Tensor) (node, error), mm gemm) (*Tensor, error) {
+// operands are read by the form's reader and packed where they are
+// strided.
+func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, error) {
 	op := func(name string, out []int, a, b *Tensor, ta, tb bool) (*Tensor, error) {
-		return e.newOpReading(name, out, []*Tensor{a, b}, read, func(c ctx, in []node) (node, error) {
+		return e.newOpReading(name, out, []*Tensor{a, b}, f.read, func(c ctx, in []node) (node, error) {
 			pa, err := e.packed(c, in[0])
 			if err != nil {
 				return node{}, err
@@ -376,25 +397,27 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, read func(*Tensor) (node,
 			if err != nil {
 				return node{}, err
 			}
-			return mm(c, pa, pb, ta, tb, ne4(out))
+			return f.node(c, pa, pb, ta, tb, ne4(out))
 		})
 	}
-	y, err := op("matmul", shape, x, w, false, true)
-	if err != nil {
-		return nil, err
+	var c chain
+	xo := c.do(func() (*Tensor, error) { return f.operand(x) })
+	wo := c.do(func() (*Tensor, error) { return f.operand(w) })
+	y := c.do(func() (*Tensor, error) { return op("matmul", shape, xo, wo, false, true) })
+	if c.err != nil {
+		return nil, c.err
 	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
 		var gx, gw *Tensor
-		var err error
+		var c chain
+		gop := c.do(func() (*Tensor, error) { return f.operand(g) })
 		if x.requiresGrad {
-			if gx, err = op("matmul_back", x.shape, g, w, false, false); err != nil {
-				return nil, err
-			}
+			gx = c.do(func() (*Tensor, error) { return op("matmul_back", x.shape, gop, wo, false, false) })
 		}
 		if w.requiresGrad {
-			gw, err = op("matmul_back", w.shape, g, x, true, false)
+			gw = c.do(func() (*Tensor, error) { return op("matmul_back", w.shape, gop, xo, true, false) })
 		}
-		return []*Tensor{gx, gw}, err
+		return []*Tensor{gx, gw}, c.err
 	})
 	return y, nil
 }

@@ -23,9 +23,9 @@ package ggmlcgo
 //     struct ggml_tensor * args[2] = {g, y};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], y->ne[2], y->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
 // }
-// static struct ggml_tensor * gglua_bias_relu_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * bias) {
+// static struct ggml_tensor * gglua_bias_relu_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * bias, enum ggml_type t) {
 //     struct ggml_tensor * args[2] = {a, bias};
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, gglua_bias_relu_f32, -1, NULL), "bias_relu");
+//     return gglua_named(ggml_custom_4d(ctx, t, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 2, gglua_bias_relu_f32, -1, NULL), "bias_relu");
 // }
 // static struct ggml_tensor * gglua_adamw_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * g, struct ggml_tensor * m, struct ggml_tensor * v, struct ggml_tensor * p) {
 //     struct ggml_tensor * args[4] = {g, m, v, p};
@@ -50,6 +50,10 @@ package ggmlcgo
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 2, gglua_gemm_bf16_f32, -1, gglua_gemm_bf16_flags[k]),
 //                        gglua_gemm_bf16_names[k]);
 // }
+// static struct ggml_tensor * gglua_round_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a) {
+//     struct ggml_tensor * args[1] = {a};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_BF16, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_round_bf16_f32, -1, NULL), "to_bf16");
+// }
 // // gglua_runs_kernel reports whether backend b computes gglua's kernel
 // // number k (see kernelNodes) on f32 operands of one shape: the CPU always,
 // // a device if its library has the kernel (scripts/cuda/gglua-kernels.cu).
@@ -62,7 +66,9 @@ package ggmlcgo
 //     for (int i = 0; i < 3; i++) a[i] = ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne);
 //     const int64_t ne2[2] = {16, 16};
 //     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1]) :
-//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1]) :
+//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
+//         k == 7 ? gglua_round_bf16_node(ctx, a[0]) : k == 8 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_BF16) :
+//         k == 9 ? gglua_relu_back_node(ctx, a[0], ggml_new_tensor(ctx, GGML_TYPE_BF16, 1, ne)) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
@@ -83,15 +89,16 @@ import (
 type Kernel int
 
 const (
-	KernelRelu     Kernel = iota // ReluKernel and ReluBackKernel
-	KernelGeluBack               // GeluErfBackKernel
-	KernelBiasRelu               // BiasReluKernel, and ReluBackKernel for its gradient
-	KernelGemmBF16               // GemmBF16 (the three transposes a product and its gradients use)
+	KernelRelu         Kernel = iota // ReluKernel and ReluBackKernel
+	KernelGeluBack                   // GeluErfBackKernel
+	KernelBiasRelu                   // BiasReluKernel, and ReluBackKernel for its gradient
+	KernelGemmBF16                   // GemmBF16 (the three transposes a product and its gradients use) and RoundBF16Kernel
+	KernelBiasReluBF16               // BiasReluKernel to bf16, and ReluBackKernel of a bf16 result
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:
@@ -177,10 +184,17 @@ func (c *Context) ReluKernel(x Tensor) (Tensor, error) {
 	return result(C.gglua_relu_node(c.p, x.p))
 }
 
-// ReluBackKernel: see ReluKernel.
+// ReluBackKernel: see ReluKernel. y may be bf16 (a BiasReluKernel result
+// rounded for a product: where relu is 0 or NaN rounding keeps it so).
 func (c *Context) ReluBackKernel(g, y Tensor) (Tensor, error) {
-	if err := c.checkF32("relu_back", g, y); err != nil {
+	if err := c.checkF32("relu_back", g); err != nil {
 		return Tensor{}, err
+	}
+	if err := c.checkOp("relu_back", y); err != nil {
+		return Tensor{}, err
+	}
+	if y.Type() != F32 && y.Type() != BF16 {
+		return Tensor{}, fmt.Errorf("relu_back: the result must be f32 or bf16, got %s", y.Type())
 	}
 	if !sameShape(g, y) || !g.contiguous() || !y.contiguous() {
 		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), y.Ne())
@@ -191,15 +205,20 @@ func (c *Context) ReluBackKernel(g, y Tensor) (Tensor, error) {
 // BiasReluKernel is relu(a + bias) as one node of gglua's kernel (relu.c;
 // on a device gglua-kernels.cu), NaN kept, for a contiguous f32 tensor a
 // and bias a contiguous f32 row of a's ne0, added to every row (a linear
-// layer's bias). A custom op: only where Backend.HasKernel(KernelBiasRelu).
-func (c *Context) BiasReluKernel(a, bias Tensor) (Tensor, error) {
+// layer's bias); the result in type out, f32, or bf16 (the f32 result
+// rounded). A custom op: only where Backend.HasKernel(KernelBiasRelu), and
+// KernelBiasReluBF16 for bf16.
+func (c *Context) BiasReluKernel(a, bias Tensor, out Type) (Tensor, error) {
 	if err := c.checkF32("bias_relu", a, bias); err != nil {
 		return Tensor{}, err
+	}
+	if out != F32 && out != BF16 {
+		return Tensor{}, fmt.Errorf("bias_relu: the result must be f32 or bf16, not %s", out)
 	}
 	if !a.contiguous() || !bias.contiguous() || bias.Ne()[0] != a.Ne()[0] || bias.Nelements() != bias.Ne()[0] {
 		return Tensor{}, fmt.Errorf("bias_relu: the kernel needs a contiguous operand and a contiguous row of its ne0, got ne %v and %v", a.Ne(), bias.Ne())
 	}
-	return result(C.gglua_bias_relu_node(c.p, a.p, bias.p))
+	return result(C.gglua_bias_relu_node(c.p, a.p, bias.p, C.enum_ggml_type(out)))
 }
 
 // GemmBF16 is op(a)·op(b) from operands rounded to bf16, summed in f32
@@ -241,6 +260,21 @@ func cbool(b bool) C.int {
 		return 1
 	}
 	return 0
+}
+
+// RoundBF16Kernel is the contiguous f32 tensor a rounded to bf16 (to
+// nearest, ties to even, as Cast rounds), one node of gglua's kernel
+// (gemm_bf16.c; on a device gglua-kernels.cu, at the memory's bandwidth
+// where ggml's copy reaches a third of it). A custom op: only where
+// Backend.HasKernel(KernelGemmBF16).
+func (c *Context) RoundBF16Kernel(a Tensor) (Tensor, error) {
+	if err := c.checkF32("to_bf16", a); err != nil {
+		return Tensor{}, err
+	}
+	if !a.contiguous() {
+		return Tensor{}, fmt.Errorf("to_bf16: the kernel needs a contiguous operand, got ne %v", a.Ne())
+	}
+	return result(C.gglua_round_bf16_node(c.p, a.p))
 }
 
 // AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,

@@ -31,14 +31,14 @@ func TestBiasReluIsAddThenRelu(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	m := []float32{nan, -1, 2, inf, -inf, 0, 1, float32(math.Copysign(0, -1)), -3}
 	in := place(t, b, ctx, [][]float32{m, {1, 0.5, 0}, m}, []int64{3, 3}, []int64{3}, []int64{3, 3})
-	fused, err := ctx.BiasReluKernel(in[0], in[1])
+	fused, err := ctx.BiasReluKernel(in[0], in[1], F32)
 	require.NoError(t, err)
 	assert.Equal(t, "bias_relu", fused.Name())
 	sum, err := ctx.Add(in[0], in[1])
 	require.NoError(t, err)
 	slow, err := ctx.ReluKernel(sum)
 	require.NoError(t, err)
-	_, err = ctx.BiasReluKernel(in[0], in[2])
+	_, err = ctx.BiasReluKernel(in[0], in[2], F32)
 	assert.ErrorContains(t, err, "bias_relu", "a matrix is no bias row")
 
 	got, sv := computeBoth(t, b, ctx, fused, slow)
@@ -131,4 +131,86 @@ func TestGemmBF16IsTheProductOfRoundedOperands(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ctx.GemmBF16(every2nd, in[1], false, false, [MaxDims]int64{n, 2, 1, 1})
 	assert.ErrorContains(t, err, "contiguous", "a strided view is refused")
+}
+
+// TestRoundBF16KernelIsCast: gglua's to_bf16 kernel rounds as ggml's Cast
+// does, bit for bit: ties to even, past the largest bf16 to infinity,
+// subnormals, -0, and NaNs (a signalling one comes back quiet).
+func TestRoundBF16KernelIsCast(t *testing.T) {
+	b := cpu(t, 2)
+	ctx, err := NewContext(16, 16)
+	require.NoError(t, err)
+	defer ctx.Free()
+	bits := []uint32{0x3f808000, 0x3f818000, 0x3f80c000, 0x7f7fffff, 0x00000001, 0x00018000, 0x80000000, 0x7fc00001, 0x7f800001, 0xff800000, 0xbf7fffff}
+	v := make([]float32, len(bits))
+	for i, u := range bits {
+		v[i] = math.Float32frombits(u)
+	}
+	in := place(t, b, ctx, [][]float32{v}, []int64{int64(len(v))})
+	r, err := ctx.RoundBF16Kernel(in[0])
+	require.NoError(t, err)
+	assert.Equal(t, BF16, r.Type())
+	mine, err := ctx.Cast(r, F32)
+	require.NoError(t, err)
+	cast, err := ctx.Cast(in[0], BF16)
+	require.NoError(t, err)
+	ggmls, err := ctx.Cast(cast, F32)
+	require.NoError(t, err)
+	got, want := computeBoth(t, b, ctx, mine, ggmls)
+	for i := range got {
+		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "%#08x", bits[i])
+	}
+	assert.Equal(t, float32(1), got[0], "a tie goes to the even neighbour")
+	assert.True(t, math.IsInf(float64(got[3]), 1), "past the largest bf16: inf")
+	assert.Equal(t, uint32(0x7fc00000), math.Float32bits(got[8]), "a signalling NaN comes back quiet")
+}
+
+// TestBiasReluToBF16: bias_relu into bf16 is the f32 result rounded (bit
+// for bit, as Cast rounds), and relu_back reading that bf16 result selects
+// as it does from the f32 one (NaN passes, zeros block).
+func TestBiasReluToBF16(t *testing.T) {
+	b := cpu(t, 2)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	a := []float32{nan, -1, 2.0078125, inf, -inf, 0, 1.00390625, float32(math.Copysign(0, -1)), 3.3333}
+	g := []float32{1, 2, 3, 4, inf, 6, 7, 8, nan}
+	// Each comparison in a context of its own: a graph's nodes keep the
+	// memory of the allocator that placed them, freed after computeBoth.
+	both := func(f func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor)) ([]float32, []float32) {
+		ctx, err := NewContext(32, 32)
+		require.NoError(t, err)
+		t.Cleanup(ctx.Free)
+		in := place(t, b, ctx, [][]float32{a, {1, 0.5, 0}, g}, []int64{3, 3}, []int64{3}, []int64{3, 3})
+		y16, err := ctx.BiasReluKernel(in[0], in[1], BF16)
+		require.NoError(t, err)
+		assert.Equal(t, BF16, y16.Type())
+		y32, err := ctx.BiasReluKernel(in[0], in[1], F32)
+		require.NoError(t, err)
+		_, err = ctx.BiasReluKernel(in[0], in[1], F16)
+		assert.ErrorContains(t, err, "f32 or bf16")
+		x, y := f(ctx, y16, y32, in[2])
+		return computeBoth(t, b, ctx, x, y)
+	}
+	got, want := both(func(ctx *Context, y16, y32, _ Tensor) (Tensor, Tensor) {
+		mine, err := ctx.Cast(y16, F32)
+		require.NoError(t, err)
+		r, err := ctx.Cast(y32, BF16)
+		require.NoError(t, err)
+		cast, err := ctx.Cast(r, F32)
+		require.NoError(t, err)
+		return mine, cast
+	})
+	for i := range got {
+		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "element %d", i)
+	}
+	assert.Equal(t, float32(2), got[2], "2.0078125 rounds to 2")
+	gb16, gb32 := both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
+		back16, err := ctx.ReluBackKernel(g, y16)
+		require.NoError(t, err)
+		back32, err := ctx.ReluBackKernel(g, y32)
+		require.NoError(t, err)
+		return back16, back32
+	})
+	for i := range gb16 {
+		assert.Equal(t, math.Float32bits(gb32[i]), math.Float32bits(gb16[i]), "gradient element %d", i)
+	}
 }

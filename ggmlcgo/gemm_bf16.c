@@ -7,32 +7,6 @@
 
 #include "gglua_ops.h"
 
-// gglua_round_bf16 is f rounded to bf16 (to nearest, ties to even; NaN
-// stays a quiet NaN), as ggml's and PyTorch's conversions round, widened
-// back to f32.
-static inline float gglua_round_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        u = (u | 0x00400000u) & 0xffff0000u;
-    } else {
-        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    }
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-// gglua_bf16_operand is element i of t (f32, rounded to bf16; or bf16).
-static inline float gglua_bf16_operand(const struct ggml_tensor * t, int64_t i) {
-    if (t->type == GGML_TYPE_BF16) {
-        const uint32_t u = (uint32_t) ((const uint16_t *) t->data)[i] << 16;
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    return gglua_round_bf16(((const float *) t->data)[i]);
-}
-
 void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const int * f = (const int *) userdata; // {ta, tb}
     const struct ggml_tensor * a = dst->src[0];
@@ -46,11 +20,22 @@ void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * user
         for (int64_t j = 0; j < N; j++) {
             float sum = 0.0f;
             for (int64_t k = 0; k < K; k++) {
-                const float x = gglua_bf16_operand(a, f[0] ? k * M + i : i * K + k);
-                const float y = gglua_bf16_operand(b, f[1] ? j * K + k : k * N + j);
+                const float x = gglua_round_bf16(gglua_element(a, f[0] ? k * M + i : i * K + k));
+                const float y = gglua_round_bf16(gglua_element(b, f[1] ? j * K + k : k * N + j));
                 sum += x * y;
             }
             d[i * N + j] = sum;
         }
+    }
+}
+
+void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const float * x = (const float *) dst->src[0]->data;
+    uint16_t * y = (uint16_t *) dst->data;
+    int64_t i0, i1;
+    gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        y[i] = gglua_bf16_bits(x[i]);
     }
 }

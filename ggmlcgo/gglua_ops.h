@@ -1,6 +1,8 @@
 // gglua_ops.h - gglua's own C kernels, run as ggml custom ops on the CPU.
 #ifndef GGLUA_OPS_H
 #define GGLUA_OPS_H
+#include <string.h>
+
 #include "gglua_ggml.h"
 
 // gglua_share is thread ith's part [*from, *to) of n items cut into nth
@@ -9,6 +11,40 @@ static inline void gglua_share(int64_t n, int ith, int nth, int64_t * from, int6
     const int64_t per = (n + nth - 1) / nth;
     *from = per * ith < n ? per * ith : n;
     *to = *from + per < n ? *from + per : n;
+}
+
+// gglua_round_bf16 is f rounded to bf16 (to nearest, ties to even; NaN
+// stays a quiet NaN), as ggml's and PyTorch's conversions round, widened
+// back to f32; gglua_bf16_bits is the same as bf16's 16 bits.
+static inline float gglua_round_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        u = (u | 0x00400000u) & 0xffff0000u;
+    } else {
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t gglua_bf16_bits(float f) {
+    const float r = gglua_round_bf16(f);
+    uint32_t u;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t) (u >> 16);
+}
+
+// gglua_element is element i of the contiguous tensor t, f32 or bf16
+// (widened: exact).
+static inline float gglua_element(const struct ggml_tensor * t, int64_t i) {
+    if (t->type == GGML_TYPE_BF16) {
+        const uint32_t u = (uint32_t) ((const uint16_t *) t->data)[i] << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    }
+    return ((const float *) t->data)[i];
 }
 
 // gglua_transpose_f32 writes dst = the transpose of dst->src[0] (swapping
@@ -34,15 +70,17 @@ void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 // gglua_relu_f32 writes dst = max(x, 0) for x = dst->src[0], NaN kept;
-// gglua_relu_back_f32 writes dst = g where x > 0 or x is NaN, 0 elsewhere,
-// for g, x = dst->src[0..1] (contiguous f32 of dst's shape).
+// gglua_relu_back_f32 writes dst = g where y > 0 or y is NaN, 0 elsewhere,
+// for g, y = dst->src[0..1] (contiguous, of dst's shape; g f32, y relu's
+// result in f32 or bf16).
 void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 // gglua_bias_relu_f32 writes dst = relu(a + bias) (NaN kept) for a =
 // dst->src[0] (contiguous f32 of dst's shape) and bias = dst->src[1], one
 // contiguous row of dst's ne0 added to every row: a linear layer's bias
-// and relu in one pass. The rows are split over nth threads.
+// and relu in one pass; a bf16 dst takes the f32 result rounded. The rows
+// are split over nth threads.
 void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 // gglua_adamw_f32 is ggml's opt_step_adamw, in place: dst is a view of the
@@ -57,5 +95,10 @@ void gglua_adamw_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata
 // userdata points at two ints {ta, tb}: whether a and b are used
 // transposed. The rows of dst are split over nth threads.
 void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+// gglua_round_bf16_f32 writes dst (bf16) = dst->src[0] (contiguous f32 of
+// dst's shape) rounded to nearest, ties to even (NaN stays a quiet NaN),
+// the elements split over nth threads.
+void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 #endif

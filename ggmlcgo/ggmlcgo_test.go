@@ -299,6 +299,11 @@ func computeBoth(t *testing.T, b *Backend, ctx *Context, x, y Tensor) ([]float32
 	t.Helper()
 	g, err := ctx.NewGraph(32)
 	require.NoError(t, err)
+	// Both are read after the compute: ggml's allocator must not place
+	// later nodes over them (it did, over a result whose source was a
+	// freed half-precision tensor).
+	x.SetOutput()
+	y.SetOutput()
 	require.NoError(t, g.Expand(x))
 	require.NoError(t, g.Expand(y))
 	ga := NewGallocr(b.BufferType())

@@ -32,12 +32,12 @@ void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata)
 void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) userdata;
     const float * g = (const float *) dst->src[0]->data;
-    const float * y = (const float *) dst->src[1]->data; // relu's result
+    const struct ggml_tensor * yt = dst->src[1]; // relu's result, f32 or bf16
     float * d = (float *) dst->data;
     int64_t i0, i1;
     gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
-        const float v = y[i];
+        const float v = gglua_element(yt, i);
         d[i] = v > 0 || v != v ? g[i] : 0.0f; // PyTorch: g where relu(x) > 0 or is NaN
     }
 }
@@ -52,8 +52,12 @@ void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * user
     gglua_share(ggml_nrows(dst), ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         for (int64_t i = 0; i < ne0; i++) {
-            const float v = a[r * ne0 + i] + bias[i];
-            y[r * ne0 + i] = gglua_relu1(v);
+            const float v = gglua_relu1(a[r * ne0 + i] + bias[i]);
+            if (dst->type == GGML_TYPE_BF16) {
+                ((uint16_t *) y)[r * ne0 + i] = gglua_bf16_bits(v);
+            } else {
+                y[r * ne0 + i] = v;
+            }
         }
     }
 }

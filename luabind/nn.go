@@ -43,6 +43,7 @@ func openNN(L *lua.LState, env *Env) {
 	// gets it as its chunk's argument).
 	private := L.NewTable()
 	L.SetField(private, "bias_relu", L.NewFunction(env.binaryTensors("bias_relu", (*core.Engine).BiasRelu)))
+	L.SetField(private, "bias_relu_for_product", L.NewFunction(env.binaryTensors("bias_relu", (*core.Engine).BiasReluForProduct)))
 	for _, f := range nnSources {
 		fn, err := luacompile.Load(L, strings.NewReader(f.source), f.name)
 		if err != nil {

@@ -421,20 +421,26 @@ function nn.Sequential:add(m) return append_module(self, "Sequential:add", m) en
 -- and gradients are the two modules'). fusable holds the classes and
 -- functions as nn.lua made them (filled in below, once both exist), so a
 -- change to nn.Linear or nn.ReLU after loading turns the fusion off.
+-- When the module after the pair is such a Linear too, only its product
+-- reads the result, which autocast may then keep in bf16 (core's
+-- BiasReluForProduct: the product would round it so).
 local fusable = {}
+local function plain_linear(m)
+  local f = fusable
+  return getmetatable(m) == f.linear and m.forward == f.linear_forward and f.linear.__call == f.linear_call
+end
 local function linear_then_relu(m, nxt)
   local f = fusable
-  return getmetatable(m) == f.linear and getmetatable(nxt) == f.relu and
-    m.forward == f.linear_forward and nxt.forward == f.relu_forward and
-    f.linear.__call == f.linear_call and f.relu.__call == f.relu_call and
-    is_tensor(m.bias) and #nxt.args == 0
+  return plain_linear(m) and getmetatable(nxt) == f.relu and nxt.forward == f.relu_forward and
+    f.relu.__call == f.relu_call and is_tensor(m.bias) and #nxt.args == 0
 end
 
 function nn.Sequential:forward(x)
   local i = 1
   while i <= #self do
     if linear_then_relu(self[i], self[i + 1]) then
-      x = private.bias_relu(x:linear(self[i].weight), self[i].bias)
+      local fused = plain_linear(self[i + 2]) and private.bias_relu_for_product or private.bias_relu
+      x = fused(x:linear(self[i].weight), self[i].bias)
       i = i + 2
     else
       x = self[i](x)

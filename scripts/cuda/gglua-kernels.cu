@@ -9,6 +9,7 @@
 // fast forms, as in ggml's own kernels).
 #include "gglua-kernels.cuh"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -92,17 +93,47 @@ static void gglua_map(cudaStream_t stream, const ggml_tensor * dst, const F f) {
     }
 }
 
+// gglua_store writes v as T: f32, or bf16 rounded to nearest (a result
+// rounded for a product, which would round it the same way).
+static __device__ __forceinline__ void gglua_store(float * d, float v) { *d = v; }
+static __device__ __forceinline__ void gglua_store(nv_bfloat16 * d, float v) { *d = __float2bfloat16_rn(v); }
+
 // gglua_bias_relu is d = relu(a + bias) for a of rows of ne0 and bias one
 // row: blockIdx.y walks the rows (strided: a grid's y is at most 65535),
 // x the columns, so no thread divides to find its column.
-static __global__ void gglua_bias_relu(const float * a, const float * bias, float * d, const int64_t ne0, const int64_t rows) {
+template <typename T>
+static __global__ void gglua_bias_relu(const float * a, const float * bias, T * d, const int64_t ne0, const int64_t rows) {
     const int64_t col = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= ne0) {
         return;
     }
     const float bv = bias[col];
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        d[r * ne0 + col] = gglua_relu()(a[r * ne0 + col] + bv, 0.0f, 0.0f);
+        gglua_store(d + r * ne0 + col, gglua_relu()(a[r * ne0 + col] + bv, 0.0f, 0.0f));
+    }
+}
+
+// gglua_relu_back_bf16 is gglua_relu_back reading relu's result in bf16
+// (its sign and NaN are the f32 result's), four elements a thread.
+static __global__ void gglua_relu_back_bf16(const float * __restrict__ g, const nv_bfloat16 * __restrict__ y, float * __restrict__ d,
+                                            const int64_t n) {
+    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
+    gglua_relu_back back;
+    if (i + 4 <= n) {
+        const float4 gv = *(const float4 *) (g + i);
+        const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *) (y + i));
+        const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *) (y + i + 2));
+        *(float4 *) (d + i) = make_float4(back(gv.x, lo.x, 0.0f), back(gv.y, lo.y, 0.0f), back(gv.z, hi.x, 0.0f), back(gv.w, hi.y, 0.0f));
+        return;
+    }
+    for (int64_t j = i; j < n; j++) {
+        d[j] = back(g[j], __bfloat162float(y[j]), 0.0f);
+    }
+}
+
+static __global__ void gglua_relu_back_bf16_1(const float * g, const nv_bfloat16 * y, float * d, const int64_t n) {
+    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
+        d[i] = gglua_relu_back()(g[i], __bfloat162float(y[i]), 0.0f);
     }
 }
 
@@ -130,21 +161,30 @@ static __global__ void gglua_to_bf16_1(const float * x, nv_bfloat16 * y, const i
     }
 }
 
+// gglua_round_to_bf16 launches the one that fits x and y.
+//
 // gglua_bf16_operand is t's values in bf16: t's own data if it is bf16,
 // else a rounded copy in buf (ggml's pool, returned when buf goes).
+static void gglua_round_to_bf16(cudaStream_t stream, const float * x, nv_bfloat16 * y, const int64_t n) {
+    if (n == 0) {
+        return;
+    }
+    if (gglua_aligned(x) && (uintptr_t) y % 8 == 0) {
+        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+        gglua_to_bf16<<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(x, y, n);
+    } else {
+        const int64_t blocks = (n + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+        gglua_to_bf16_1<<<(unsigned int) (blocks < (1 << 30) ? blocks : (1 << 30)), GGLUA_BLOCK, 0, stream>>>(x, y, n);
+    }
+}
+
 static const nv_bfloat16 * gglua_bf16_operand(cudaStream_t stream, const ggml_tensor * t, ggml_cuda_pool_alloc<nv_bfloat16> & buf) {
     if (t->type == GGML_TYPE_BF16) {
         return (const nv_bfloat16 *) t->data;
     }
     const int64_t n = ggml_nelements(t);
     nv_bfloat16 * y = buf.alloc(n);
-    if (gglua_aligned(t->data)) {
-        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-        gglua_to_bf16<<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>((const float *) t->data, y, n);
-    } else {
-        const int64_t blocks = (n + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-        gglua_to_bf16_1<<<(unsigned int) (blocks < (1 << 30) ? blocks : (1 << 30)), GGLUA_BLOCK, 0, stream>>>((const float *) t->data, y, n);
-    }
+    gglua_round_to_bf16(stream, (const float *) t->data, y, n);
     return y;
 }
 
@@ -208,6 +248,47 @@ static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, 
                               &beta, dst->data, CUDA_R_32F, (int) g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
 }
 
+// gglua_bias_relu4 is gglua_bias_relu four columns a thread, for ne0 a
+// multiple of 4 and 16-byte aligned operands (one float a thread reached
+// half the memory's bandwidth).
+static __device__ __forceinline__ void gglua_store4(float * d, float4 v) { *(float4 *) d = v; }
+static __device__ __forceinline__ void gglua_store4(nv_bfloat16 * d, float4 v) {
+    *(__nv_bfloat162 *) d = __floats2bfloat162_rn(v.x, v.y);
+    *(__nv_bfloat162 *) (d + 2) = __floats2bfloat162_rn(v.z, v.w);
+}
+
+template <typename T>
+static __global__ void gglua_bias_relu4(const float * a, const float * bias, T * d, const int64_t ne0, const int64_t rows) {
+    const int64_t col = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
+    if (col >= ne0) {
+        return;
+    }
+    const float4 bv = *(const float4 *) (bias + col);
+    gglua_relu relu;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float4 v = *(const float4 *) (a + r * ne0 + col);
+        gglua_store4(d + r * ne0 + col,
+                     make_float4(relu(v.x + bv.x, 0.0f, 0.0f), relu(v.y + bv.y, 0.0f, 0.0f), relu(v.z + bv.z, 0.0f, 0.0f), relu(v.w + bv.w, 0.0f, 0.0f)));
+    }
+}
+
+// gglua_launch_bias_relu runs dst = relu(a + bias) into T.
+template <typename T>
+static void gglua_launch_bias_relu(cudaStream_t stream, const ggml_tensor * dst) {
+    const int64_t ne0 = dst->ne[0], rows = ggml_nrows(dst);
+    const float * a = (const float *) dst->src[0]->data;
+    const float * bias = (const float *) dst->src[1]->data;
+    T * d = (T *) dst->data;
+    const unsigned int ys = (unsigned int) (rows < 65535 ? rows : 65535);
+    if (ne0 % 4 == 0 && gglua_aligned(a) && gglua_aligned(bias) && (uintptr_t) d % (4 * sizeof(T)) == 0) {
+        const dim3 grid((unsigned int) ((ne0 / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK), ys);
+        gglua_bias_relu4<T><<<grid, GGLUA_BLOCK, 0, stream>>>(a, bias, d, ne0, rows);
+    } else {
+        const dim3 grid((unsigned int) ((ne0 + GGLUA_BLOCK - 1) / GGLUA_BLOCK), ys);
+        gglua_bias_relu<T><<<grid, GGLUA_BLOCK, 0, stream>>>(a, bias, d, ne0, rows);
+    }
+}
+
 // ---- matching a node ----
 
 // gglua_op is the index of dst's op in gglua_ops (-1: not one of gglua's,
@@ -217,12 +298,15 @@ struct gglua_op_shape { const char * name; int n_src; };
 static const gglua_op_shape gglua_ops[] = { {"relu", 1}, {"relu_back", 2}, {"gelu_back", 3}, {"bias_relu", 2} };
 enum { GGLUA_RELU, GGLUA_RELU_BACK, GGLUA_GELU_BACK, GGLUA_BIAS_RELU };
 
+// relu_back's second operand (relu's result) may be bf16: a bias_relu
+// rounded for a product.
 static bool gglua_operand_ok(const ggml_tensor * dst, int k, int s) {
     const ggml_tensor * src = dst->src[s];
     if (s >= gglua_ops[k].n_src) {
         return src == nullptr;
     }
-    if (src == nullptr || src->type != GGML_TYPE_F32 || !ggml_is_contiguous(src)) {
+    const bool bf16_ok = k == GGLUA_RELU_BACK && s == 1;
+    if (src == nullptr || !(src->type == GGML_TYPE_F32 || (bf16_ok && src->type == GGML_TYPE_BF16)) || !ggml_is_contiguous(src)) {
         return false;
     }
     if (k == GGLUA_BIAS_RELU && s == 1) {
@@ -231,13 +315,17 @@ static bool gglua_operand_ok(const ggml_tensor * dst, int k, int s) {
     return ggml_are_same_shape(src, dst);
 }
 
+// Results are f32; bias_relu's may be bf16 (rounded for a product).
 static int gglua_op(const ggml_tensor * dst) {
-    if (dst->op != GGML_OP_CUSTOM || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
+    if (dst->op != GGML_OP_CUSTOM || !ggml_is_contiguous(dst)) {
         return -1;
     }
     for (int k = 0; k < (int) (sizeof(gglua_ops) / sizeof(gglua_ops[0])); k++) {
         if (strcmp(dst->name, gglua_ops[k].name) != 0) {
             continue;
+        }
+        if (dst->type != GGML_TYPE_F32 && !(k == GGLUA_BIAS_RELU && dst->type == GGML_TYPE_BF16)) {
+            return -1;
         }
         for (int s = 0; s < GGML_MAX_SRC; s++) {
             if (!gglua_operand_ok(dst, k, s)) {
@@ -249,9 +337,25 @@ static int gglua_op(const ggml_tensor * dst) {
     return -1;
 }
 
+// gglua_is_to_bf16 reports whether dst is a to_bf16 node: its one operand
+// a contiguous f32 tensor of its shape, rounded into dst (contiguous bf16).
+static bool gglua_is_to_bf16(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, "to_bf16") != 0 || dst->type != GGML_TYPE_BF16 || !ggml_is_contiguous(dst) ||
+        a == nullptr || a->type != GGML_TYPE_F32 || !ggml_is_contiguous(a) || !ggml_are_same_shape(a, dst)) {
+        return false;
+    }
+    for (int s = 1; s < GGML_MAX_SRC; s++) {
+        if (dst->src[s] != nullptr) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool gglua_cuda_supports(const ggml_tensor * dst) {
     gglua_gemm g;
-    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g);
+    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst);
 }
 
 bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
@@ -261,26 +365,46 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
         gglua_gemm_bf16(ctx, dst, g);
         return true;
     }
+    if (gglua_is_to_bf16(dst)) {
+        gglua_round_to_bf16(stream, (const float *) dst->src[0]->data, (nv_bfloat16 *) dst->data, ggml_nelements(dst));
+        return true;
+    }
     switch (gglua_op(dst)) {
         case GGLUA_RELU:
             gglua_map<1>(stream, dst, gglua_relu());
             return true;
         case GGLUA_RELU_BACK:
+            if (dst->src[1]->type == GGML_TYPE_BF16) {
+                const int64_t n = ggml_nelements(dst);
+                const float * g = (const float *) dst->src[0]->data;
+                const nv_bfloat16 * y = (const nv_bfloat16 *) dst->src[1]->data;
+                float * d = (float *) dst->data;
+                if (n == 0) {
+                    return true;
+                }
+                if (gglua_aligned(g) && gglua_aligned(d) && (uintptr_t) y % 8 == 0) {
+                    const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+                    gglua_relu_back_bf16<<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
+                } else {
+                    gglua_relu_back_bf16_1<<<(unsigned int) std::min<int64_t>((n + GGLUA_BLOCK - 1) / GGLUA_BLOCK, 1 << 30), GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
+                }
+                return true;
+            }
             gglua_map<2>(stream, dst, gglua_relu_back());
             return true;
         case GGLUA_GELU_BACK:
             gglua_map<3>(stream, dst, gglua_gelu_back());
             return true;
-        case GGLUA_BIAS_RELU: {
-            const int64_t ne0 = dst->ne[0], rows = ggml_nrows(dst);
+        case GGLUA_BIAS_RELU:
             if (ggml_nelements(dst) == 0) {
                 return true;
             }
-            const dim3 grid((unsigned int) ((ne0 + GGLUA_BLOCK - 1) / GGLUA_BLOCK), (unsigned int) (rows < 65535 ? rows : 65535));
-            gglua_bias_relu<<<grid, GGLUA_BLOCK, 0, stream>>>((const float *) dst->src[0]->data, (const float *) dst->src[1]->data,
-                                                             (float *) dst->data, ne0, rows);
+            if (dst->type == GGML_TYPE_BF16) {
+                gglua_launch_bias_relu<nv_bfloat16>(stream, dst);
+            } else {
+                gglua_launch_bias_relu<float>(stream, dst);
+            }
             return true;
-        }
         default:
             return false;
     }
