@@ -13,12 +13,12 @@ import (
 // autocast does. Everything else (sums, norms, softmax, losses) stays f32.
 //
 // One difference from PyTorch, documented in docs/PYTORCH.md: a product's
-// result is an f32 tensor where PyTorch's is bf16. On CUDA a product ggml
-// gives cuBLAS comes back as cuBLAS writes it (bf16, widened by ggml);
-// ggml's own kernels for products of a few rows, and the CPU, keep the f32
-// sums of the bf16 operands' products. Either way no more rounded than
-// PyTorch's, and the next op would widen a bf16 result to f32 anyway (ops
-// compute in f32 here). Gradients compute in the precision their forward
+// result is an f32 tensor where PyTorch's is bf16: the f32 sums of the
+// bf16 operands' products (on a device with gglua's kernels, 2-d products
+// run as its bf16 gemm, ops_matmul.go; a batched product ggml gives cuBLAS
+// comes back as cuBLAS writes it, bf16, widened by ggml). Either way no
+// more rounded than PyTorch's, and the next op would widen a bf16 result
+// to f32 anyway (ops compute in f32 here). Gradients compute in the precision their forward
 // recorded (Backward turns autocast off), and dot is not autocast (as
 // torch.dot; matmul of two vectors is).
 //

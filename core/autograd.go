@@ -15,6 +15,9 @@ type gradFn struct {
 	inputs   []*Tensor
 	versions []int64 // each input's storage version when the op read it
 	backward func(g *Tensor) ([]*Tensor, error)
+	// roundsGrad: backward rounds g to bf16 before it reads it (autocast's
+	// gemm), so the op that makes g may hand it over rounded.
+	roundsGrad bool
 }
 
 // savesNothing names the ops whose gradients do not read their inputs'

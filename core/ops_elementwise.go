@@ -264,7 +264,7 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 				return node{}, err
 			}
 			return c.ReluKernel(a)
-		}, func(g, x, y *Tensor) (*Tensor, error) { return e.reluBackKernel(g, y) })
+		}, func(g, x, y *Tensor) (*Tensor, error) { return e.reluBackKernel(g, y, ggmlcgo.F32) })
 	}
 	// A device library without gglua's kernels: ggml's ops. The result's
 	// mask takes one kernel fewer than the input's (it is never negative:
@@ -285,9 +285,10 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 
 // reluBackKernel is relu's gradient from its result y in one pass of
 // gglua's kernel: g where y > 0 or is NaN, 0 elsewhere (selected). y is
-// read as stored (f32, or bf16 from BiasReluForProduct).
-func (e *Engine) reluBackKernel(g, y *Tensor) (*Tensor, error) {
-	return e.newOpReading("relu_back", y.shape, []*Tensor{g, y}, e.storedInput, func(c ctx, in []node) (node, error) {
+// read as stored (f32, or bf16 from BiasReluForProduct); the gradient is
+// f32, or bf16 where out says so (rounded for a product's gradient).
+func (e *Engine) reluBackKernel(g, y *Tensor, out ggmlcgo.Type) (*Tensor, error) {
+	d, err := e.newOpReading("relu_back", y.shape, []*Tensor{g, y}, e.storedInput, func(c ctx, in []node) (node, error) {
 		pg, err := e.packed(c, in[0])
 		if err != nil {
 			return node{}, err
@@ -296,8 +297,13 @@ func (e *Engine) reluBackKernel(g, y *Tensor) (*Tensor, error) {
 		if err != nil {
 			return node{}, err
 		}
-		return c.ReluBackKernel(pg, py)
+		return c.ReluBackKernel(pg, py, out)
 	})
+	if err != nil {
+		return nil, err
+	}
+	d.dtype = out
+	return d, nil
 }
 
 // BiasRelu is relu(a + bias) for a [.., n] and bias [n]: a linear layer's
@@ -344,17 +350,27 @@ func (e *Engine) biasRelu(a, bias *Tensor, out ggmlcgo.Type) (*Tensor, error) {
 	}
 	y.dtype = out
 	e.record(y, "bias_relu", []*Tensor{a, bias}, func(g *Tensor) ([]*Tensor, error) {
-		d, err := e.reluBackKernel(g, y)
+		// a's gradient goes to the product that made a, when its backward
+		// rounds the gradient to bf16 anyway (autocast's gemm): it is
+		// written rounded, and the bias's is summed from that (PyTorch's
+		// autocast sums the bias's gradient from the bf16 one too).
+		grad := ggmlcgo.F32
+		if out == ggmlcgo.BF16 && a.gradFn != nil && a.gradFn.roundsGrad {
+			grad = ggmlcgo.BF16
+		}
+		d, err := e.reluBackKernel(g, y, grad)
 		if err != nil {
 			return nil, err
 		}
 		var gb *Tensor
-		if bias.requiresGrad {
-			if gb, err = e.sumTo(d, bias.shape); err != nil {
-				return nil, err
-			}
+		switch {
+		case !bias.requiresGrad:
+		case grad == ggmlcgo.BF16:
+			gb, err = e.newOpReading("sum_to", bias.shape, []*Tensor{d}, e.storedInput, func(c ctx, in []node) (node, error) { return c.ColumnSumKernel(in[0]) })
+		default:
+			gb, err = e.sumTo(d, bias.shape)
 		}
-		return []*Tensor{d, gb}, nil
+		return []*Tensor{d, gb}, err
 	})
 	return y, nil
 }

@@ -194,10 +194,10 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	// under autocast (autocast.go), decided now for the gradients too.
 	prec, read := e.productType()
 	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
-		return e.linearGemm(x, w, shape, gemmForm{blasGemm, e.input, asItIs})
+		return e.linearGemm(x, w, shape, gemmForm{blasGemm, e.input, asItIs, false})
 	}
 	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() {
-		return e.linearGemm(x, w, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand})
+		return e.linearGemm(x, w, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
 	}
 	k := x.shape[x.Dim()-1]
 	y, err := e.newOpReading("matmul", shape, []*Tensor{x, w}, read, func(c ctx, in []node) (node, error) {
@@ -346,6 +346,7 @@ type gemmForm struct {
 	node    func(c ctx, a, b node, ta, tb bool, out [ggmlcgo.MaxDims]int64) (node, error)
 	read    func(*Tensor) (node, error)
 	operand func(*Tensor) (*Tensor, error)
+	bf16    bool // operand rounds to bf16 (the gradient too)
 }
 
 // blasGemm is OpenBLAS's f32 gemm (f32 operands: the reader widens).
@@ -419,6 +420,9 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 		}
 		return []*Tensor{gx, gw}, c.err
 	})
+	if y.gradFn != nil {
+		y.gradFn.roundsGrad = f.bf16
+	}
 	return y, nil
 }
 

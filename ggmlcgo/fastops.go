@@ -19,9 +19,13 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {x};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 1, gglua_relu_f32, -1, NULL), "relu");
 // }
-// static struct ggml_tensor * gglua_relu_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * y) {
+// static struct ggml_tensor * gglua_relu_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * y, enum ggml_type t) {
 //     struct ggml_tensor * args[2] = {g, y};
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, y->ne[0], y->ne[1], y->ne[2], y->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
+//     return gglua_named(ggml_custom_4d(ctx, t, y->ne[0], y->ne[1], y->ne[2], y->ne[3], args, 2, gglua_relu_back_f32, -1, NULL), "relu_back");
+// }
+// static struct ggml_tensor * gglua_col_sum_node(struct ggml_context * ctx, struct ggml_tensor * a) {
+//     struct ggml_tensor * args[1] = {a};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], 1, 1, 1, args, 1, gglua_col_sum_f32, -1, NULL), "col_sum");
 // }
 // static struct ggml_tensor * gglua_bias_relu_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * bias, enum ggml_type t) {
 //     struct ggml_tensor * args[2] = {a, bias};
@@ -58,17 +62,19 @@ package ggmlcgo
 // // number k (see kernelNodes) on f32 operands of one shape: the CPU always,
 // // a device if its library has the kernel (scripts/cuda/gglua-kernels.cu).
 // static bool gglua_runs_kernel(ggml_backend_t b, int k) {
-//     struct ggml_init_params p = { 8 * ggml_tensor_overhead(), NULL, true };
+//     struct ggml_init_params p = { 10 * ggml_tensor_overhead(), NULL, true };
 //     struct ggml_context * ctx = ggml_init(p);
 //     if (ctx == NULL) return false;
 //     struct ggml_tensor * a[3];
 //     const int64_t ne[1] = {256};
 //     for (int i = 0; i < 3; i++) a[i] = ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne);
 //     const int64_t ne2[2] = {16, 16};
-//     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1]) :
+//     struct ggml_tensor * h = ggml_new_tensor(ctx, GGML_TYPE_BF16, 1, ne);
+//     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1], GGML_TYPE_F32) :
 //         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
 //         k == 7 ? gglua_round_bf16_node(ctx, a[0]) : k == 8 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_BF16) :
-//         k == 9 ? gglua_relu_back_node(ctx, a[0], ggml_new_tensor(ctx, GGML_TYPE_BF16, 1, ne)) :
+//         k == 9 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_F32) : k == 10 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
+//         k == 11 ? gglua_col_sum_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2)) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
@@ -93,12 +99,12 @@ const (
 	KernelGeluBack                   // GeluErfBackKernel
 	KernelBiasRelu                   // BiasReluKernel, and ReluBackKernel for its gradient
 	KernelGemmBF16                   // GemmBF16 (the three transposes a product and its gradients use) and RoundBF16Kernel
-	KernelBiasReluBF16               // BiasReluKernel to bf16, and ReluBackKernel of a bf16 result
+	KernelBiasReluBF16               // BiasReluKernel to bf16, ReluBackKernel of a bf16 result (to f32 or bf16), ColumnSumKernel of bf16
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:
@@ -185,21 +191,23 @@ func (c *Context) ReluKernel(x Tensor) (Tensor, error) {
 }
 
 // ReluBackKernel: see ReluKernel. y may be bf16 (a BiasReluKernel result
-// rounded for a product: where relu is 0 or NaN rounding keeps it so).
-func (c *Context) ReluBackKernel(g, y Tensor) (Tensor, error) {
+// rounded for a product: where relu is 0 or NaN rounding keeps it so), and
+// the result bf16 (rounded: a gradient that a product rounds anyway) or
+// f32, as out says.
+func (c *Context) ReluBackKernel(g, y Tensor, out Type) (Tensor, error) {
 	if err := c.checkF32("relu_back", g); err != nil {
 		return Tensor{}, err
 	}
 	if err := c.checkOp("relu_back", y); err != nil {
 		return Tensor{}, err
 	}
-	if y.Type() != F32 && y.Type() != BF16 {
-		return Tensor{}, fmt.Errorf("relu_back: the result must be f32 or bf16, got %s", y.Type())
+	if y.Type() != F32 && y.Type() != BF16 || out != F32 && out != BF16 || out == BF16 && y.Type() != BF16 {
+		return Tensor{}, fmt.Errorf("relu_back: relu's result and the gradient must be f32 or bf16 (a bf16 gradient from a bf16 result), got %s and %s", y.Type(), out)
 	}
 	if !sameShape(g, y) || !g.contiguous() || !y.contiguous() {
 		return Tensor{}, fmt.Errorf("relu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), y.Ne())
 	}
-	return result(C.gglua_relu_back_node(c.p, g.p, y.p))
+	return result(C.gglua_relu_back_node(c.p, g.p, y.p, C.enum_ggml_type(out)))
 }
 
 // BiasReluKernel is relu(a + bias) as one node of gglua's kernel (relu.c;
@@ -222,7 +230,7 @@ func (c *Context) BiasReluKernel(a, bias Tensor, out Type) (Tensor, error) {
 }
 
 // GemmBF16 is op(a)·op(b) from operands rounded to bf16, summed in f32
-// (autocast's products), as one node of gglua's kernel (gemm_bf16.c; on a
+// (autocast's products), as one node of gglua's kernel (bf16.c; on a
 // device gglua-kernels.cu, cuBLAS reading the transposes in place, so a
 // gradient's product needs no transposed copies and its result no
 // conversion). a and b are contiguous, f32 (rounded inside) or bf16, seen
@@ -264,7 +272,7 @@ func cbool(b bool) C.int {
 
 // RoundBF16Kernel is the contiguous f32 tensor a rounded to bf16 (to
 // nearest, ties to even, as Cast rounds), one node of gglua's kernel
-// (gemm_bf16.c; on a device gglua-kernels.cu, at the memory's bandwidth
+// (bf16.c; on a device gglua-kernels.cu, at the memory's bandwidth
 // where ggml's copy reaches a third of it). A custom op: only where
 // Backend.HasKernel(KernelGemmBF16).
 func (c *Context) RoundBF16Kernel(a Tensor) (Tensor, error) {
@@ -275,6 +283,21 @@ func (c *Context) RoundBF16Kernel(a Tensor) (Tensor, error) {
 		return Tensor{}, fmt.Errorf("to_bf16: the kernel needs a contiguous operand, got ne %v", a.Ne())
 	}
 	return result(C.gglua_round_bf16_node(c.p, a.p))
+}
+
+// ColumnSumKernel is the sums over the rows of the contiguous f32 or bf16
+// tensor a (every dim past ne0 a row), an f32 row of a's ne0, as one node
+// of gglua's kernel (bf16.c; on a device gglua-kernels.cu): a bias's
+// gradient from a bf16 gradient, which ggml's sums do not read. A custom
+// op: only where Backend.HasKernel(KernelBiasReluBF16).
+func (c *Context) ColumnSumKernel(a Tensor) (Tensor, error) {
+	if err := c.checkOp("col_sum", a); err != nil {
+		return Tensor{}, err
+	}
+	if a.Type() != F32 && a.Type() != BF16 || !a.contiguous() {
+		return Tensor{}, fmt.Errorf("col_sum: the kernel needs a contiguous f32 or bf16 operand, got %s ne %v", a.Type(), a.Ne())
+	}
+	return result(C.gglua_col_sum_node(c.p, a.p))
 }
 
 // AdamWCPU is OptStepAdamW as gglua's kernel (adamw.c): the same update,

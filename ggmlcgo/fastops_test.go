@@ -204,13 +204,63 @@ func TestBiasReluToBF16(t *testing.T) {
 	}
 	assert.Equal(t, float32(2), got[2], "2.0078125 rounds to 2")
 	gb16, gb32 := both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
-		back16, err := ctx.ReluBackKernel(g, y16)
+		back16, err := ctx.ReluBackKernel(g, y16, F32)
 		require.NoError(t, err)
-		back32, err := ctx.ReluBackKernel(g, y32)
+		back32, err := ctx.ReluBackKernel(g, y32, F32)
 		require.NoError(t, err)
 		return back16, back32
 	})
 	for i := range gb16 {
 		assert.Equal(t, math.Float32bits(gb32[i]), math.Float32bits(gb16[i]), "gradient element %d", i)
+	}
+	// The gradient into bf16 is the f32 one rounded.
+	rounded, want := both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
+		back, err := ctx.ReluBackKernel(g, y16, BF16)
+		require.NoError(t, err)
+		wide, err := ctx.Cast(back, F32)
+		require.NoError(t, err)
+		back32, err := ctx.ReluBackKernel(g, y32, F32)
+		require.NoError(t, err)
+		r, err := ctx.Cast(back32, BF16)
+		require.NoError(t, err)
+		ref, err := ctx.Cast(r, F32)
+		require.NoError(t, err)
+		return wide, ref
+	})
+	for i := range rounded {
+		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(rounded[i]), "bf16 gradient element %d", i)
+	}
+}
+
+// TestColumnSumKernel: gglua's column sums of an f32 or bf16 matrix (a
+// bias's gradient) are the sums over its rows (a 3-d operand's rows too).
+func TestColumnSumKernel(t *testing.T) {
+	b := cpu(t, 2)
+	const cols, rows = 5, 7
+	v := make([]float32, cols*rows)
+	want := make([]float32, cols)
+	for i := range v {
+		v[i] = float32(i%11) - 4.5 // exact in bf16
+		want[i%cols] += v[i]
+	}
+	for _, bf16 := range []bool{false, true} {
+		ctx, err := NewContext(16, 16)
+		require.NoError(t, err)
+		in := place(t, b, ctx, [][]float32{v}, []int64{cols, rows / 7, 7})
+		a := in[0]
+		if bf16 {
+			a, err = ctx.Cast(a, BF16)
+			require.NoError(t, err)
+		}
+		s, err := ctx.ColumnSumKernel(a)
+		require.NoError(t, err)
+		assert.Equal(t, [MaxDims]int64{cols, 1, 1, 1}, s.Ne())
+		got, _ := computeBoth(t, b, ctx, s, s)
+		assert.Equal(t, want, got, "bf16 %v", bf16)
+		i32, err := ctx.NewTensor(I32, []int64{4})
+		require.NoError(t, err)
+		_, err = ctx.ColumnSumKernel(i32)
+		assert.ErrorContains(t, err, "f32 or bf16")
+		ctx.Free()
 	}
 }

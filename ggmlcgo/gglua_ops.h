@@ -72,7 +72,7 @@ void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 // gglua_relu_f32 writes dst = max(x, 0) for x = dst->src[0], NaN kept;
 // gglua_relu_back_f32 writes dst = g where y > 0 or y is NaN, 0 elsewhere,
 // for g, y = dst->src[0..1] (contiguous, of dst's shape; g f32, y relu's
-// result in f32 or bf16).
+// result in f32 or bf16); a bf16 dst takes it rounded.
 void gglua_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
@@ -100,5 +100,10 @@ void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 // dst's shape) rounded to nearest, ties to even (NaN stays a quiet NaN),
 // the elements split over nth threads.
 void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+// gglua_col_sum_f32 writes dst [ne0] (f32) = the sums over the rows of
+// dst->src[0] (contiguous, f32 or bf16; every dim past ne0 a row), in f32,
+// the columns split over nth threads.
+void gglua_col_sum_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 #endif

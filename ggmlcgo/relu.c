@@ -38,7 +38,12 @@ void gglua_relu_back_f32(struct ggml_tensor * dst, int ith, int nth, void * user
     gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const float v = gglua_element(yt, i);
-        d[i] = v > 0 || v != v ? g[i] : 0.0f; // PyTorch: g where relu(x) > 0 or is NaN
+        const float r = v > 0 || v != v ? g[i] : 0.0f; // PyTorch: g where relu(x) > 0 or is NaN
+        if (dst->type == GGML_TYPE_BF16) {
+            ((uint16_t *) d)[i] = gglua_bf16_bits(r);
+        } else {
+            d[i] = r;
+        }
     }
 }
 

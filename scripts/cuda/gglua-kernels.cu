@@ -1,6 +1,6 @@
 // gglua-kernels.cu - the CUDA side of gglua's custom ops. gglua builds each
 // as a ggml custom node whose CPU kernel is in ggmlcgo (relu.c,
-// gelu_back.c, gemm_bf16.c); here the same node, matched by its name, runs as one CUDA
+// gelu_back.c, bf16.c); here the same node, matched by its name, runs as one CUDA
 // kernel on ggml-cuda's stream, so it joins ggml's CUDA graphs. The values
 // are the CPU kernels' (PyTorch's): relu keeps NaN, its gradient selects
 // rather than multiplies by a mask (an infinite gradient where relu's
@@ -93,10 +93,18 @@ static void gglua_map(cudaStream_t stream, const ggml_tensor * dst, const F f) {
     }
 }
 
-// gglua_store writes v as T: f32, or bf16 rounded to nearest (a result
-// rounded for a product, which would round it the same way).
+// gglua_load reads an f32 or bf16 element as f32; gglua_store writes v as
+// T: f32, or bf16 rounded to nearest (a result rounded for a product,
+// which would round it the same way); gglua_store4 four of them.
+static __device__ __forceinline__ float gglua_load(const float * a) { return *a; }
+static __device__ __forceinline__ float gglua_load(const nv_bfloat16 * a) { return __bfloat162float(*a); }
 static __device__ __forceinline__ void gglua_store(float * d, float v) { *d = v; }
 static __device__ __forceinline__ void gglua_store(nv_bfloat16 * d, float v) { *d = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void gglua_store4(float * d, float4 v) { *(float4 *) d = v; }
+static __device__ __forceinline__ void gglua_store4(nv_bfloat16 * d, float4 v) {
+    *(__nv_bfloat162 *) d = __floats2bfloat162_rn(v.x, v.y);
+    *(__nv_bfloat162 *) (d + 2) = __floats2bfloat162_rn(v.z, v.w);
+}
 
 // gglua_bias_relu is d = relu(a + bias) for a of rows of ne0 and bias one
 // row: blockIdx.y walks the rows (strided: a grid's y is at most 65535),
@@ -114,8 +122,10 @@ static __global__ void gglua_bias_relu(const float * a, const float * bias, T * 
 }
 
 // gglua_relu_back_bf16 is gglua_relu_back reading relu's result in bf16
-// (its sign and NaN are the f32 result's), four elements a thread.
-static __global__ void gglua_relu_back_bf16(const float * __restrict__ g, const nv_bfloat16 * __restrict__ y, float * __restrict__ d,
+// (its sign and NaN are the f32 result's), four elements a thread, into T
+// (f32, or bf16 for a product's gradient).
+template <typename T>
+static __global__ void gglua_relu_back_bf16(const float * __restrict__ g, const nv_bfloat16 * __restrict__ y, T * __restrict__ d,
                                             const int64_t n) {
     const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
     gglua_relu_back back;
@@ -123,18 +133,102 @@ static __global__ void gglua_relu_back_bf16(const float * __restrict__ g, const 
         const float4 gv = *(const float4 *) (g + i);
         const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *) (y + i));
         const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *) (y + i + 2));
-        *(float4 *) (d + i) = make_float4(back(gv.x, lo.x, 0.0f), back(gv.y, lo.y, 0.0f), back(gv.z, hi.x, 0.0f), back(gv.w, hi.y, 0.0f));
+        gglua_store4(d + i, make_float4(back(gv.x, lo.x, 0.0f), back(gv.y, lo.y, 0.0f), back(gv.z, hi.x, 0.0f), back(gv.w, hi.y, 0.0f)));
         return;
     }
     for (int64_t j = i; j < n; j++) {
-        d[j] = back(g[j], __bfloat162float(y[j]), 0.0f);
+        gglua_store(d + j, back(g[j], __bfloat162float(y[j]), 0.0f));
     }
 }
 
-static __global__ void gglua_relu_back_bf16_1(const float * g, const nv_bfloat16 * y, float * d, const int64_t n) {
+template <typename T>
+static __global__ void gglua_relu_back_bf16_1(const float * g, const nv_bfloat16 * y, T * d, const int64_t n) {
     for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
-        d[i] = gglua_relu_back()(g[i], __bfloat162float(y[i]), 0.0f);
+        gglua_store(d + i, gglua_relu_back()(g[i], __bfloat162float(y[i]), 0.0f));
     }
+}
+
+// gglua_launch_relu_back_bf16 runs relu_back of a bf16 result into T.
+template <typename T>
+static void gglua_launch_relu_back_bf16(cudaStream_t stream, const ggml_tensor * dst) {
+    const int64_t n = ggml_nelements(dst);
+    const float * g = (const float *) dst->src[0]->data;
+    const nv_bfloat16 * y = (const nv_bfloat16 *) dst->src[1]->data;
+    T * d = (T *) dst->data;
+    if (n == 0) {
+        return;
+    }
+    if (gglua_aligned(g) && (uintptr_t) d % (4 * sizeof(T)) == 0 && (uintptr_t) y % 8 == 0) {
+        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
+        gglua_relu_back_bf16<T><<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
+    } else {
+        gglua_relu_back_bf16_1<T><<<(unsigned int) std::min<int64_t>((n + GGLUA_BLOCK - 1) / GGLUA_BLOCK, 1 << 30), GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
+    }
+}
+
+// ---- column sums (a bias's gradient) ----
+
+// gglua_col_part sums column col of a over the rows of slice blockIdx.y
+// (per rows each) into part; gglua_col_finish adds the slices' sums in
+// order, so the result does not depend on scheduling (no atomics).
+template <typename T>
+static __global__ void gglua_col_part(const T * a, float * part, const int64_t ne0, const int64_t rows, const int64_t per) {
+    const int64_t col = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= ne0) {
+        return;
+    }
+    const int64_t end = ((int64_t) blockIdx.y + 1) * per, r1 = end < rows ? end : rows;
+    float s = 0.0f;
+    for (int64_t r = (int64_t) blockIdx.y * per; r < r1; r++) {
+        s += gglua_load(a + r * ne0 + col);
+    }
+    part[(int64_t) blockIdx.y * ne0 + col] = s;
+}
+
+static __global__ void gglua_col_finish(const float * part, float * d, const int64_t ne0, const int slices) {
+    const int64_t col = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= ne0) {
+        return;
+    }
+    float s = 0.0f;
+    for (int k = 0; k < slices; k++) {
+        s += part[k * ne0 + col];
+    }
+    d[col] = s;
+}
+
+template <typename T>
+static void gglua_col_sum(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    const int64_t ne0 = a->ne[0], rows = ggml_nrows(a);
+    if (ne0 == 0) {
+        return;
+    }
+    cudaStream_t stream = ctx.stream();
+    // Enough slices to fill the GPU (64 rows at least each), at most 64.
+    const int slices = (int) std::max<int64_t>(1, std::min<int64_t>(64, rows / 64));
+    const int64_t per = (rows + slices - 1) / slices;
+    ggml_cuda_pool_alloc<float> part(ctx.pool(), slices * ne0);
+    const unsigned int xs = (unsigned int) ((ne0 + GGLUA_BLOCK - 1) / GGLUA_BLOCK);
+    gglua_col_part<T><<<dim3(xs, (unsigned int) slices), GGLUA_BLOCK, 0, stream>>>((const T *) a->data, part.get(), ne0, rows, per);
+    gglua_col_finish<<<xs, GGLUA_BLOCK, 0, stream>>>(part.get(), (float *) dst->data, ne0, slices);
+}
+
+// gglua_is_col_sum reports whether dst is a col_sum node: an f32 row of
+// ne0 from one contiguous f32 or bf16 operand.
+static bool gglua_is_col_sum(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, "col_sum") != 0 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst) ||
+        a == nullptr || (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_BF16) || !ggml_is_contiguous(a) ||
+        dst->ne[0] != a->ne[0] || ggml_nelements(dst) != dst->ne[0]) {
+        return false;
+    }
+    for (int s = 1; s < GGML_MAX_SRC; s++) {
+        if (dst->src[s] != nullptr) {
+            return false;
+        }
+    }
+    return true;
 }
 
 // ---- bf16 products (autocast) ----
@@ -251,11 +345,6 @@ static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, 
 // gglua_bias_relu4 is gglua_bias_relu four columns a thread, for ne0 a
 // multiple of 4 and 16-byte aligned operands (one float a thread reached
 // half the memory's bandwidth).
-static __device__ __forceinline__ void gglua_store4(float * d, float4 v) { *(float4 *) d = v; }
-static __device__ __forceinline__ void gglua_store4(nv_bfloat16 * d, float4 v) {
-    *(__nv_bfloat162 *) d = __floats2bfloat162_rn(v.x, v.y);
-    *(__nv_bfloat162 *) (d + 2) = __floats2bfloat162_rn(v.z, v.w);
-}
 
 template <typename T>
 static __global__ void gglua_bias_relu4(const float * a, const float * bias, T * d, const int64_t ne0, const int64_t rows) {
@@ -315,7 +404,8 @@ static bool gglua_operand_ok(const ggml_tensor * dst, int k, int s) {
     return ggml_are_same_shape(src, dst);
 }
 
-// Results are f32; bias_relu's may be bf16 (rounded for a product).
+// Results are f32; bias_relu's may be bf16 (rounded for a product), and
+// relu_back's of a bf16 result (a gradient rounded for a product).
 static int gglua_op(const ggml_tensor * dst) {
     if (dst->op != GGML_OP_CUSTOM || !ggml_is_contiguous(dst)) {
         return -1;
@@ -324,7 +414,8 @@ static int gglua_op(const ggml_tensor * dst) {
         if (strcmp(dst->name, gglua_ops[k].name) != 0) {
             continue;
         }
-        if (dst->type != GGML_TYPE_F32 && !(k == GGLUA_BIAS_RELU && dst->type == GGML_TYPE_BF16)) {
+        const bool bf16_ok = k == GGLUA_BIAS_RELU || (k == GGLUA_RELU_BACK && dst->src[1] != nullptr && dst->src[1]->type == GGML_TYPE_BF16);
+        if (dst->type != GGML_TYPE_F32 && !(bf16_ok && dst->type == GGML_TYPE_BF16)) {
             return -1;
         }
         for (int s = 0; s < GGML_MAX_SRC; s++) {
@@ -355,7 +446,7 @@ static bool gglua_is_to_bf16(const ggml_tensor * dst) {
 
 bool gglua_cuda_supports(const ggml_tensor * dst) {
     gglua_gemm g;
-    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst);
+    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_col_sum(dst);
 }
 
 bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
@@ -363,6 +454,14 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
     gglua_gemm g;
     if (gglua_gemm_of(dst, &g)) {
         gglua_gemm_bf16(ctx, dst, g);
+        return true;
+    }
+    if (gglua_is_col_sum(dst)) {
+        if (dst->src[0]->type == GGML_TYPE_BF16) {
+            gglua_col_sum<nv_bfloat16>(ctx, dst);
+        } else {
+            gglua_col_sum<float>(ctx, dst);
+        }
         return true;
     }
     if (gglua_is_to_bf16(dst)) {
@@ -375,18 +474,10 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
             return true;
         case GGLUA_RELU_BACK:
             if (dst->src[1]->type == GGML_TYPE_BF16) {
-                const int64_t n = ggml_nelements(dst);
-                const float * g = (const float *) dst->src[0]->data;
-                const nv_bfloat16 * y = (const nv_bfloat16 *) dst->src[1]->data;
-                float * d = (float *) dst->data;
-                if (n == 0) {
-                    return true;
-                }
-                if (gglua_aligned(g) && gglua_aligned(d) && (uintptr_t) y % 8 == 0) {
-                    const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-                    gglua_relu_back_bf16<<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
+                if (dst->type == GGML_TYPE_BF16) {
+                    gglua_launch_relu_back_bf16<nv_bfloat16>(stream, dst);
                 } else {
-                    gglua_relu_back_bf16_1<<<(unsigned int) std::min<int64_t>((n + GGLUA_BLOCK - 1) / GGLUA_BLOCK, 1 << 30), GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
+                    gglua_launch_relu_back_bf16<float>(stream, dst);
                 }
                 return true;
             }

@@ -1,8 +1,9 @@
-// A product of bf16-rounded operands with f32 sums (autocast's products):
-// the CPU form of the custom node that gglua-kernels.cu runs on cuBLAS. On
-// the CPU, autocast's products go through ggml's own mul_mat (its bf16 dot
-// products); this kernel is the same node's reference, so tests on the CPU
-// build the graphs a GPU runs.
+// gglua's bf16 kernels for autocast, the CPU forms of custom nodes that
+// gglua-kernels.cu runs on a GPU: a product of bf16-rounded operands with
+// f32 sums (on CUDA cuBLAS's), the rounding itself, and the column sums
+// of a bf16 gradient (a bias's). On the CPU, autocast's products go
+// through ggml's own mul_mat (its bf16 dot products); these kernels are the
+// nodes' references, so that tests on the CPU build the graphs a GPU runs.
 #include <string.h>
 
 #include "gglua_ops.h"
@@ -37,5 +38,22 @@ void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * use
     gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         y[i] = gglua_bf16_bits(x[i]);
+    }
+}
+
+void gglua_col_sum_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
+    (void) userdata;
+    const struct ggml_tensor * a = dst->src[0];
+    const int64_t ne0 = a->ne[0], rows = ggml_nrows(a);
+    float * d = (float *) dst->data;
+    int64_t c0, c1;
+    gglua_share(ne0, ith, nth, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        d[c] = 0.0f;
+    }
+    for (int64_t r = 0; r < rows; r++) { // row by row: the reads stay in order
+        for (int64_t c = c0; c < c1; c++) {
+            d[c] += gglua_element(a, r * ne0 + c);
+        }
     }
 }
