@@ -319,10 +319,13 @@ func (e *Engine) BiasRelu(a, bias *Tensor) (*Tensor, error) {
 // BiasReluForProduct is BiasRelu for a result that only a product reads
 // (nn.Sequential's Linear, ReLU, Linear). Under autocast, where products
 // run as the bf16 gemm, a 2-d result is stored rounded to bf16: the
-// product rounds it so anyway (and rounding keeps relu's zeros, signs and
-// NaN, so relu's gradient reads the same), and the pass writes, the
-// product and the gradient read, half the bytes, with no rounding pass of
-// their own. Elsewhere it is BiasRelu.
+// product rounds it so anyway, and the pass writes, the product and the
+// gradient read, half the bytes, with no rounding pass of their own.
+// Rounding keeps relu's signs, zeros and NaN, so relu's gradient selects
+// as from the f32 result, except where the result is a positive f32 below
+// 2^-134, which rounds to 0 (as PyTorch's bf16 result does; a GPU's
+// kernels flush such subnormals to 0 either way). Elsewhere it is
+// BiasRelu.
 func (e *Engine) BiasReluForProduct(a, bias *Tensor) (*Tensor, error) {
 	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelBiasReluBF16) || a.Dim() != 2 {
 		return e.BiasRelu(a, bias)

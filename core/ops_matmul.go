@@ -196,7 +196,8 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
 		return e.linearGemm(x, w, shape, gemmForm{blasGemm, e.input, asItIs, false})
 	}
-	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() {
+	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() && gemmSizes(m, n, x.shape[1]) &&
+		x.storage().dtype != ggmlcgo.I32 && w.storage().dtype != ggmlcgo.I32 { // (an i32 operand's error is mul_mat's)
 		return e.linearGemm(x, w, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
 	}
 	k := x.shape[x.Dim()-1]
@@ -337,6 +338,17 @@ func (e *Engine) gemmBF16() bool {
 
 // forceGemmBF16 makes tests take the devices' bf16 gemm on the CPU.
 var forceGemmBF16 = false
+
+// gemmSizes reports whether a product's dims fit cuBLAS's ints (GemmBF16
+// takes up to 2^30; larger ones stay ggml's mul_mat).
+func gemmSizes(dims ...int) bool {
+	for _, d := range dims {
+		if d > 1<<30 {
+			return false
+		}
+	}
+	return true
+}
 
 // A gemmForm is how linearGemm's products run: node multiplies (op(a)·op(b)
 // as one node reading transposed operands in place), read gives the nodes

@@ -239,7 +239,7 @@ func (c *Context) BiasReluKernel(a, bias Tensor, out Type) (Tensor, error) {
 // op: only where Backend.HasKernel(KernelGemmBF16); the CPU's is the
 // reference form (slow: autocast's products there are ggml's mul_mat).
 func (c *Context) GemmBF16(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
-	if err := c.checkOp("gemm_bf16"); err != nil {
+	if err := c.checkOp("gemm_bf16", a, b); err != nil {
 		return Tensor{}, err
 	}
 	for _, t := range []Tensor{a, b} {

@@ -171,7 +171,9 @@ func TestRoundBF16KernelIsCast(t *testing.T) {
 func TestBiasReluToBF16(t *testing.T) {
 	b := cpu(t, 2)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
-	a := []float32{nan, -1, 2.0078125, inf, -inf, 0, 1.00390625, float32(math.Copysign(0, -1)), 3.3333}
+	// Columns add 1, 0.5 and 0. 1 + 3·2^-9 (third column) rounds up, to
+	// 1 + 2^-7: truncating would not.
+	a := []float32{nan, -1, 2.0078125, inf, -inf, 1.005859375, 0, float32(math.Copysign(0, -1)), 3.3333}
 	g := []float32{1, 2, 3, 4, inf, 6, 7, 8, nan}
 	// Each comparison in a context of its own: a graph's nodes keep the
 	// memory of the allocator that placed them, freed after computeBoth.
@@ -203,6 +205,7 @@ func TestBiasReluToBF16(t *testing.T) {
 		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "element %d", i)
 	}
 	assert.Equal(t, float32(2), got[2], "2.0078125 rounds to 2")
+	assert.Equal(t, float32(1.0078125), got[5], "1 + 3·2^-9 rounds up")
 	gb16, gb32 := both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
 		back16, err := ctx.ReluBackKernel(g, y16, F32)
 		require.NoError(t, err)

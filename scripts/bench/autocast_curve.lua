@@ -36,12 +36,15 @@ local function train(mode)
   return losses
 end
 
+-- The gaps: relative to the step's f32 loss (large once both are near 0,
+-- where rounding decides), and relative to the first loss.
 local f32, ac = train("f32"), train("autocast")
-local gap, at = 0, 1
+local gap, at, abs = 0, 1, 0
 for s = 1, steps do
   local g = math.abs(ac[s] - f32[s]) / f32[s]
   if g > gap then gap, at = g, s end
+  abs = math.max(abs, math.abs(ac[s] - f32[s]) / f32[1])
   if s == 1 or s % 10 == 0 then print(string.format("step %4d  f32 %.5f  autocast %.5f", s, f32[s], ac[s])) end
 end
-print(string.format("gglua curve batch=%d steps=%d width=%d: largest gap %.4f (step %d); final f32 %.5f autocast %.5f",
-  batch, steps, width, gap, at, f32[steps], ac[steps]))
+print(string.format("gglua curve batch=%d steps=%d width=%d: largest gap %.4f of the loss (step %d), %.5f of the first loss; final f32 %.5f autocast %.5f",
+  batch, steps, width, gap, at, abs, f32[steps], ac[steps]))

@@ -43,8 +43,9 @@ def main():
     ac = train(sizes, batch, steps, dev, True)
     gaps = [abs(a - f) / f for a, f in zip(ac, f32)]
     at = max(range(steps), key=lambda s: gaps[s])
-    print(f"torch curve batch={batch} steps={steps} width={width}: largest gap {gaps[at]:.4f} (step {at + 1}); "
-          f"final f32 {f32[-1]:.5f} autocast {ac[-1]:.5f}")
+    first = max(abs(a - f) for a, f in zip(ac, f32)) / f32[0]
+    print(f"torch curve batch={batch} steps={steps} width={width}: largest gap {gaps[at]:.4f} of the loss (step {at + 1}), "
+          f"{first:.5f} of the first loss; final f32 {f32[-1]:.5f} autocast {ac[-1]:.5f}")
 
 
 if __name__ == "__main__":

@@ -90,4 +90,26 @@ assert(off > 1e-3, "autocast's products differ from the f32 ones: " .. off)
 local aw = max_err(g_ac, cpu_ac, "", {err = 0, path = ""})
 print(string.format("autocast: largest difference %.2e at %s", aw.err, aw.path))
 assert(aw.err < 4e-3, "autocast on the GPU and the CPU disagree")
+
+-- nn.Sequential keeps a hidden layer in bf16 only where nn's own Linear
+-- reads it next: what a model returns, and every gradient, stays f32.
+local function dtypes(model)
+  local out
+  local loss = with_grad_tape(function()
+    out = autocast(function() return model(tensor.randn(4, 8)) end)
+    return out:sum()
+  end)
+  backward(loss)
+  for _, p in ipairs(model:parameters()) do assert(p.grad:dtype() == "f32", "a gradient is " .. p.grad:dtype()) end
+  return out:dtype()
+end
+local function lin() return nn.Linear(8, 8) end
+for name, model in pairs{
+  pair = nn.Sequential{lin(), nn.ReLU()},
+  nested = nn.Sequential{lin(), nn.ReLU(), nn.Sequential{lin()}},
+  two_pairs = nn.Sequential{lin(), nn.ReLU(), lin(), nn.ReLU()},
+  three_layers = nn.Sequential{lin(), nn.ReLU(), lin(), nn.ReLU(), lin()},
+} do
+  assert(dtypes(model) == "f32", name .. ": a model's output under autocast is f32")
+end
 print("gpu matches cpu")
