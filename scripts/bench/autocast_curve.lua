@@ -2,8 +2,10 @@
 -- bf16's noise? The MLP of gpu_mlp.lua (1024-WIDTHx4-10, Adam lr 1e-4) from
 -- one set of weights, on a random teacher's labels, trained STEPS steps in
 -- f32 and under autocast: the two loss curves (every tenth step) and the
--- largest relative gap between them. torch_autocast_curve.py prints
--- PyTorch's gap for the same setup: that is bf16's noise.
+-- largest relative gap between them. bf16's noise, to read it against:
+-- the gap between f32 and f32 from the same weights rounded once to bf16
+-- (a third run), and torch_autocast_curve.py's gap between PyTorch's
+-- autocast and f32 curves for the same setup.
 --   gglua [--device cuda] scripts/bench/autocast_curve.lua [BATCH] [STEPS] [WIDTH]
 local batch = tonumber(arg and arg[1]) or 1024
 local steps = tonumber(arg and arg[2]) or 200
@@ -18,6 +20,9 @@ local function train(mode)
     if i < #sizes - 1 then layers[#layers + 1] = nn.ReLU() end
   end
   local model = nn.Sequential(layers)
+  if mode == "rounded" then
+    for _, p in ipairs(model:parameters()) do p:detach():copy_(p:to("bf16"):to("f32")) end
+  end
   model:to_gpu("persistent")
   local x = to_gpu(tensor.randn(batch, sizes[1]), "persistent")
   local y = to_gpu(x:matmul(tensor.randn(sizes[1], 10)):argmax(2), "persistent")
@@ -36,15 +41,25 @@ local function train(mode)
   return losses
 end
 
--- The gaps: relative to the step's f32 loss (large once both are near 0,
--- where rounding decides), and relative to the first loss.
-local f32, ac = train("f32"), train("autocast")
-local gap, at, abs = 0, 1, 0
-for s = 1, steps do
-  local g = math.abs(ac[s] - f32[s]) / f32[s]
-  if g > gap then gap, at = g, s end
-  abs = math.max(abs, math.abs(ac[s] - f32[s]) / f32[1])
-  if s == 1 or s % 10 == 0 then print(string.format("step %4d  f32 %.5f  autocast %.5f", s, f32[s], ac[s])) end
+local f32, ac, rounded = train("f32"), train("autocast"), train("rounded")
+-- gap is the largest |a - f32| relative to the step's f32 loss (large
+-- once both are near 0, where rounding decides) and to the first loss.
+local function gap(a)
+  local rel, at, first = 0, 1, 0
+  for s = 1, steps do
+    local g = math.abs(a[s] - f32[s]) / f32[s]
+    if g > rel then rel, at = g, s end
+    first = math.max(first, math.abs(a[s] - f32[s]) / f32[1])
+  end
+  return rel, at, first
 end
-print(string.format("gglua curve batch=%d steps=%d width=%d: largest gap %.4f of the loss (step %d), %.5f of the first loss; final f32 %.5f autocast %.5f",
-  batch, steps, width, gap, at, abs, f32[steps], ac[steps]))
+for s = 1, steps do
+  if s == 1 or s % 10 == 0 then
+    print(string.format("step %4d  f32 %.5f  autocast %.5f  f32 from rounded weights %.5f", s, f32[s], ac[s], rounded[s]))
+  end
+end
+local rel, at, first = gap(ac)
+local nrel, nat, nfirst = gap(rounded)
+print(string.format("gglua curve batch=%d steps=%d width=%d: largest gap %.4f of the loss (step %d), %.5f of the first loss; " ..
+  "noise (f32 from bf16-rounded weights) %.4f (step %d), %.5f; final f32 %.5f autocast %.5f",
+  batch, steps, width, rel, at, first, nrel, nat, nfirst, f32[steps], ac[steps]))
