@@ -1,19 +1,21 @@
 -- scripts/bench/autocast_curve.lua - does autocast train as f32 does, to
 -- bf16's noise? The MLP of gpu_mlp.lua (1024-WIDTHx4-10, Adam lr 1e-4) from
 -- one set of weights, on a random teacher's labels, trained STEPS steps in
--- f32 and under autocast: the two loss curves (every tenth step) and the
--- largest relative gap between them. bf16's noise, to read it against:
--- the gap between f32 and f32 from the same weights rounded once to bf16
--- (a third run), and torch_autocast_curve.py's gap between PyTorch's
--- autocast and f32 curves for the same setup.
---   gglua [--device cuda] scripts/bench/autocast_curve.lua [BATCH] [STEPS] [WIDTH]
+-- f32, under autocast, and in f32 from the same weights rounded once to
+-- bf16 (bf16's noise), for each of SEEDS seeds: the largest gap between
+-- autocast's curve and f32's, and between the noise run's and f32's, as a
+-- fraction of the first loss (a fraction of each step's loss grows without
+-- meaning once both are near 0). torch_autocast_curve.py prints PyTorch's
+-- gaps for the same setup.
+--   gglua [--device cuda] scripts/bench/autocast_curve.lua [BATCH] [STEPS] [WIDTH] [SEEDS]
 local batch = tonumber(arg and arg[1]) or 1024
 local steps = tonumber(arg and arg[2]) or 200
 local width = tonumber(arg and arg[3]) or 4096
+local seeds = tonumber(arg and arg[4]) or 1
 local sizes = {1024, width, width, width, width, 10}
 
-local function train(mode)
-  tensor.manual_seed(0)
+local function train(mode, seed)
+  tensor.manual_seed(seed)
   local layers = {}
   for i = 1, #sizes - 1 do
     layers[#layers + 1] = nn.Linear(sizes[i], sizes[i + 1])
@@ -41,25 +43,33 @@ local function train(mode)
   return losses
 end
 
-local f32, ac, rounded = train("f32"), train("autocast"), train("rounded")
--- gap is the largest |a - f32| relative to the step's f32 loss (large
--- once both are near 0, where rounding decides) and to the first loss.
-local function gap(a)
-  local rel, at, first = 0, 1, 0
+-- gap is the largest |a - f32| over the steps, as a fraction of the first
+-- loss, and its step.
+local function gap(a, f32)
+  local g, at = 0, 1
   for s = 1, steps do
-    local g = math.abs(a[s] - f32[s]) / f32[s]
-    if g > rel then rel, at = g, s end
-    first = math.max(first, math.abs(a[s] - f32[s]) / f32[1])
+    local d = math.abs(a[s] - f32[s]) / f32[1]
+    if d > g then g, at = d, s end
   end
-  return rel, at, first
+  return g, at
 end
-for s = 1, steps do
-  if s == 1 or s % 10 == 0 then
-    print(string.format("step %4d  f32 %.5f  autocast %.5f  f32 from rounded weights %.5f", s, f32[s], ac[s], rounded[s]))
-  end
+
+local ac_gaps, noise_gaps = {}, {}
+for seed = 0, seeds - 1 do
+  local f32, ac, rounded = train("f32", seed), train("autocast", seed), train("rounded", seed)
+  local g, at = gap(ac, f32)
+  local n, nat = gap(rounded, f32)
+  ac_gaps[#ac_gaps + 1], noise_gaps[#noise_gaps + 1] = g, n
+  print(string.format("seed %d: autocast gap %.5f (step %d: %.5f against f32's %.5f), noise %.5f (step %d); final f32 %.5f autocast %.5f",
+    seed, g, at, ac[at], f32[at], n, nat, f32[steps], ac[steps]))
 end
-local rel, at, first = gap(ac)
-local nrel, nat, nfirst = gap(rounded)
-print(string.format("gglua curve batch=%d steps=%d width=%d: largest gap %.4f of the loss (step %d), %.5f of the first loss; " ..
-  "noise (f32 from bf16-rounded weights) %.4f (step %d), %.5f; final f32 %.5f autocast %.5f",
-  batch, steps, width, rel, at, first, nrel, nat, nfirst, f32[steps], ac[steps]))
+-- median and largest of v (the lower median for an even count, as Python's
+-- median_low).
+local function spread(v)
+  table.sort(v)
+  return v[math.floor((#v + 1) / 2)], v[#v]
+end
+local am, ax = spread(ac_gaps)
+local nm, nx = spread(noise_gaps)
+print(string.format("gglua curve batch=%d steps=%d width=%d seeds=%d: autocast gap median %.5f max %.5f; noise median %.5f max %.5f (of the first loss)",
+  batch, steps, width, seeds, am, ax, nm, nx))
