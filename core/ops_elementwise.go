@@ -288,16 +288,8 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 // read as stored (f32, or bf16 from BiasReluForProduct); the gradient is
 // f32, or bf16 where out says so (rounded for a product's gradient).
 func (e *Engine) reluBackKernel(g, y *Tensor, out ggmlcgo.Type) (*Tensor, error) {
-	d, err := e.newOpReading("relu_back", y.shape, []*Tensor{g, y}, e.storedInput, func(c ctx, in []node) (node, error) {
-		pg, err := e.packed(c, in[0])
-		if err != nil {
-			return node{}, err
-		}
-		py, err := e.packed(c, in[1])
-		if err != nil {
-			return node{}, err
-		}
-		return c.ReluBackKernel(pg, py, out)
+	d, err := e.kernelOpReading("relu_back", y.shape, []*Tensor{g, y}, e.storedInput, func(c ctx, in []node) (node, error) {
+		return c.ReluBackKernel(in[0], in[1], out)
 	})
 	if err != nil {
 		return nil, err
@@ -369,7 +361,7 @@ func (e *Engine) biasRelu(a, bias *Tensor, out ggmlcgo.Type) (*Tensor, error) {
 		switch {
 		case !bias.requiresGrad:
 		case grad == ggmlcgo.BF16:
-			gb, err = e.newOpReading("sum_to", bias.shape, []*Tensor{d}, e.storedInput, func(c ctx, in []node) (node, error) { return c.ColumnSumKernel(in[0]) })
+			gb, err = e.kernelOpReading("sum_to", bias.shape, []*Tensor{d}, e.storedInput, func(c ctx, in []node) (node, error) { return c.ColumnSumKernel(in[0]) })
 		default:
 			gb, err = e.sumTo(d, bias.shape)
 		}

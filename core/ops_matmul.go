@@ -381,13 +381,7 @@ func (e *Engine) bf16Operand(t *Tensor) (*Tensor, error) {
 	if t.dtype == ggmlcgo.BF16 && t.base == nil {
 		return t, nil
 	}
-	r, err := e.newOp("to_bf16", t.shape, []*Tensor{t}, func(c ctx, in []node) (node, error) {
-		p, err := e.packed(c, in[0])
-		if err != nil {
-			return node{}, err
-		}
-		return c.RoundBF16Kernel(p)
-	})
+	r, err := e.kernelOp("to_bf16", t.shape, []*Tensor{t}, func(c ctx, in []node) (node, error) { return c.RoundBF16Kernel(in[0]) })
 	if err != nil {
 		return nil, err
 	}
@@ -401,16 +395,8 @@ func (e *Engine) bf16Operand(t *Tensor) (*Tensor, error) {
 // strided.
 func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, error) {
 	op := func(name string, out []int, a, b *Tensor, ta, tb bool) (*Tensor, error) {
-		return e.newOpReading(name, out, []*Tensor{a, b}, f.read, func(c ctx, in []node) (node, error) {
-			pa, err := e.packed(c, in[0])
-			if err != nil {
-				return node{}, err
-			}
-			pb, err := e.packed(c, in[1])
-			if err != nil {
-				return node{}, err
-			}
-			return f.node(c, pa, pb, ta, tb, ne4(out))
+		return e.kernelOpReading(name, out, []*Tensor{a, b}, f.read, func(c ctx, in []node) (node, error) {
+			return f.node(c, in[0], in[1], ta, tb, ne4(out))
 		})
 	}
 	var c chain

@@ -226,7 +226,13 @@ func (e *Engine) packed(c ctx, a node) (node, error) {
 // kernelOp is the op name computed by one of gglua's kernels, kernel, over
 // its inputs packed.
 func (e *Engine) kernelOp(name string, shape []int, inputs []*Tensor, kernel func(c ctx, in []node) (node, error)) (*Tensor, error) {
-	return e.newOp(name, shape, inputs, func(c ctx, in []node) (node, error) {
+	return e.kernelOpReading(name, shape, inputs, e.input, kernel)
+}
+
+// kernelOpReading is kernelOp with the inputs read by read (e.storedInput:
+// a bf16 input as it is stored).
+func (e *Engine) kernelOpReading(name string, shape []int, inputs []*Tensor, read func(*Tensor) (node, error), kernel func(c ctx, in []node) (node, error)) (*Tensor, error) {
+	return e.newOpReading(name, shape, inputs, read, func(c ctx, in []node) (node, error) {
 		packed := make([]node, len(in))
 		for i, a := range in {
 			var err error
