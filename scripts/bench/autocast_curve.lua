@@ -13,15 +13,11 @@ local steps = tonumber(arg and arg[2]) or 200
 local width = tonumber(arg and arg[3]) or 4096
 local seeds = tonumber(arg and arg[4]) or 1
 local sizes = {1024, width, width, width, width, 10}
+local mlp = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "bench_mlp.lua") -- the benchmark MLP
 
 local function train(mode, seed)
   tensor.manual_seed(seed)
-  local layers = {}
-  for i = 1, #sizes - 1 do
-    layers[#layers + 1] = nn.Linear(sizes[i], sizes[i + 1])
-    if i < #sizes - 1 then layers[#layers + 1] = nn.ReLU() end
-  end
-  local model = nn.Sequential(layers)
+  local model = mlp(sizes)
   if mode == "rounded" then
     for _, p in ipairs(model:parameters()) do p:detach():copy_(p:to("bf16"):to("f32")) end
   end

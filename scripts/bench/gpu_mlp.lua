@@ -13,14 +13,10 @@ local batch = tonumber(arg and arg[1]) or 1024
 local mode = arg and arg[2] or "f32"
 local steps = tonumber(arg and arg[3]) or 30
 local sizes = {1024, 4096, 4096, 4096, 4096, 10}
+local mlp = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "bench_mlp.lua") -- the benchmark MLP
 tensor.manual_seed(0)
 
-local layers = {}
-for i = 1, #sizes - 1 do
-  layers[#layers + 1] = nn.Linear(sizes[i], sizes[i + 1])
-  if i < #sizes - 1 then layers[#layers + 1] = nn.ReLU() end
-end
-local model = nn.Sequential(layers)
+local model = mlp(sizes)
 if mode:find("bf16") then
   for _, p in ipairs(model:parameters()) do to_gpu(p, {scope = "persistent", dtype = "bf16"}) end
 else
