@@ -412,7 +412,7 @@ func TestAutocastFormsTrainAlike(t *testing.T) {
 	f32 := run("f32")
 	ac := run("autocast") // ggml mul_mat path
 	forceGemmBF16 = true
-	g := run("autocast") // gemm path, f32 hidden
+	g := run("autocast")  // gemm path, f32 hidden
 	fused := run("fused") // gemm path, bf16 hidden and gradients
 	gap := func(a []float64) float64 {
 		m := 0.0
