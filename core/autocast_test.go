@@ -308,10 +308,15 @@ func TestBiasReluForProductKeepsTheValues(t *testing.T) {
 		return hidden, values(t, y), grads
 	}
 	e := newEngine(t)
+	before := e.Stats().NodesComputed
 	hidden, out, grads := run(e, e.BiasReluForProduct, ggmlcgo.BF16)
+	mid := e.Stats().NodesComputed
 	assert.Equal(t, ggmlcgo.BF16, hidden.Dtype(), "kept in bf16 for the product")
 	refHidden, refOut, refGrads := run(e, e.BiasRelu, ggmlcgo.BF16)
 	assert.Equal(t, ggmlcgo.F32, refHidden.Dtype())
+	// No rounding pass of the hidden result or of relu's gradient: two
+	// nodes fewer than bias+relu then the products' own roundings.
+	assert.Equal(t, e.Stats().NodesComputed-mid-2, mid-before, "nodes computed")
 	assert.Equal(t, refOut, out, "the product of the rounded result")
 	// x's and the weights' gradients are the f32 path's exactly: relu's
 	// gradient goes to the first product rounded, which it rounds anyway.
@@ -332,6 +337,29 @@ func TestBiasReluForProductKeepsTheValues(t *testing.T) {
 	assert.True(t, zeros > 0 && zeros < m*h, "relu cuts some but not all: %d zeros", zeros)
 	off, _, _ := run(e, e.BiasReluForProduct, ggmlcgo.F32)
 	assert.Equal(t, ggmlcgo.F32, off.Dtype(), "outside autocast the result stays f32")
+
+	// A leaf's gradient is never rounded (no product reads it first): it
+	// is f32, the plain path's exactly.
+	leafGrad := func(fused func(a, bias *Tensor) (*Tensor, error)) *Tensor {
+		a, b1, w2 := host(t, []int{m, h}, wave(m*h, 6)...), host(t, []int{h}, b1v...), host(t, []int{n, h}, w2v...)
+		require.NoError(t, a.SetRequiresGrad(true))
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			return e.Autocast(ggmlcgo.BF16, func() error {
+				var c chain
+				hid := c.do(func() (*Tensor, error) { return fused(a, b1) })
+				y := c.do(func() (*Tensor, error) { return e.Linear(hid, w2) })
+				loss = c.do(func() (*Tensor, error) { return e.Sum(y) })
+				return c.err
+			})
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		return a.Grad()
+	}
+	g16, g32 := leafGrad(e.BiasReluForProduct), leafGrad(e.BiasRelu)
+	assert.Equal(t, ggmlcgo.F32, g16.Dtype(), "a leaf's gradient is f32")
+	assert.Equal(t, values(t, g32), values(t, g16), "a leaf's gradient")
 }
 
 // TestAutocastFormsTrainAlike: an MLP trained under autocast by each form

@@ -348,7 +348,10 @@ func (e *Engine) biasRelu(a, bias *Tensor, out ggmlcgo.Type) (*Tensor, error) {
 		// a's gradient goes to the product that made a, when its backward
 		// rounds the gradient to bf16 anyway (autocast's gemm): it is
 		// written rounded, and the bias's is summed from that (PyTorch's
-		// autocast sums the bias's gradient from the bf16 one too).
+		// autocast sums the bias's gradient from the bf16 one too). Exact
+		// where this op is a's only reader, as in nn.Sequential; where a
+		// has others, their gradients add to the rounded one and the sum
+		// is rounded again (as PyTorch's bf16 tape rounds its sums).
 		grad := ggmlcgo.F32
 		if out == ggmlcgo.BF16 && a.gradFn != nil && a.gradFn.roundsGrad {
 			grad = ggmlcgo.BF16

@@ -174,7 +174,7 @@ func TestBiasReluToBF16(t *testing.T) {
 	// Columns add 1, 0.5 and 0. 1 + 3·2^-9 (third column) rounds up, to
 	// 1 + 2^-7: truncating would not.
 	a := []float32{nan, -1, 2.0078125, inf, -inf, 1.005859375, 0, float32(math.Copysign(0, -1)), 3.3333}
-	g := []float32{1, 2, 3, 4, inf, 6, 7, 8, nan}
+	g := []float32{1.005859375, 2, -3.0234375, 4, inf, 6.0703125, 7, 8, nan} // some round up in bf16
 	// Each comparison in a context of its own: a graph's nodes keep the
 	// memory of the allocator that placed them, freed after computeBoth.
 	both := func(f func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor)) ([]float32, []float32) {
@@ -233,18 +233,30 @@ func TestBiasReluToBF16(t *testing.T) {
 	for i := range rounded {
 		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(rounded[i]), "bf16 gradient element %d", i)
 	}
+	assert.Equal(t, float32(1.0078125), rounded[0], "1 + 3·2^-9 rounds up")
+	both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
+		_, err := ctx.ReluBackKernel(g, y32, BF16)
+		assert.ErrorContains(t, err, "a bf16 gradient from a bf16 result", "a GPU computes it only from a bf16 result")
+		return y32, y32
+	})
 }
 
 // TestColumnSumKernel: gglua's column sums of an f32 or bf16 matrix (a
-// bias's gradient) are the sums over its rows (a 3-d operand's rows too).
+// bias's gradient) are the sums over its rows (a 3-d operand's rows too),
+// summed in f32: hundreds of rows of values that bf16 holds exactly but
+// whose sums it does not.
 func TestColumnSumKernel(t *testing.T) {
 	b := cpu(t, 2)
-	const cols, rows = 5, 7
+	const cols, rows = 5, 700
 	v := make([]float32, cols*rows)
-	want := make([]float32, cols)
+	want64 := make([]float64, cols)
 	for i := range v {
-		v[i] = float32(i%11) - 4.5 // exact in bf16
-		want[i%cols] += v[i]
+		v[i] = float32(i%37)*0.0078125 + 1 // 1 + k·2^-7: exact in bf16
+		want64[i%cols] += float64(v[i])
+	}
+	want := make([]float32, cols)
+	for c := range want {
+		want[c] = float32(want64[c])
 	}
 	for _, bf16 := range []bool{false, true} {
 		ctx, err := NewContext(16, 16)
@@ -259,7 +271,7 @@ func TestColumnSumKernel(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, [MaxDims]int64{cols, 1, 1, 1}, s.Ne())
 		got, _ := computeBoth(t, b, ctx, s, s)
-		assert.Equal(t, want, got, "bf16 %v", bf16)
+		assert.InDeltaSlice(t, want, got, 1e-3, "bf16 %v", bf16) // an f32 sum: a bf16 one is off by ~4
 		i32, err := ctx.NewTensor(I32, []int64{4})
 		require.NoError(t, err)
 		_, err = ctx.ColumnSumKernel(i32)

@@ -72,9 +72,11 @@ local function run_autocast()
   to_gpu(model[1].weight, {scope = "persistent", dtype = "bf16"})
   for _, i in ipairs{1, 3} do to_gpu(model[i].bias, "persistent") end
   to_gpu(model[3].weight, "persistent")
-  local x = tensor.randn(64, 256)
+  -- 512 rows: the bias's gradient (summed from a bf16 one on a GPU) runs
+  -- its kernel's several slices.
+  local x = tensor.randn(512, 256)
   local labels = {}
-  for i = 1, 64 do labels[i] = (i * 3) % 10 + 1 end
+  for i = 1, 512 do labels[i] = (i * 3) % 10 + 1 end
   local loss = with_grad_tape(function() return autocast(function() return nn.cross_entropy(model(x), labels) end) end)
   backward(loss)
   local out = autocast(function() return model(x) end)
