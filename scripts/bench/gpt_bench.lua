@@ -140,17 +140,16 @@ local function step()
 end
 
 for _ = 1, warmup do step() end
-local loss
-local s0 = residency.stats()
-local t0 = device.clock()
-for _ = 1, steps do loss = step() end
-local dt = device.clock() - t0
+local timed = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "bench_steps.lua")
+local run = timed(step, steps)
+local dt, loss = run.seconds, run.loss
+-- Under --nproc, each rank's spread of step times.
+if world > 1 then io.stderr:write(string.format("rank %d: %s\n", dist.rank(), run.spread)) end
 
 if dist.rank() == 0 then
-  local st = residency.stats()
+  local st = run.stats
   io.stderr:write(string.format("gglua device %s, %d warm-up steps, %d processes, %d graph computes (%d replayed as CUDA graphs); per timed step %.2f ms in computes, %.2f ms in gradient collectives\n",
-    device.current(), warmup, world, st.graph_computes, st.graph_replays, 1000 * (st.compute_seconds - s0.compute_seconds) / steps,
-    1000 * (st.grad_reduce_seconds - s0.grad_reduce_seconds) / steps))
+    device.current(), warmup, world, st.graph_computes, st.graph_replays, 1000 * run.computes, 1000 * run.collectives))
   print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d",
     L, H, E, T, global, steps * global * T / dt, 1000 * dt / steps, loss, nparams))
 end

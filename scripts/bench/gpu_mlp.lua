@@ -43,12 +43,10 @@ local function step()
   return loss:item()
 end
 for _ = 1, 3 do step() end
-local s0 = residency.stats()
-local t0 = device.clock()
-local loss
-for _ = 1, steps do loss = step() end
-local dt = device.clock() - t0
-local s = residency.stats()
+local timed = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "bench_steps.lua")
+local run = timed(step, steps)
+local dt, loss, s = run.seconds, run.loss, run.stats
+if world > 1 then io.stderr:write(string.format("rank %d: %s\n", dist.rank(), run.spread)) end
 if dist.rank() == 0 then
   -- persistent: the pool's buffers; used: what lives in them (the pool
   -- grows in steps, so bf16 weights show in the second number).
@@ -56,6 +54,5 @@ if dist.rank() == 0 then
     global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20),
     math.floor((s.p_buffer_bytes - s.p_free_bytes) / 2^20)))
   io.stderr:write(string.format("gglua mlp: %d graph computes (%d replayed as CUDA graphs); per timed step %.2f ms in computes, %.2f ms in gradient collectives\n",
-    s.graph_computes, s.graph_replays, 1000 * (s.compute_seconds - s0.compute_seconds) / steps,
-    1000 * (s.grad_reduce_seconds - s0.grad_reduce_seconds) / steps))
+    s.graph_computes, s.graph_replays, 1000 * run.computes, 1000 * run.collectives))
 end
