@@ -77,18 +77,7 @@ func TestAutocastRoundsTheOperands(t *testing.T) {
 				a, b := host(t, c.aShape, av...), host(t, c.bShape, bv...)
 				require.NoError(t, a.SetRequiresGrad(true))
 				require.NoError(t, b.SetRequiresGrad(true))
-				var out, loss *Tensor
-				require.NoError(t, e.WithGradTape(func() error {
-					return e.Autocast(prec, func() error {
-						var c chain
-						out = c.do(func() (*Tensor, error) { return e.Matmul(a, b) })
-						p := c.do(func() (*Tensor, error) { return e.Mul(out, host(t, gShape, gv...)) })
-						loss = c.do(func() (*Tensor, error) { return e.Sum(p) })
-						return c.err
-					})
-				}))
-				_, err := e.Backward(loss)
-				require.NoError(t, err)
+				out := autocastWeighted(t, e, prec, host(t, gShape, gv...), func() (*Tensor, error) { return e.Matmul(a, b) })
 				return values(t, out), values(t, a.Grad()), values(t, b.Grad())
 			}
 			near := func(want []float64, got []float32) bool {
@@ -108,6 +97,18 @@ func TestAutocastRoundsTheOperands(t *testing.T) {
 			assert.False(t, near(wantA, ga) || near(wantB, gb), "f32 gradients too near the bf16 reference")
 		})
 	}
+}
+
+// autocastWeighted is backwardOfWeighted with f run under autocast to prec.
+func autocastWeighted(t *testing.T, e *Engine, prec ggmlcgo.Type, g *Tensor, f func() (*Tensor, error)) *Tensor {
+	t.Helper()
+	return backwardOfWeighted(t, e, g, func() (y *Tensor, err error) {
+		err = e.Autocast(prec, func() error {
+			y, err = f()
+			return err
+		})
+		return y, err
+	})
 }
 
 // TestAutocastAsTorch: linear, matmul, bmm and conv2d under autocast give
@@ -236,19 +237,13 @@ func TestAutocastGemmOperands(t *testing.T) {
 		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, dtype))
 		base := host(t, []int{k, m}, xt...)
 		require.NoError(t, base.SetRequiresGrad(true))
-		var y, loss *Tensor
-		require.NoError(t, e.WithGradTape(func() error {
-			return e.Autocast(ggmlcgo.BF16, func() error {
-				var c chain
-				x := c.do(func() (*Tensor, error) { return e.Transpose(base, 0, 1) })
-				y = c.do(func() (*Tensor, error) { return e.Linear(x, w) })
-				p := c.do(func() (*Tensor, error) { return e.Mul(y, host(t, []int{m, n}, gv...)) })
-				loss = c.do(func() (*Tensor, error) { return e.Sum(p) })
-				return c.err
-			})
-		}))
-		_, err := e.Backward(loss)
-		require.NoError(t, err)
+		y := autocastWeighted(t, e, ggmlcgo.BF16, host(t, []int{m, n}, gv...), func() (*Tensor, error) {
+			x, err := e.Transpose(base, 0, 1)
+			if err != nil {
+				return nil, err
+			}
+			return e.Linear(x, w)
+		})
 		assertClose(t, wantY, values(t, y), 1e-5, dtype.String()+" product")
 		gx := values(t, base.Grad()) // [k, m]: the transpose of x's gradient
 		for i := 0; i < k; i++ {
@@ -288,20 +283,12 @@ func TestBiasReluForProductKeepsTheValues(t *testing.T) {
 		for _, p := range params {
 			require.NoError(t, p.SetRequiresGrad(true))
 		}
-		var y, loss *Tensor
-		require.NoError(t, e.WithGradTape(func() error {
-			return e.Autocast(autocast, func() error {
-				var c chain
-				y1 := c.do(func() (*Tensor, error) { return e.Linear(x, w1) })
-				hidden = c.do(func() (*Tensor, error) { return fused(y1, b1) })
-				y = c.do(func() (*Tensor, error) { return e.Linear(hidden, w2) })
-				p := c.do(func() (*Tensor, error) { return e.Mul(y, host(t, []int{m, n}, gv...)) })
-				loss = c.do(func() (*Tensor, error) { return e.Sum(p) })
-				return c.err
-			})
-		}))
-		_, err := e.Backward(loss)
-		require.NoError(t, err)
+		y := autocastWeighted(t, e, autocast, host(t, []int{m, n}, gv...), func() (*Tensor, error) {
+			var c chain
+			y1 := c.do(func() (*Tensor, error) { return e.Linear(x, w1) })
+			hidden = c.do(func() (*Tensor, error) { return fused(y1, b1) })
+			return c.do(func() (*Tensor, error) { return e.Linear(hidden, w2) }), c.err
+		})
 		for _, p := range params {
 			grads = append(grads, values(t, p.Grad()))
 		}

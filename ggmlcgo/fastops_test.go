@@ -150,16 +150,8 @@ func TestRoundBF16KernelIsCast(t *testing.T) {
 	r, err := ctx.RoundBF16Kernel(in[0])
 	require.NoError(t, err)
 	assert.Equal(t, BF16, r.Type())
-	mine, err := ctx.Cast(r, F32)
-	require.NoError(t, err)
-	cast, err := ctx.Cast(in[0], BF16)
-	require.NoError(t, err)
-	ggmls, err := ctx.Cast(cast, F32)
-	require.NoError(t, err)
-	got, want := computeBoth(t, b, ctx, mine, ggmls)
-	for i := range got {
-		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "%#08x", bits[i])
-	}
+	got, want := computeBoth(t, b, ctx, widened(t, ctx, r), castRounded(t, ctx, in[0]))
+	assert.Equal(t, bitsOf(want), bitsOf(got), "the kernel's bits, as ggml's Cast's, for inputs %#08x", bits)
 	assert.Equal(t, float32(1), got[0], "a tie goes to the even neighbour")
 	assert.True(t, math.IsInf(float64(got[3]), 1), "past the largest bf16: inf")
 	assert.Equal(t, uint32(0x7fc00000), math.Float32bits(got[8]), "a signalling NaN comes back quiet")
@@ -193,17 +185,9 @@ func TestBiasReluToBF16(t *testing.T) {
 		return computeBoth(t, b, ctx, x, y)
 	}
 	got, want := both(func(ctx *Context, y16, y32, _ Tensor) (Tensor, Tensor) {
-		mine, err := ctx.Cast(y16, F32)
-		require.NoError(t, err)
-		r, err := ctx.Cast(y32, BF16)
-		require.NoError(t, err)
-		cast, err := ctx.Cast(r, F32)
-		require.NoError(t, err)
-		return mine, cast
+		return widened(t, ctx, y16), castRounded(t, ctx, y32)
 	})
-	for i := range got {
-		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "element %d", i)
-	}
+	assert.Equal(t, bitsOf(want), bitsOf(got), "bias_relu into bf16 is the f32 result rounded")
 	assert.Equal(t, float32(2), got[2], "2.0078125 rounds to 2")
 	assert.Equal(t, float32(1.0078125), got[5], "1 + 3·2^-9 rounds up")
 	gb16, gb32 := both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
@@ -213,26 +197,16 @@ func TestBiasReluToBF16(t *testing.T) {
 		require.NoError(t, err)
 		return back16, back32
 	})
-	for i := range gb16 {
-		assert.Equal(t, math.Float32bits(gb32[i]), math.Float32bits(gb16[i]), "gradient element %d", i)
-	}
+	assert.Equal(t, bitsOf(gb32), bitsOf(gb16), "relu_back from the bf16 result")
 	// The gradient into bf16 is the f32 one rounded.
 	rounded, want := both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
 		back, err := ctx.ReluBackKernel(g, y16, BF16)
 		require.NoError(t, err)
-		wide, err := ctx.Cast(back, F32)
-		require.NoError(t, err)
 		back32, err := ctx.ReluBackKernel(g, y32, F32)
 		require.NoError(t, err)
-		r, err := ctx.Cast(back32, BF16)
-		require.NoError(t, err)
-		ref, err := ctx.Cast(r, F32)
-		require.NoError(t, err)
-		return wide, ref
+		return widened(t, ctx, back), castRounded(t, ctx, back32)
 	})
-	for i := range rounded {
-		assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(rounded[i]), "bf16 gradient element %d", i)
-	}
+	assert.Equal(t, bitsOf(want), bitsOf(rounded), "relu_back into bf16 is the f32 gradient rounded")
 	assert.Equal(t, float32(1.0078125), rounded[0], "1 + 3·2^-9 rounds up")
 	both(func(ctx *Context, y16, y32, g Tensor) (Tensor, Tensor) {
 		_, err := ctx.ReluBackKernel(g, y32, BF16)
@@ -278,4 +252,31 @@ func TestColumnSumKernel(t *testing.T) {
 		assert.ErrorContains(t, err, "f32 or bf16")
 		ctx.Free()
 	}
+}
+
+// widened is the bf16 tensor a widened to f32 by ggml's Cast (exact), and
+// castRounded is the f32 tensor a rounded to bf16 by ggml's Cast and
+// widened: the references gglua's bf16 kernels are compared with.
+func widened(t *testing.T, ctx *Context, a Tensor) Tensor {
+	t.Helper()
+	w, err := ctx.Cast(a, F32)
+	require.NoError(t, err)
+	return w
+}
+
+func castRounded(t *testing.T, ctx *Context, a Tensor) Tensor {
+	t.Helper()
+	r, err := ctx.Cast(a, BF16)
+	require.NoError(t, err)
+	return widened(t, ctx, r)
+}
+
+// bitsOf is v's floats as their bits, for comparisons that tell NaNs and
+// the signs of zeros apart.
+func bitsOf(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, f := range v {
+		out[i] = math.Float32bits(f)
+	}
+	return out
 }
