@@ -18,9 +18,9 @@ import (
 // run as its bf16 gemm, ops_matmul.go; a batched product ggml gives cuBLAS
 // comes back as cuBLAS writes it, bf16, widened by ggml). Either way no
 // more rounded than PyTorch's, and the next op would widen a bf16 result
-// to f32 anyway (ops compute in f32 here). Gradients compute in the precision their forward
-// recorded (Backward turns autocast off), and dot is not autocast (as
-// torch.dot; matmul of two vectors is).
+// to f32 anyway (ops compute in f32 here). Gradients compute in the
+// precision their forward recorded (Backward turns autocast off), and dot
+// is not autocast (as torch.dot; matmul of two vectors is).
 //
 // f16 is refused: ggml-cuda multiplies f16 operands with f16 sums unless a
 // product asks for f32 precision, and then it converts them back to f32,

@@ -181,13 +181,22 @@ func (c *Context) GeluErfBackKernel(g, x, y Tensor) (Tensor, error) {
 // f32 operands of one shape. Custom ops: only where
 // Backend.HasKernel(KernelRelu).
 func (c *Context) ReluKernel(x Tensor) (Tensor, error) {
-	if err := c.checkF32("relu", x); err != nil {
+	if err := c.checkPackedF32("relu", x); err != nil {
 		return Tensor{}, err
 	}
-	if !x.contiguous() {
-		return Tensor{}, fmt.Errorf("relu: the kernel needs a contiguous operand, got ne %v", x.Ne())
-	}
 	return result(C.gglua_relu_node(c.p, x.p))
+}
+
+// checkPackedF32 is checkF32 for a kernel of one operand that also needs
+// it packed.
+func (c *Context) checkPackedF32(op string, a Tensor) error {
+	if err := c.checkF32(op, a); err != nil {
+		return err
+	}
+	if !a.contiguous() {
+		return fmt.Errorf("%s: the kernel needs a contiguous operand, got ne %v", op, a.Ne())
+	}
+	return nil
 }
 
 // ReluBackKernel: see ReluKernel. y may be bf16 (a BiasReluKernel result
@@ -276,11 +285,8 @@ func cbool(b bool) C.int {
 // where ggml's copy reaches a third of it). A custom op: only where
 // Backend.HasKernel(KernelGemmBF16).
 func (c *Context) RoundBF16Kernel(a Tensor) (Tensor, error) {
-	if err := c.checkF32("to_bf16", a); err != nil {
+	if err := c.checkPackedF32("to_bf16", a); err != nil {
 		return Tensor{}, err
-	}
-	if !a.contiguous() {
-		return Tensor{}, fmt.Errorf("to_bf16: the kernel needs a contiguous operand, got ne %v", a.Ne())
 	}
 	return result(C.gglua_round_bf16_node(c.p, a.p))
 }
