@@ -15,14 +15,8 @@ local sizes = {1024, 4096, 4096, 4096, 4096, 10}
 local batch = 64
 tensor.manual_seed(0)
 
-local function make_model()
-  local layers = {}
-  for i = 1, #sizes - 1 do
-    layers[#layers + 1] = nn.Linear(sizes[i], sizes[i + 1])
-    if i < #sizes - 1 then layers[#layers + 1] = nn.ReLU() end
-  end
-  return nn.Sequential(layers)
-end
+local mlp = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "bench_mlp.lua") -- the benchmark MLP
+local function make_model() return mlp(sizes) end
 
 local x = tensor.randn(batch, sizes[1])
 local labels = {}
