@@ -43,67 +43,108 @@ struct gglua_gelu_back {
 
 // ---- elementwise launches ----
 
-// gglua_map4 is d = f(a, b, c) over n elements, four per thread as float4
-// loads and stores (ggml's kernels for these ops, one float a thread, ran
-// at 2/3 of the memory bandwidth); the last thread takes the tail of n
-// that is not a multiple of 4. Every pointer 16-byte aligned.
-template <int N, typename F>
-static __global__ void gglua_map4(const float * __restrict__ a, const float * __restrict__ b, const float * __restrict__ c,
-                                  float * __restrict__ d, const int64_t n, const F f) {
-    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
-    if (i + 4 <= n) {
-        const float4 x = *(const float4 *) (a + i);
-        const float4 y = N > 1 ? *(const float4 *) (b + i) : x;
-        const float4 z = N > 2 ? *(const float4 *) (c + i) : x;
-        *(float4 *) (d + i) = make_float4(f(x.x, y.x, z.x), f(x.y, y.y, z.y), f(x.z, y.z, z.z), f(x.w, y.w, z.w));
-        return;
-    }
-    for (int64_t j = i; j < n; j++) {
-        d[j] = f(a[j], N > 1 ? b[j] : 0.0f, N > 2 ? c[j] : 0.0f);
-    }
-}
-
-// gglua_map1 is gglua_map4 one float a thread, grid-strided: for operands
-// that are not 16-byte aligned.
-template <int N, typename F>
-static __global__ void gglua_map1(const float * a, const float * b, const float * c, float * d, const int64_t n, const F f) {
-    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
-        d[i] = f(a[i], N > 1 ? b[i] : 0.0f, N > 2 ? c[i] : 0.0f);
-    }
-}
-
-static bool gglua_aligned(const void * p) { return p == nullptr || (uintptr_t) p % 16 == 0; }
-
-template <int N, typename F>
-static void gglua_map(cudaStream_t stream, const ggml_tensor * dst, const F f) {
-    const int64_t n = ggml_nelements(dst);
-    const float * a = (const float *) dst->src[0]->data;
-    const float * b = N > 1 ? (const float *) dst->src[1]->data : nullptr;
-    const float * c = N > 2 ? (const float *) dst->src[2]->data : nullptr;
-    float * d = (float *) dst->data;
-    if (n == 0) {
-        return;
-    }
-    if (gglua_aligned(a) && gglua_aligned(b) && gglua_aligned(c) && gglua_aligned(d)) {
-        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK; // < 2^31 below 2^41 elements
-        gglua_map4<N><<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(a, b, c, d, n, f);
-    } else {
-        const int64_t blocks = (n + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-        gglua_map1<N><<<(unsigned int) (blocks < (1 << 30) ? blocks : (1 << 30)), GGLUA_BLOCK, 0, stream>>>(a, b, c, d, n, f);
-    }
-}
-
-// gglua_load reads an f32 or bf16 element as f32; gglua_store writes v as
-// T: f32, or bf16 rounded to nearest (a result rounded for a product,
-// which would round it the same way); gglua_store4 four of them.
+// gglua_load reads an f32 or bf16 element as f32; gglua_load4 four of
+// them (one 16- or 8-byte load). gglua_store writes v as T: f32, or bf16
+// rounded to nearest, ties to even (as PyTorch and ggml round: a result
+// rounded for a product, which would round it the same way); gglua_store4
+// four of them.
 static __device__ __forceinline__ float gglua_load(const float * a) { return *a; }
 static __device__ __forceinline__ float gglua_load(const nv_bfloat16 * a) { return __bfloat162float(*a); }
+static __device__ __forceinline__ float4 gglua_load4(const float * a) { return *(const float4 *) a; }
+static __device__ __forceinline__ float4 gglua_load4(const nv_bfloat16 * a) {
+    const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *) a);
+    const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *) (a + 2));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
 static __device__ __forceinline__ void gglua_store(float * d, float v) { *d = v; }
 static __device__ __forceinline__ void gglua_store(nv_bfloat16 * d, float v) { *d = __float2bfloat16_rn(v); }
 static __device__ __forceinline__ void gglua_store4(float * d, float4 v) { *(float4 *) d = v; }
 static __device__ __forceinline__ void gglua_store4(nv_bfloat16 * d, float4 v) {
     *(__nv_bfloat162 *) d = __floats2bfloat162_rn(v.x, v.y);
     *(__nv_bfloat162 *) (d + 2) = __floats2bfloat162_rn(v.z, v.w);
+}
+
+// The copy: to_bf16 is gglua_map of it into bf16.
+struct gglua_copy {
+    __device__ float operator()(float x, float, float) const { return x; }
+};
+
+// gglua_map4 is d = f(a, b, c) over n elements (the first N operands
+// read), four per thread as vector loads and stores (ggml's kernels for
+// these ops, one float a thread, ran at 2/3 of the memory bandwidth); the
+// last thread takes the tail of n that is not a multiple of 4. Every
+// pointer aligned to four of its elements.
+template <int N, typename A, typename B, typename C, typename D, typename F>
+static __global__ void gglua_map4(const A * __restrict__ a, const B * __restrict__ b, const C * __restrict__ c, D * __restrict__ d,
+                                  const int64_t n, const F f) {
+    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 4 <= n) {
+        const float4 x = gglua_load4(a + i);
+        const float4 y = N > 1 ? gglua_load4(b + i) : x;
+        const float4 z = N > 2 ? gglua_load4(c + i) : x;
+        gglua_store4(d + i, make_float4(f(x.x, y.x, z.x), f(x.y, y.y, z.y), f(x.z, y.z, z.z), f(x.w, y.w, z.w)));
+        return;
+    }
+    for (int64_t j = i; j < n; j++) {
+        gglua_store(d + j, f(gglua_load(a + j), N > 1 ? gglua_load(b + j) : 0.0f, N > 2 ? gglua_load(c + j) : 0.0f));
+    }
+}
+
+// gglua_map1 is gglua_map4 one element a thread, grid-strided: for
+// operands that are not aligned so.
+template <int N, typename A, typename B, typename C, typename D, typename F>
+static __global__ void gglua_map1(const A * a, const B * b, const C * c, D * d, const int64_t n, const F f) {
+    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
+        gglua_store(d + i, f(gglua_load(a + i), N > 1 ? gglua_load(b + i) : 0.0f, N > 2 ? gglua_load(c + i) : 0.0f));
+    }
+}
+
+// gglua_aligned4 reports whether p (nullptr: an operand not read) is
+// aligned to four of its elements, as gglua_load4 and gglua_store4 need.
+template <typename T> static bool gglua_aligned4(const T * p) { return p == nullptr || (uintptr_t) p % (4 * sizeof(T)) == 0; }
+
+// gglua_launch_map runs d = f(a, b, c) over n elements on stream: four a
+// thread where every operand allows it, else one.
+template <int N, typename A, typename B, typename C, typename D, typename F>
+static void gglua_launch_map(cudaStream_t stream, const A * a, const B * b, const C * c, D * d, const int64_t n, const F f) {
+    if (n == 0) {
+        return;
+    }
+    if (gglua_aligned4(a) && gglua_aligned4(b) && gglua_aligned4(c) && gglua_aligned4(d)) {
+        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK; // < 2^31 below 2^41 elements
+        gglua_map4<N><<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(a, b, c, d, n, f);
+    } else {
+        const int64_t blocks = std::min<int64_t>((n + GGLUA_BLOCK - 1) / GGLUA_BLOCK, 1 << 30);
+        gglua_map1<N><<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(a, b, c, d, n, f);
+    }
+}
+
+// gglua_map runs dst = f(its first N operands), all f32.
+template <int N, typename F>
+static void gglua_map(cudaStream_t stream, const ggml_tensor * dst, const F f) {
+    const float * a = (const float *) dst->src[0]->data;
+    const float * b = N > 1 ? (const float *) dst->src[1]->data : nullptr;
+    const float * c = N > 2 ? (const float *) dst->src[2]->data : nullptr;
+    gglua_launch_map<N>(stream, a, b, c, (float *) dst->data, ggml_nelements(dst), f);
+}
+
+// gglua_relu_back_of_bf16 runs relu_back reading relu's result in bf16
+// (its sign and NaN are the f32 result's) into T (f32, or bf16 for a
+// product's gradient).
+template <typename T>
+static void gglua_relu_back_of_bf16(cudaStream_t stream, const ggml_tensor * dst) {
+    gglua_launch_map<2>(stream, (const float *) dst->src[0]->data, (const nv_bfloat16 *) dst->src[1]->data, (const float *) nullptr,
+                        (T *) dst->data, ggml_nelements(dst), gglua_relu_back());
+}
+
+// gglua_only_srcs reports whether dst has no operand past its first n.
+static bool gglua_only_srcs(const ggml_tensor * dst, int n) {
+    for (int s = n; s < GGML_MAX_SRC; s++) {
+        if (dst->src[s] != nullptr) {
+            return false;
+        }
+    }
+    return true;
 }
 
 // gglua_bias_relu is d = relu(a + bias) for a of rows of ne0 and bias one
@@ -118,51 +159,6 @@ static __global__ void gglua_bias_relu(const float * a, const float * bias, T * 
     const float bv = bias[col];
     for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         gglua_store(d + r * ne0 + col, gglua_relu()(a[r * ne0 + col] + bv, 0.0f, 0.0f));
-    }
-}
-
-// gglua_relu_back_bf16 is gglua_relu_back reading relu's result in bf16
-// (its sign and NaN are the f32 result's), four elements a thread, into T
-// (f32, or bf16 for a product's gradient).
-template <typename T>
-static __global__ void gglua_relu_back_bf16(const float * __restrict__ g, const nv_bfloat16 * __restrict__ y, T * __restrict__ d,
-                                            const int64_t n) {
-    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
-    gglua_relu_back back;
-    if (i + 4 <= n) {
-        const float4 gv = *(const float4 *) (g + i);
-        const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *) (y + i));
-        const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *) (y + i + 2));
-        gglua_store4(d + i, make_float4(back(gv.x, lo.x, 0.0f), back(gv.y, lo.y, 0.0f), back(gv.z, hi.x, 0.0f), back(gv.w, hi.y, 0.0f)));
-        return;
-    }
-    for (int64_t j = i; j < n; j++) {
-        gglua_store(d + j, back(g[j], __bfloat162float(y[j]), 0.0f));
-    }
-}
-
-template <typename T>
-static __global__ void gglua_relu_back_bf16_1(const float * g, const nv_bfloat16 * y, T * d, const int64_t n) {
-    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
-        gglua_store(d + i, gglua_relu_back()(g[i], __bfloat162float(y[i]), 0.0f));
-    }
-}
-
-// gglua_launch_relu_back_bf16 runs relu_back of a bf16 result into T.
-template <typename T>
-static void gglua_launch_relu_back_bf16(cudaStream_t stream, const ggml_tensor * dst) {
-    const int64_t n = ggml_nelements(dst);
-    const float * g = (const float *) dst->src[0]->data;
-    const nv_bfloat16 * y = (const nv_bfloat16 *) dst->src[1]->data;
-    T * d = (T *) dst->data;
-    if (n == 0) {
-        return;
-    }
-    if (gglua_aligned(g) && (uintptr_t) d % (4 * sizeof(T)) == 0 && (uintptr_t) y % 8 == 0) {
-        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-        gglua_relu_back_bf16<T><<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
-    } else {
-        gglua_relu_back_bf16_1<T><<<(unsigned int) std::min<int64_t>((n + GGLUA_BLOCK - 1) / GGLUA_BLOCK, 1 << 30), GGLUA_BLOCK, 0, stream>>>(g, y, d, n);
     }
 }
 
@@ -223,62 +219,20 @@ static bool gglua_is_col_sum(const ggml_tensor * dst) {
         dst->ne[0] != a->ne[0] || ggml_nelements(dst) != dst->ne[0]) {
         return false;
     }
-    for (int s = 1; s < GGML_MAX_SRC; s++) {
-        if (dst->src[s] != nullptr) {
-            return false;
-        }
-    }
-    return true;
+    return gglua_only_srcs(dst, 1);
 }
 
 // ---- bf16 products (autocast) ----
 
-// gglua_to_bf16 rounds n floats to bf16 (to nearest, ties to even, as
-// PyTorch and ggml round), four a thread; gglua_to_bf16_1 one a thread,
-// grid-strided, for an operand that is not 16-byte aligned.
-static __global__ void gglua_to_bf16(const float * __restrict__ x, nv_bfloat16 * __restrict__ y, const int64_t n) {
-    const int64_t i = 4 * ((int64_t) blockIdx.x * blockDim.x + threadIdx.x);
-    if (i + 4 <= n) {
-        const float4 v = *(const float4 *) (x + i);
-        *(__nv_bfloat162 *) (y + i) = __floats2bfloat162_rn(v.x, v.y);
-        *(__nv_bfloat162 *) (y + i + 2) = __floats2bfloat162_rn(v.z, v.w);
-        return;
-    }
-    for (int64_t j = i; j < n; j++) {
-        y[j] = __float2bfloat16_rn(x[j]);
-    }
-}
-
-static __global__ void gglua_to_bf16_1(const float * x, nv_bfloat16 * y, const int64_t n) {
-    for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x) {
-        y[i] = __float2bfloat16_rn(x[i]);
-    }
-}
-
-// gglua_round_to_bf16 launches the one that fits x and y.
-//
 // gglua_bf16_operand is t's values in bf16: t's own data if it is bf16,
 // else a rounded copy in buf (ggml's pool, returned when buf goes).
-static void gglua_round_to_bf16(cudaStream_t stream, const float * x, nv_bfloat16 * y, const int64_t n) {
-    if (n == 0) {
-        return;
-    }
-    if (gglua_aligned(x) && (uintptr_t) y % 8 == 0) {
-        const int64_t blocks = ((n + 3) / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-        gglua_to_bf16<<<(unsigned int) blocks, GGLUA_BLOCK, 0, stream>>>(x, y, n);
-    } else {
-        const int64_t blocks = (n + GGLUA_BLOCK - 1) / GGLUA_BLOCK;
-        gglua_to_bf16_1<<<(unsigned int) (blocks < (1 << 30) ? blocks : (1 << 30)), GGLUA_BLOCK, 0, stream>>>(x, y, n);
-    }
-}
-
 static const nv_bfloat16 * gglua_bf16_operand(cudaStream_t stream, const ggml_tensor * t, ggml_cuda_pool_alloc<nv_bfloat16> & buf) {
     if (t->type == GGML_TYPE_BF16) {
         return (const nv_bfloat16 *) t->data;
     }
     const int64_t n = ggml_nelements(t);
     nv_bfloat16 * y = buf.alloc(n);
-    gglua_round_to_bf16(stream, (const float *) t->data, y, n);
+    gglua_launch_map<1>(stream, (const float *) t->data, (const float *) nullptr, (const float *) nullptr, y, n, gglua_copy());
     return y;
 }
 
@@ -298,13 +252,13 @@ static bool gglua_gemm_of(const ggml_tensor * dst, gglua_gemm * g) {
     }
     const ggml_tensor * a = dst->src[0];
     const ggml_tensor * b = dst->src[1];
-    for (int s = 0; s < GGML_MAX_SRC; s++) {
+    for (int s = 0; s < 2; s++) {
         const ggml_tensor * t = dst->src[s];
-        if (s >= 2 ? t != nullptr : t == nullptr || (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_BF16) || !ggml_is_contiguous(t)) {
+        if (t == nullptr || (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_BF16) || !ggml_is_contiguous(t)) {
             return false;
         }
     }
-    if (dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
+    if (!gglua_only_srcs(dst, 2) || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
         return false;
     }
     g->ta = name[10] == 't';
@@ -318,7 +272,7 @@ static bool gglua_gemm_of(const ggml_tensor * dst, gglua_gemm * g) {
 }
 
 // gglua_gemm_bf16 runs g on cuBLAS: bf16 operands (rounded by
-// gglua_to_bf16 where they are f32), f32 sums written straight to dst (no
+// gglua_bf16_operand where they are f32), f32 sums written straight to dst (no
 // bf16 result to widen). Row-major dst = op(a)·op(b) is column-major
 // dstᵀ = op(b)ᵀ·op(a)ᵀ, and a row-major matrix read column-major is its
 // transpose: so cuBLAS gets b first, each operand transposed as gglua's.
@@ -369,7 +323,7 @@ static void gglua_launch_bias_relu(cudaStream_t stream, const ggml_tensor * dst)
     const float * bias = (const float *) dst->src[1]->data;
     T * d = (T *) dst->data;
     const unsigned int ys = (unsigned int) (rows < 65535 ? rows : 65535);
-    if (ne0 % 4 == 0 && gglua_aligned(a) && gglua_aligned(bias) && (uintptr_t) d % (4 * sizeof(T)) == 0) {
+    if (ne0 % 4 == 0 && gglua_aligned4(a) && gglua_aligned4(bias) && gglua_aligned4(d)) {
         const dim3 grid((unsigned int) ((ne0 / 4 + GGLUA_BLOCK - 1) / GGLUA_BLOCK), ys);
         gglua_bias_relu4<T><<<grid, GGLUA_BLOCK, 0, stream>>>(a, bias, d, ne0, rows);
     } else {
@@ -436,12 +390,7 @@ static bool gglua_is_to_bf16(const ggml_tensor * dst) {
         a == nullptr || a->type != GGML_TYPE_F32 || !ggml_is_contiguous(a) || !ggml_are_same_shape(a, dst)) {
         return false;
     }
-    for (int s = 1; s < GGML_MAX_SRC; s++) {
-        if (dst->src[s] != nullptr) {
-            return false;
-        }
-    }
-    return true;
+    return gglua_only_srcs(dst, 1);
 }
 
 bool gglua_cuda_supports(const ggml_tensor * dst) {
@@ -465,7 +414,8 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
         return true;
     }
     if (gglua_is_to_bf16(dst)) {
-        gglua_round_to_bf16(stream, (const float *) dst->src[0]->data, (nv_bfloat16 *) dst->data, ggml_nelements(dst));
+        gglua_launch_map<1>(stream, (const float *) dst->src[0]->data, (const float *) nullptr, (const float *) nullptr,
+                            (nv_bfloat16 *) dst->data, ggml_nelements(dst), gglua_copy());
         return true;
     }
     switch (gglua_op(dst)) {
@@ -475,9 +425,9 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
         case GGLUA_RELU_BACK:
             if (dst->src[1]->type == GGML_TYPE_BF16) {
                 if (dst->type == GGML_TYPE_BF16) {
-                    gglua_launch_relu_back_bf16<nv_bfloat16>(stream, dst);
+                    gglua_relu_back_of_bf16<nv_bfloat16>(stream, dst);
                 } else {
-                    gglua_launch_relu_back_bf16<float>(stream, dst);
+                    gglua_relu_back_of_bf16<float>(stream, dst);
                 }
                 return true;
             }
