@@ -120,6 +120,18 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
 	grads := map[*Tensor]*Tensor{loss: seed}
+	var sums *gradSums // data parallel, summing in this graph (data_parallel_sums.go)
+	built := false     // every gradient op was built
+	if e.dp != nil && e.dp.inGraph(e) {
+		if sums, err = e.startSums(); err != nil {
+			return nil, fmt.Errorf("backward: %w", err)
+		}
+		defer func() {
+			if !built {
+				sums.abandon()
+			}
+		}()
+	}
 	// The leaves in the order reached (not a map's random order): each step
 	// then queues the same graph, which a GPU replays as one CUDA graph.
 	var leaves []*Tensor
@@ -130,7 +142,14 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 			continue
 		}
 		if t.gradFn == nil {
+			// Reverse topological order: every op that read t came
+			// before, so g is final.
 			leaves = append(leaves, t)
+			if sums != nil {
+				if err := sums.final(t, g); err != nil {
+					return nil, fmt.Errorf("backward: %w", err)
+				}
+			}
 			continue
 		}
 		if err := t.gradFn.checkVersions(); err != nil {
@@ -153,15 +172,23 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 		}
 	}
 	for _, leaf := range leaves {
+		if sums != nil && sums.has(leaf) {
+			continue // its .grad is the average (sums.finish)
+		}
 		if err := e.accumulateGrad(leaf, grads[leaf]); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
 	}
-	if e.dp != nil { // data parallel: every process ends with the average (data_parallel.go)
-		if err := e.averageGrads(); err != nil {
-			return nil, fmt.Errorf("backward: %w", err)
-		}
+	switch { // data parallel: every process ends with the average (data_parallel.go)
+	case sums != nil:
+		err = sums.finish()
+	case e.dp != nil:
+		err = e.averageGrads()
 	}
+	if err != nil {
+		return nil, fmt.Errorf("backward: %w", err)
+	}
+	built = true
 	out := map[*Tensor]*Tensor{}
 	for _, leaf := range leaves {
 		out[leaf] = leaf.grad

@@ -105,6 +105,7 @@ type dataParallel struct {
 	params  []*Tensor
 	world   int
 	sum     func(Buffer) error // sums a buffer across processes, in place
+	coll    *GraphCollective   // sums in the backward's graph, where the backend can (data_parallel_sums.go)
 	buckets []gradBucket
 	meta    *ggmlcgo.Context // the slices' view metadata
 	due     bool             // the buckets hold this process's gradients, not yet summed
@@ -118,11 +119,13 @@ type gradBucket struct {
 }
 
 // SetDataParallel makes every later Backward average the gradients of
-// params across world processes, summing with sum (nil params: stop). Every
+// params across world processes, summing with coll inside the backward's
+// graph where the backend runs its nodes (data_parallel_sums.go), else
+// with sum between graph computes (nil params: stop). Every
 // process must call Backward equally often (each call is a collective), and
 // a parameter that got no gradient on this process adds zeros, so all of
 // them get the average, as DDP with find_unused_parameters does.
-func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) error) error {
+func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) error, coll *GraphCollective) error {
 	if e.dp != nil {
 		// Pending averages read the buckets through the views freed below
 		// (and the sums due come first).
@@ -135,11 +138,11 @@ func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) e
 	if len(params) == 0 {
 		return nil
 	}
-	if world < 1 || sum == nil {
+	if world < 1 || (sum == nil && coll == nil) {
 		return errors.New("data parallel: needs a world size >= 1 and a collective")
 	}
 	seen := map[*Tensor]bool{}
-	dp := &dataParallel{world: world, sum: sum}
+	dp := &dataParallel{world: world, sum: sum, coll: coll}
 	for i, p := range params {
 		switch {
 		case !p.requiresGrad || p.gradFn != nil:
@@ -150,6 +153,9 @@ func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) e
 			seen[p] = true
 			dp.params = append(dp.params, p)
 		}
+	}
+	if sum == nil && !dp.inGraph(e) {
+		return errors.New("data parallel: this backend runs no collective in its graphs, and no other was given")
 	}
 	e.dp = dp
 	return nil
@@ -189,8 +195,16 @@ func (dp *dataParallel) ready(e *Engine) error {
 		group, bytes = nil, 0
 		return nil
 	}
-	for _, p := range dp.params {
-		if n := 4 * p.Numel(); bytes > 0 && bytes+n > bucketBytes {
+	// In-graph sums take the parameters last first, in smaller buckets.
+	params, bound := dp.params, bucketBytes
+	if dp.inGraph(e) {
+		params, bound = make([]*Tensor, 0, len(dp.params)), graphBucketBytes
+		for i := len(dp.params) - 1; i >= 0; i-- {
+			params = append(params, dp.params[i])
+		}
+	}
+	for _, p := range params {
+		if n := 4 * p.Numel(); bytes > 0 && bytes+n > bound {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -262,6 +276,12 @@ func (e *Engine) averageGrads() error {
 	// now: the host builds what reads the averages (clipping, the
 	// optimizer) while a device still computes the gradients.
 	dp.due = true
+	return dp.setAverages(e)
+}
+
+// setAverages queues each parameter's gradient = its bucket slice (the
+// sum over the processes) times 1/world.
+func (dp *dataParallel) setAverages(e *Engine) error {
 	scale := 1 / float32(dp.world)
 	for _, b := range dp.buckets {
 		for i, p := range b.params {

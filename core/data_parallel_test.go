@@ -51,7 +51,7 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 				}
 				return nil
 			}
-			require.NoError(t, e.SetDataParallel([]*Tensor{w1, w2, w1, unused}, 2, otherAddsOne))
+			require.NoError(t, e.SetDataParallel([]*Tensor{w1, w2, w1, unused}, 2, otherAddsOne, nil))
 
 			backward := func() {
 				ZeroGrad([]*Tensor{w1, w2, unused})
@@ -98,7 +98,7 @@ func TestDataParallelAveragesGradients(t *testing.T) {
 
 			calls = 0
 			backward()
-			require.NoError(t, e.SetDataParallel(nil, 0, nil)) // off again, after the sums due
+			require.NoError(t, e.SetDataParallel(nil, 0, nil, nil)) // off again, after the sums due
 			assert.Equal(t, tc.buckets, calls)
 			assertValues(t, []float32{1.5, -1.5, 3.5}, w1.Grad())
 			calls = 0
@@ -174,7 +174,7 @@ func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
 	assert.Equal(t, 0, calls, "the sums wait for the next compute")
 	assert.NotEmpty(t, e.pending, "the averages stay pending")
 
-	require.NoError(t, e.SetDataParallel(nil, 0, nil))
+	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
 	e2 := newEngine(t)
 	require.NoError(t, e2.backend.ComputeAsDevice())
 	assert.True(t, e2.overlapsReads(), "without data parallelism reads overlap")
@@ -210,7 +210,7 @@ func squaresBackward(t *testing.T, e *Engine, sum func(Buffer) error) (w, loss *
 	require.NoError(t, err)
 	require.NoError(t, w.SetRequiresGrad(true))
 	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
-	require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, sum))
+	require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, sum, nil))
 	require.NoError(t, e.WithGradTape(func() error {
 		sq, err := e.Mul(w, w)
 		if err == nil {

@@ -423,6 +423,9 @@ func (e *Engine) Realize() error {
 	e.pending, e.pendingBytes = nil, 0
 	e.res.Computed() // persistent memory dropped meanwhile may be reused now
 	e.release()
+	if err := e.checkSums(); err != nil {
+		return fmt.Errorf("realize: %w", err)
+	}
 	return e.afterRealize()
 }
 

@@ -55,6 +55,15 @@ type Comm interface {
 	Close(ok bool) error
 }
 
+// GraphComm is a Comm that data parallelism can call from inside a graph
+// compute (core/data_parallel_sums.go): GraphCollective returns a
+// gglua_collective (ggmlcgo/gglua_collective.h), valid until Close, and
+// the function that reports the first failure its nodes recorded.
+type GraphComm interface {
+	Comm
+	GraphCollective() (coll unsafe.Pointer, failed func() error, err error)
+}
+
 // scaleHost divides count float32s of host memory at data by n (Avg on a
 // library that only sums).
 func scaleHost(data unsafe.Pointer, count, n int) {

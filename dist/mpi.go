@@ -1,10 +1,13 @@
 package dist
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../ggmlcgo
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "gglua_collective.h"
 
 // Open MPI's handles are pointers to its predefined objects; every handle
 // below is a void* obtained with dlsym. MPI_IN_PLACE is ((void *) 1) in
@@ -92,6 +95,23 @@ static int gglua_mpi_init(int *started, int *provided, int *rank, int *size) {
 static int gglua_mpi_allreduce(void *buf, int count, int op) {
 	void *o = op == 2 ? M.max : op == 3 ? M.min : M.sum;
 	return M.Allreduce(GGLUA_MPI_IN_PLACE, buf, count, M.float32, o, M.world);
+}
+// gglua_mpi_host_sum is the host_sum of the backward's in-graph sums
+// (gglua_collective.h), in calls of at most 2^30 floats (MPI counts are
+// ints).
+static int gglua_mpi_host_sum(void *data, int64_t count, void *arg) {
+	(void) arg;
+	for (int64_t off = 0; off < count; off += 1 << 30) {
+		const int64_t n = count - off < (1 << 30) ? count - off : (1 << 30);
+		int rc = gglua_mpi_allreduce((float *) data + off, (int) n, 0);
+		if (rc) return rc;
+	}
+	return 0;
+}
+static gglua_collective *gglua_mpi_collective(void) {
+	gglua_collective *c = calloc(1, sizeof *c);
+	if (c) c->host_sum = gglua_mpi_host_sum;
+	return c;
 }
 static int gglua_mpi_bcast(void *buf, int count, int root) { return M.Bcast(buf, count, M.float32, root, M.world); }
 static int gglua_mpi_allgather(void *send, void *recv, int count) {
@@ -200,7 +220,29 @@ func mpiError(call string, rc C.int) error {
 }
 
 // mpiComm is MPI_COMM_WORLD.
-type mpiComm struct{ rank, size int }
+type mpiComm struct {
+	rank, size int
+	coll       *C.gglua_collective // the in-graph sums' (GraphCollective), made once
+}
+
+// GraphCollective is MPI_Allreduce's sum as graph nodes call it: the
+// backward's gradient sums run in its graph, in order with its nodes.
+func (c *mpiComm) GraphCollective() (unsafe.Pointer, func() error, error) {
+	mpi.Lock()
+	defer mpi.Unlock()
+	if c.coll == nil {
+		if c.coll = C.gglua_mpi_collective(); c.coll == nil {
+			return nil, nil, errors.New("MPI: out of memory")
+		}
+	}
+	coll := c.coll
+	return unsafe.Pointer(coll), func() error {
+		if coll.error == 0 {
+			return nil
+		}
+		return mpiError("MPI_Allreduce (the gradients' sums in the backward's graph)", coll.error)
+	}, nil
+}
 
 func (c *mpiComm) Backend() string { return "mpi" }
 func (c *mpiComm) Rank() int       { return c.rank }

@@ -75,6 +75,7 @@ package ggmlcgo
 //         k == 7 ? gglua_round_bf16_node(ctx, a[0]) : k == 8 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_BF16) :
 //         k == 9 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_F32) : k == 10 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
 //         k == 11 ? gglua_col_sum_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2)) :
+//         k == 12 ? gglua_all_reduce_node(ctx, a[0], NULL) : k == 13 ? gglua_all_reduce_join_node(ctx, a[0], NULL) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
@@ -100,11 +101,12 @@ const (
 	KernelBiasRelu                   // BiasReluKernel, and ReluBackKernel for its gradient
 	KernelGemmBF16                   // GemmBF16 (the three transposes a product and its gradients use) and RoundBF16Kernel
 	KernelBiasReluBF16               // BiasReluKernel to bf16, ReluBackKernel of a bf16 result (to f32 or bf16), ColumnSumKernel of bf16
+	KernelAllReduce                  // AllReduce and AllReduceJoin (collective.go)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:

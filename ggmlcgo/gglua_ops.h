@@ -3,6 +3,7 @@
 #define GGLUA_OPS_H
 #include <string.h>
 
+#include "gglua_collective.h"
 #include "gglua_ggml.h"
 
 // gglua_share is thread ith's part [*from, *to) of n items cut into nth
@@ -50,6 +51,18 @@ static inline float gglua_element(const struct ggml_tensor * t, int64_t i) {
 // gglua_transpose_f32 writes dst = the transpose of dst->src[0] (swapping
 // ne0 and ne1 of a contiguous f32 tensor), splitting tiles over nth threads.
 void gglua_transpose_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+// gglua_all_reduce_f32 sums dst->src[0] (contiguous f32) across processes
+// in place, with the gglua_collective at userdata (collective.c);
+// gglua_all_reduce_join_f32 closes a graph's sums. Each writes one 0 into
+// dst. gglua_scale_sum is a host_sum for tests: the values times *arg.
+void gglua_all_reduce_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void gglua_all_reduce_join_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+int gglua_scale_sum(void * data, int64_t count, void * arg);
+// The nodes: all_reduce of a with c (one float, 0), and all_reduce_join
+// after the node after (c NULL: a probe's, never run).
+struct ggml_tensor * gglua_all_reduce_node(struct ggml_context * ctx, struct ggml_tensor * a, gglua_collective * c);
+struct ggml_tensor * gglua_all_reduce_join_node(struct ggml_context * ctx, struct ggml_tensor * after, gglua_collective * c);
 
 // gglua_fill_values copies dst->ne[0] floats from userdata into dst.
 void gglua_fill_values(struct ggml_tensor * dst, int ith, int nth, void * userdata);

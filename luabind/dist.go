@@ -235,12 +235,22 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 	for _, p := range params {
 		env.lend(L, fn, c, p, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, 0) })
 	}
+	// The sums run in the backward's graph where the backend can
+	// (core/data_parallel_sums.go), else between computes.
+	var coll *core.GraphCollective
+	if gc, ok := c.(dist.GraphComm); ok {
+		p, failed, err := gc.GraphCollective()
+		if err != nil {
+			argError(L, fn, "%s", err.Error())
+		}
+		coll = &core.GraphCollective{C: p, OnDevice: c.OnDevice(), Err: failed}
+	}
 	err := env.Engine.SetDataParallel(params, c.Size(), func(b core.Buffer) error {
 		if b.OnDevice != c.OnDevice() {
 			return fmt.Errorf("gradients are in %s memory, %s reduces the other kind", map[bool]string{true: "GPU", false: "host"}[b.OnDevice], c.Backend())
 		}
 		return c.AllReduce(b.Data, b.Count, dist.Sum)
-	})
+	}, coll)
 	if err != nil {
 		argError(L, fn, "%s", err.Error())
 	}

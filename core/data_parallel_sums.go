@@ -1,0 +1,192 @@
+package core
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// In-graph gradient sums: where the engine's backend runs a collective as
+// a graph node (ggmlcgo's AllReduce: MPI on the CPU, NCCL on a CUDA device
+// whose library has gglua's kernels), the sums join the backward's graph
+// instead of running between computes (data_parallel.go):
+//
+//  1. the buckets hold about graphBucketBytes each, the parameters in
+//     reverse order, so the first bucket's gradients are the first the
+//     backward makes (the last layer's), as PyTorch DDP's buckets;
+//  2. Backward visits the tape in reverse topological order, so it reaches
+//     a parameter once every op that read it has added its gradient: the
+//     gradient is final there, and its copy into its bucket slice is queued
+//     at once (gradSums.final);
+//  3. once a bucket's gradients are all copied, and every bucket before it
+//     queued, its AllReduce is queued: on a GPU it runs on a stream of its
+//     own while the backward goes on. Every process queues the buckets in
+//     the same order, whatever order its gradients came in;
+//  4. at the end of Backward, the buckets left (a parameter this process
+//     gave no gradient adds zeros, or its accumulated .grad) are queued, a
+//     join waits for the sums, and each gradient is set to its slice times
+//     1/world, in the same graph.
+//
+// A steady step is then at most two graph computes with no collective
+// between them: on the CPU forward, backward, the sums and the update
+// share one; on a GPU the update rides with the next forward.
+
+// GraphCollective is a collective whose calls are graph nodes (ggmlcgo's
+// gglua_collective, filled by package dist).
+type GraphCollective struct {
+	C        unsafe.Pointer // a gglua_collective, alive for as long as the engine may use it
+	OnDevice bool           // it sums device memory (NCCL), else host memory (MPI)
+	Err      func() error   // the first failure its nodes recorded, or nil
+}
+
+// graphBucketBytes bounds one bucket of in-graph sums: PyTorch DDP's 25 MB,
+// small enough that the sums start early in the backward, large enough
+// that each is one efficient collective. A variable for the tests.
+var graphBucketBytes int64 = 25 << 20
+
+// inGraph reports whether e's backward sums in its graph.
+func (dp *dataParallel) inGraph(e *Engine) bool {
+	return dp.coll != nil && dp.coll.OnDevice == !e.backend.IsCPU() && e.backend.HasKernel(ggmlcgo.KernelAllReduce)
+}
+
+// gradSums is one Backward's in-graph sums.
+type gradSums struct {
+	e      *Engine
+	dp     *dataParallel
+	done   map[*Tensor]bool // parameters whose slice write is queued
+	left   []int            // per bucket, its parameters not yet done
+	next   int              // the first bucket whose sum is not queued
+	sums   []*Tensor        // the AllReduce nodes queued
+	bucket map[*Tensor]int  // a parameter's bucket
+	slot   map[*Tensor]int  // a parameter's index in its bucket
+}
+
+// startSums readies the buckets for one Backward.
+func (e *Engine) startSums() (*gradSums, error) {
+	dp := e.dp
+	if err := dp.ready(e); err != nil {
+		return nil, err
+	}
+	s := &gradSums{e: e, dp: dp, done: map[*Tensor]bool{}, bucket: map[*Tensor]int{}, slot: map[*Tensor]int{}}
+	for k, b := range dp.buckets {
+		s.left = append(s.left, len(b.params))
+		for i, p := range b.params {
+			s.bucket[p], s.slot[p] = k, i
+		}
+	}
+	return s, nil
+}
+
+// has reports whether p is one of the data-parallel parameters.
+func (s *gradSums) has(p *Tensor) bool {
+	_, ok := s.bucket[p]
+	return ok
+}
+
+// final takes the final gradient g of this backward for p (nil: none);
+// p may not be one of the data-parallel parameters.
+func (s *gradSums) final(p, g *Tensor) error {
+	k, ok := s.bucket[p]
+	if !ok || s.done[p] {
+		return nil
+	}
+	if err := s.write(p, g); err != nil {
+		return err
+	}
+	s.left[k]--
+	for s.next < len(s.left) && s.left[s.next] == 0 {
+		if err := s.queueSum(s.next); err != nil {
+			return err
+		}
+		s.next++
+	}
+	return nil
+}
+
+// write queues p's slice = what p.grad would become: g, plus p.grad where
+// backward accumulates (no zero_grad since the last step), zeros where
+// neither is.
+func (s *gradSums) write(p, g *Tensor) error {
+	e := s.e
+	s.done[p] = true
+	slice := s.dp.buckets[s.bucket[p]].slices[s.slot[p]]
+	acc := p.grad != nil && !p.gradZero
+	var err error
+	switch {
+	case g != nil && acc:
+		g, err = e.Add(p.grad, g)
+	case g != nil:
+		g, err = e.Contiguous(g)
+	case acc:
+		g = p.grad
+	default:
+		g, err = e.fillLike(slice, 0)
+	}
+	if err != nil {
+		return err
+	}
+	return e.writeInPlace(slice, g)
+}
+
+// queueSum queues bucket k's AllReduce.
+func (s *gradSums) queueSum(k int) error {
+	coll := s.dp.coll.C
+	sum, err := s.e.newOp("all_reduce", []int{1}, []*Tensor{s.dp.buckets[k].flat}, func(c ctx, in []node) (node, error) {
+		return c.AllReduce(in[0], coll)
+	})
+	if err != nil {
+		return err
+	}
+	s.sums = append(s.sums, sum)
+	return nil
+}
+
+// finish queues what is left of the sums, the join and the averages.
+func (s *gradSums) finish() error {
+	e, dp := s.e, s.dp
+	for _, b := range dp.buckets {
+		for _, p := range b.params {
+			if err := s.final(p, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if len(s.sums) == 0 {
+		return nil
+	}
+	coll := dp.coll.C
+	if _, err := e.newOp("all_reduce_join", []int{1}, []*Tensor{s.sums[len(s.sums)-1]}, func(c ctx, in []node) (node, error) {
+		return c.AllReduceJoin(in[0], coll)
+	}); err != nil {
+		return err
+	}
+	return dp.setAverages(e)
+}
+
+// abandon unqueues the sums of a Backward that failed: every process must
+// run the same collectives, and this one's step ends here.
+func (s *gradSums) abandon() {
+	for _, t := range s.sums {
+		if t.pending {
+			s.e.pending[t.queued] = nil
+			t.pending, t.node, t.dropped = false, ggmlcgo.Tensor{}, true
+		}
+	}
+}
+
+// checkSums reports a failure the in-graph sums recorded during the last
+// compute; the gradients it leaves are this process's alone, so they go.
+func (e *Engine) checkSums() error {
+	if e.dp == nil || e.dp.coll == nil || e.dp.coll.Err == nil {
+		return nil
+	}
+	err := e.dp.coll.Err()
+	if err == nil {
+		return nil
+	}
+	for _, p := range e.dp.params {
+		p.grad, p.gradZero = nil, true
+	}
+	return fmt.Errorf("data parallel: summing gradients: %w", err)
+}

@@ -1,0 +1,236 @@
+package core
+
+import (
+	"errors"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// scaleCollective is an in-graph collective whose "sum" multiplies by k,
+// as k processes holding the same gradients would sum them.
+func scaleCollective(t *testing.T, k float32) *GraphCollective {
+	t.Helper()
+	p, free, err := ggmlcgo.NewScaleCollective(k)
+	require.NoError(t, err)
+	t.Cleanup(free)
+	return &GraphCollective{C: p}
+}
+
+// mlpParams are the weights and biases of a 4-6-5-3 MLP, resident.
+func mlpParams(t *testing.T, e *Engine) []*Tensor {
+	t.Helper()
+	rng := rand.New(rand.NewSource(3))
+	var params []*Tensor
+	sizes := []int{4, 6, 5, 3}
+	for l := 0; l+1 < len(sizes); l++ {
+		for _, shape := range [][]int{{sizes[l+1], sizes[l]}, {sizes[l+1]}} {
+			v := make([]float32, shapeNumel(shape))
+			for j := range v {
+				v[j] = float32(rng.NormFloat64() * 0.5)
+			}
+			p := host(t, shape, v...)
+			require.NoError(t, p.SetRequiresGrad(true))
+			require.NoError(t, p.MoveToDevice(e, residency.Persistent))
+			params = append(params, p)
+		}
+	}
+	return params
+}
+
+func shapeNumel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// mlpBackward runs backward of the MLP's cross-entropy on a fixed batch,
+// with grads zeroed first unless accumulate.
+func mlpBackward(t *testing.T, e *Engine, params []*Tensor, accumulate bool) {
+	t.Helper()
+	if !accumulate {
+		ZeroGrad(params)
+	}
+	x := host(t, []int{5, 4}, 0.5, -1, 2, 0.1, 1, 1, -0.5, 0.3, -2, 0.7, 0.2, 1.5, 0.9, -0.4, 0.6, -1.1, 0.8, 0.05, -0.3, 1.2)
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		h := x
+		for l := 0; l < len(params); l += 2 {
+			var err error
+			if h, err = e.Linear(h, params[l]); err == nil {
+				h, err = e.Add(h, params[l+1])
+			}
+			if err == nil && l+2 < len(params) {
+				h, err = e.Relu(h)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		var err error
+		loss, err = e.CrossEntropyLabels(h, []int{0, 2, 1, 1, 0})
+		return err
+	}))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+}
+
+func gradsOf(t *testing.T, params []*Tensor) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	for _, p := range params {
+		require.NotNil(t, p.Grad())
+		v, err := p.Grad().Float32s()
+		require.NoError(t, err)
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestInGraphSumsAverage: with the gradients "summed" by a collective that
+// multiplies by 3 and averaged over 2 processes, every gradient is 1.5
+// times one process's, in one bucket or several, accumulating across
+// backward calls as .grad does (the sum of the accumulated gradients), and
+// a parameter no op reached adds zeros.
+func TestInGraphSumsAverage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		bucket int64
+	}{{"one bucket", 25 << 20}, {"a bucket per parameter", 4}, {"two parameters a bucket", 100}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+			graphBucketBytes = tc.bucket
+
+			ref := newEngine(t)
+			refParams := mlpParams(t, ref)
+			mlpBackward(t, ref, refParams, false)
+			want := gradsOf(t, refParams)
+			mlpBackward(t, ref, refParams, true)
+			wantAcc := gradsOf(t, refParams)
+
+			e := newEngine(t)
+			params := mlpParams(t, e)
+			unused := host(t, []int{2}, 5, 6)
+			require.NoError(t, unused.SetRequiresGrad(true))
+			require.NoError(t, unused.MoveToDevice(e, residency.Persistent))
+			require.NoError(t, e.SetDataParallel(append(params, unused), 2, nil, scaleCollective(t, 3)))
+			mlpBackward(t, e, params, false)
+			got := gradsOf(t, params)
+			for i := range want {
+				for j := range want[i] {
+					assert.InDelta(t, 1.5*want[i][j], got[i][j], 1e-5, "param %d [%d]", i, j)
+				}
+			}
+			assertValues(t, []float32{0, 0}, unused.Grad())
+			assert.Zero(t, e.Stats().ReduceTime, "no collective between computes")
+
+			// Without zero_grad: each process adds its new gradient to
+			// the average, and the sum is averaged again.
+			mlpBackward(t, e, params, true)
+			got = gradsOf(t, params)
+			for i := range want {
+				for j := range want[i] {
+					acc := 1.5 * (1.5*want[i][j] + (wantAcc[i][j] - want[i][j]))
+					assert.InDelta(t, acc, got[i][j], 1e-5, "accumulated param %d [%d]", i, j)
+				}
+			}
+		})
+	}
+}
+
+// TestInGraphSumsOverlapTheBackward: the last layer's bucket is summed
+// before the first layer's weight gradient is computed (the sums start
+// while the backward goes on), every bucket once, and a steady step on
+// the CPU is one graph compute: forward, backward, sums and update.
+func TestInGraphSumsOverlapTheBackward(t *testing.T) {
+	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+	graphBucketBytes = 4 // a bucket per parameter
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 2)))
+	opt, err := NewSGD(e, params, SGDOptions{LR: 0.1})
+	require.NoError(t, err)
+
+	var nodes []string
+	e.beforeCompute = func(g *ggmlcgo.Graph) {
+		nodes = nodes[:0]
+		for _, n := range g.Nodes() {
+			nodes = append(nodes, n.OpName()+" "+n.Name())
+		}
+	}
+	step := func() {
+		mlpBackward(t, e, params, false)
+		require.NoError(t, opt.Step())
+	}
+	step()
+	_, err = params[0].Float32s()
+	require.NoError(t, err)
+	before := e.Stats().GraphComputes
+	step()
+	_, err = params[0].Float32s()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), e.Stats().GraphComputes-before, "one compute a step")
+
+	var sums, join, productsAfterFirstSum int
+	first := -1
+	for i, n := range nodes {
+		switch {
+		case strings.HasSuffix(n, " all_reduce"):
+			sums++
+			if first < 0 {
+				first = i
+			}
+		case strings.HasSuffix(n, " all_reduce_join"):
+			join = i
+		case first >= 0 && join == 0 && (strings.HasPrefix(n, "MUL_MAT") || strings.HasPrefix(n, "OUT_PROD")):
+			productsAfterFirstSum++
+		}
+	}
+	assert.Equal(t, len(params), sums, "one sum per bucket:\n%s", strings.Join(nodes, "\n"))
+	assert.Greater(t, join, first)
+	assert.Positive(t, productsAfterFirstSum, "gradient products after the first sum:\n%s", strings.Join(nodes, "\n"))
+}
+
+// TestAFailedInGraphSumDropsTheGradients: a failure the nodes recorded is
+// an error of the compute, and leaves no gradient (this process's alone is
+// not the average); the next step runs.
+func TestAFailedInGraphSumDropsTheGradients(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	coll := scaleCollective(t, 2)
+	lost := errors.New("peer lost")
+	var fail error
+	coll.Err = func() error { return fail }
+	require.NoError(t, e.SetDataParallel(params, 2, nil, coll))
+	mlpBackward(t, e, params, false)
+	fail = lost
+	err := e.Realize()
+	require.ErrorIs(t, err, lost)
+	assert.Nil(t, params[0].Grad())
+	fail = nil
+	mlpBackward(t, e, params, false)
+	assert.Len(t, gradsOf(t, params), len(params))
+}
+
+// TestHostCollectiveWhereTheBackendTakesNoNode: a device collective on the
+// CPU backend (or a library without the kernels) falls back to the sums
+// between computes.
+func TestHostCollectiveWhereTheBackendTakesNoNode(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	coll := scaleCollective(t, 2)
+	coll.OnDevice = true
+	calls := 0
+	require.NoError(t, e.SetDataParallel(params, 2, func(Buffer) error { calls++; return nil }, coll))
+	mlpBackward(t, e, params, false)
+	require.NoError(t, e.Realize())
+	assert.Equal(t, 1, calls, "one bucket summed between computes")
+}
