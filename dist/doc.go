@@ -19,8 +19,10 @@
 // Open MPI's OMPI_COMM_WORLD_*, Slurm's SLURM_*); Comm (comm.go) is what
 // luabind's dist library calls; rendezvous.go is the TCP meeting on
 // MASTER_ADDR:MASTER_PORT where rank 0 hands the others the NCCL unique id.
-// Gradient averaging itself is core's (core/data_parallel.go): it takes a
-// sum function and knows nothing of MPI or NCCL.
+// Gradient averaging itself is core's (core/data_parallel.go,
+// data_parallel_sums.go): it takes a sum function, or a gglua_collective
+// (GraphComm: ggmlcgo/gglua_collective.h, C memory holding MPI's or NCCL's
+// entry point) that its graph nodes call, and knows nothing of MPI or NCCL.
 //
 // MPI handles: Open MPI's MPI_COMM_WORLD, MPI_FLOAT, MPI_SUM... are the
 // addresses of exported globals (ompi_mpi_comm_world, ompi_mpi_float,

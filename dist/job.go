@@ -42,8 +42,8 @@ func Timeout() (time.Duration, error) {
 // ErrCPUNeedsMPI: CPU tensors in a job not started by an MPI launcher.
 var ErrCPUNeedsMPI = errors.New("CPU tensors are reduced by MPI, and this process was not started by an MPI launcher: run `mpirun -np N gglua script.lua` (gglua --nproc and torchrun start one process per GPU for CUDA tensors, with --device cuda)")
 
-// Init places this process and, in a job of several, starts its
-// communicator: NCCL on CUDA device gpu (an index among the visible
+// Init places this process and, in a job of several (or a launcher's job
+// of one GPU), starts its communicator: NCCL on CUDA device gpu (an index among the visible
 // devices), or MPI when gpu < 0 (CPU tensors). Later calls return the
 // same job; asking for the other kind then is an error.
 func Init(gpu int) (*Job, error) {
@@ -60,7 +60,10 @@ func Init(gpu int) (*Job, error) {
 		return nil, err
 	}
 	j := &Job{Place: p}
-	if p.World > 1 {
+	// A launcher's job of one GPU gets a communicator too, as torchrun's
+	// does in PyTorch: the script runs the same collectives (and
+	// data_parallel the same graphs) as on N GPUs.
+	if p.World > 1 || (gpu >= 0 && p.Launcher != "") {
 		if j.Comm, err = open(p, gpu); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package dist
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../ggmlcgo
 #cgo LDFLAGS: -ldl
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -8,6 +9,8 @@ package dist
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "gglua_collective.h"
 
 // NCCL's types as its ABI has them: enums are ints, a communicator is a
 // pointer, the unique id 128 bytes passed by value. ncclFloat32 is 7,
@@ -143,6 +146,26 @@ static int gglua_nccl_run(gglua_nccl_comm comm, int device, int op, const void *
 	return gglua_nccl_wait(comm, timeout, code);
 }
 
+// gglua_nccl_collective is comm's gglua_collective: ncclAllReduce, which
+// gglua-kernels.cu queues from inside a graph compute.
+static gglua_collective *gglua_nccl_collective(gglua_nccl_comm comm) {
+	gglua_collective *c = calloc(1, sizeof *c);
+	if (c) {
+		c->device_all_reduce = N.AllReduce;
+		c->comm = comm;
+	}
+	return c;
+}
+
+// gglua_nccl_async_error is NCCL's asynchronous error on comm (0: none;
+// ncclInProgress counts as none), or the call's own failure.
+static int gglua_nccl_async_error(gglua_nccl_comm comm) {
+	int async = 0;
+	int rc = N.CommGetAsyncError(comm, &async);
+	if (rc) return rc;
+	return async == 7 ? 0 : async;
+}
+
 static int gglua_nccl_end(gglua_nccl_comm comm, int abort) { return abort ? N.CommAbort(comm) : N.CommDestroy(comm); }
 static const char *gglua_nccl_error(int code) { return N.GetErrorString(code); }
 static const char *gglua_cuda_error(int code) { return N.CudaErrorString(code); }
@@ -197,7 +220,9 @@ type ncclComm struct {
 	device     C.int
 	scratch    unsafe.Pointer // one device float, for Barrier
 	timeout    C.double
+	mu         sync.Mutex // closed, against the watchdog
 	closed     bool
+	coll       *C.gglua_collective // the in-graph sums' (GraphCollective), made once
 }
 
 // OpenNCCL loads NCCL, meets the other processes at MASTER_ADDR:MASTER_PORT
@@ -208,25 +233,27 @@ func OpenNCCL(p Place, device int, timeout time.Duration) (Comm, error) {
 	if err := loadNCCL(); err != nil {
 		return nil, err
 	}
-	addr, err := p.Rendezvous()
-	if err != nil {
-		return nil, err
-	}
 	var id C.gglua_nccl_id
 	if p.Rank == 0 {
 		if rc := C.gglua_nccl_unique_id(&id); rc != 0 {
 			return nil, ncclError("ncclGetUniqueId", C.GGLUA_NCCL_ERR, rc)
 		}
 	}
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&id)), len(id.internal))
-	got, err := Rendezvous(addr, p.Rank, p.World, raw, timeout)
-	if err != nil {
-		return nil, err
+	if p.World > 1 { // a job of one has no one to meet
+		addr, err := p.Rendezvous()
+		if err != nil {
+			return nil, err
+		}
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&id)), len(id.internal))
+		got, err := Rendezvous(addr, p.Rank, p.World, raw, timeout)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) != len(raw) {
+			return nil, fmt.Errorf("rendezvous: rank 0 sent %d bytes, an NCCL id has %d", len(got), len(raw))
+		}
+		copy(raw, got)
 	}
-	if len(got) != len(raw) {
-		return nil, fmt.Errorf("rendezvous: rank 0 sent %d bytes, an NCCL id has %d", len(got), len(raw))
-	}
-	copy(raw, got)
 	c := &ncclComm{rank: p.Rank, size: p.World, device: C.int(device), timeout: C.double(timeout.Seconds())}
 	var code C.int
 	if r := C.gglua_nccl_init(&c.comm, C.int(p.World), id, C.int(p.Rank), c.device, &c.scratch, &code); r != C.GGLUA_OK {
@@ -247,13 +274,71 @@ func ncclError(call string, kind, code C.int) error {
 	return fmt.Errorf("%s: NCCL error %d: %s", call, int(code), C.GoString(C.gglua_nccl_error(code)))
 }
 
+// GraphCollective is ncclAllReduce as gglua-kernels.cu's graph nodes queue
+// it, on a stream of their own beside the backward's. The host does not
+// wait for those sums itself (it waits for the graph), so a watchdog asks
+// NCCL for asynchronous errors (a peer that died) meanwhile and ends this
+// process with a clear error, as PyTorch's NCCL watchdog does, rather
+// than let the graph wait forever.
+func (c *ncclComm) GraphCollective() (unsafe.Pointer, func() error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, errors.New("the NCCL communicator was closed")
+	}
+	if c.coll == nil {
+		if c.coll = C.gglua_nccl_collective(c.comm); c.coll == nil {
+			return nil, nil, errors.New("NCCL: out of memory")
+		}
+		go c.watch()
+	}
+	coll := c.coll
+	return unsafe.Pointer(coll), func() error {
+		switch coll.error_kind {
+		case 0:
+			return nil
+		case C.GGLUA_COLLECTIVE_CUDA:
+			return ncclError("ncclAllReduce (the gradients' sums in the backward's graph)", C.GGLUA_CUDA_ERR, coll.error)
+		}
+		return ncclError("ncclAllReduce (the gradients' sums in the backward's graph)", C.GGLUA_NCCL_ERR, coll.error)
+	}, nil
+}
+
+// watch polls NCCL for an asynchronous error until the communicator
+// closes; on one it aborts the communicator and ends the process (status
+// 1, which makes gglua --nproc or torchrun stop the others).
+func (c *ncclComm) watch() {
+	for {
+		time.Sleep(100 * time.Millisecond)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		rc := C.gglua_nccl_async_error(c.comm)
+		if rc == 0 {
+			c.mu.Unlock()
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "gglua: rank %d: NCCL reported an asynchronous error while the gradients were summed (did another process fail?): %s; ending this process\n",
+			c.rank, C.GoString(C.gglua_nccl_error(rc)))
+		C.gglua_nccl_end(c.comm, 1)
+		c.closed = true
+		c.mu.Unlock()
+		os.Exit(1)
+	}
+}
+
 func (c *ncclComm) Backend() string { return "nccl" }
 func (c *ncclComm) Rank() int       { return c.rank }
 func (c *ncclComm) Size() int       { return c.size }
 func (c *ncclComm) OnDevice() bool  { return true }
 
 func (c *ncclComm) run(call string, op int, send, recv unsafe.Pointer, count, arg int) error {
-	if c.closed {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
 		return errors.New(call + ": the NCCL communicator was closed")
 	}
 	var code C.int
@@ -286,6 +371,8 @@ func (c *ncclComm) Barrier() error {
 // Close destroys the communicator, or aborts it after a failure, which
 // makes the other processes' NCCL calls fail instead of wait.
 func (c *ncclComm) Close(ok bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
 		return nil
 	}

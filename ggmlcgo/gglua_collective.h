@@ -24,6 +24,7 @@ typedef struct gglua_collective {
     void * stream;
     void * fork;
     void * join;
+    int forked; // sums queued on stream since the last join
     // error is the first failure's code (0: none), error_kind whose:
     // GGLUA_COLLECTIVE_HOST, _DEVICE (NCCL) or _CUDA.
     int error;

@@ -236,9 +236,10 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 		env.lend(L, fn, c, p, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, 0) })
 	}
 	// The sums run in the backward's graph where the backend can
-	// (core/data_parallel_sums.go), else between computes.
+	// (core/data_parallel_sums.go), else (or with GGLUA_DIST_SUMS=between,
+	// to compare) between computes.
 	var coll *core.GraphCollective
-	if gc, ok := c.(dist.GraphComm); ok {
+	if gc, ok := c.(dist.GraphComm); ok && os.Getenv("GGLUA_DIST_SUMS") != "between" {
 		p, failed, err := gc.GraphCollective()
 		if err != nil {
 			argError(L, fn, "%s", err.Error())

@@ -94,27 +94,32 @@ func floats(t *testing.T, s string) []float64 {
 // TestDataParallelMatchesOneProcess: two processes, each on half of every
 // batch (shard=true), end SGD-with-momentum and Adam training (with
 // clipping) with the weights one process reaches on the whole batches; both
-// ranks hold identical weights although they initialised differently; a
-// steady step is 1 graph compute, as without data parallelism (the
-// gradients' sums run in it: core/data_parallel_sums.go).
+// ranks hold identical weights although they initialised differently. The
+// gradients' sums run in the backward's graph (core/data_parallel_sums.go),
+// so a steady step is 1 graph compute, as without data parallelism; with
+// GGLUA_DIST_SUMS=between they run between computes, 2 a step.
 func TestDataParallelMatchesOneProcess(t *testing.T) {
-	out, errOut, code, ranks := mpirun(t, nil, 2, "dist/train.lua")
-	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	alone, errAlone, code := runJob(t, nil, gglua, "dist/train.lua")
 	require.Equal(t, 0, code, errAlone)
 	aloneLines := strings.Split(alone, "\n")
 	want := floats(t, field(t, aloneLines, "W"))
 	assert.Equal(t, "1", field(t, aloneLines, "C"))
-
-	r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
-	assert.Equal(t, field(t, r0, "W"), field(t, r1, "W"), "the ranks' weights differ")
-	got := floats(t, field(t, r0, "W"))
-	require.Len(t, got, len(want))
-	for i := range want {
-		assert.InDelta(t, want[i], got[i], 1e-5, "weight %d", i)
+	for _, tc := range []struct {
+		env      []string
+		computes string
+	}{{nil, "1"}, {[]string{"GGLUA_DIST_SUMS=between"}, "2"}} {
+		out, errOut, code, ranks := mpirun(t, tc.env, 2, "dist/train.lua")
+		require.Equal(t, 0, code, "%v stdout:\n%s\nstderr:\n%s", tc.env, out, errOut)
+		r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
+		assert.Equal(t, field(t, r0, "W"), field(t, r1, "W"), "%v: the ranks' weights differ", tc.env)
+		got := floats(t, field(t, r0, "W"))
+		require.Len(t, got, len(want))
+		for i := range want {
+			assert.InDelta(t, want[i], got[i], 1e-5, "%v: weight %d", tc.env, i)
+		}
+		assert.Equal(t, tc.computes, field(t, r0, "C"), "%v: graph computes per steady step", tc.env)
+		assert.Equal(t, tc.computes, field(t, r1, "C"), "%v", tc.env)
 	}
-	assert.Equal(t, "1", field(t, r0, "C"), "graph computes per steady step")
-	assert.Equal(t, "1", field(t, r1, "C"))
 }
 
 // TestCollectivesUnderMPI: all_reduce (sum, avg, max, min, in place),

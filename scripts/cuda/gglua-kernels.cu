@@ -8,6 +8,7 @@
 // (-use_fast_math: subnormals flush to 0, expf and the division are the
 // fast forms, as in ggml's own kernels).
 #include "gglua-kernels.cuh"
+#include "gglua_collective.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -393,9 +394,92 @@ static bool gglua_is_to_bf16(const ggml_tensor * dst) {
     return gglua_only_srcs(dst, 1);
 }
 
+// ---- collectives (data parallelism's gradient sums, gglua_collective.h) ----
+
+// gglua_collective_of is the collective a node names (its userdata).
+static gglua_collective * gglua_collective_of(const ggml_tensor * dst) {
+    ggml_custom_op_params p;
+    memcpy(&p, dst->op_params, sizeof p);
+    return (gglua_collective *) p.userdata;
+}
+
+// gglua_is_collective reports whether dst is an all_reduce node (of a
+// contiguous f32 operand) or, join, an all_reduce_join: one f32 result.
+static bool gglua_is_collective(const ggml_tensor * dst, bool join) {
+    const ggml_tensor * a = dst->src[0];
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, join ? "all_reduce_join" : "all_reduce") != 0 || dst->type != GGML_TYPE_F32 ||
+        ggml_nelements(dst) != 1 || a == nullptr || !gglua_only_srcs(dst, 1) || gglua_collective_of(dst) == nullptr) {
+        return false;
+    }
+    return join || (a->type == GGML_TYPE_F32 && ggml_is_contiguous(a));
+}
+
+// gglua_collective_failed records the first failure of c's calls (the
+// host reads it after the compute: core's checkSums).
+static bool gglua_collective_failed(gglua_collective * c, int kind, int code) {
+    if (code != 0 && c->error == 0) {
+        c->error = code;
+        c->error_kind = kind;
+    }
+    return code != 0;
+}
+
+// gglua_all_reduce queues the sum of dst's operand across the processes
+// (in place) on the collective's own stream, after everything queued on
+// stream so far: the graph's later nodes (the rest of the backward) run
+// on beside it until gglua_all_reduce_join. Inside a CUDA graph capture
+// the fork and the NCCL call are captured too (NCCL supports that).
+static void gglua_all_reduce(cudaStream_t stream, ggml_tensor * dst) {
+    gglua_collective * c = gglua_collective_of(dst);
+    if (c->error != 0) {
+        return; // an earlier call failed: the processes are out of step
+    }
+    if (c->device_all_reduce == nullptr) {
+        gglua_collective_failed(c, GGLUA_COLLECTIVE_DEVICE, -1);
+        return;
+    }
+    if (c->stream == nullptr) {
+        cudaStream_t s;
+        cudaEvent_t fork, join;
+        if (gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) ||
+            gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaEventCreateWithFlags(&fork, cudaEventDisableTiming)) ||
+            gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaEventCreateWithFlags(&join, cudaEventDisableTiming))) {
+            return;
+        }
+        c->stream = s;
+        c->fork = fork;
+        c->join = join;
+    }
+    cudaStream_t side = (cudaStream_t) c->stream;
+    if (gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaEventRecord((cudaEvent_t) c->fork, stream)) ||
+        gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaStreamWaitEvent(side, (cudaEvent_t) c->fork, 0))) {
+        return;
+    }
+    const ggml_tensor * a = dst->src[0];
+    if (gglua_collective_failed(c, GGLUA_COLLECTIVE_DEVICE, c->device_all_reduce(a->data, a->data, (size_t) ggml_nelements(a), 7, 0, c->comm, side))) {
+        return;
+    }
+    c->forked = 1;
+    gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaMemsetAsync(dst->data, 0, sizeof(float), stream));
+}
+
+// gglua_all_reduce_join makes stream wait for the sums queued since the
+// last join.
+static void gglua_all_reduce_join(cudaStream_t stream, ggml_tensor * dst) {
+    gglua_collective * c = gglua_collective_of(dst);
+    if (c->forked) {
+        c->forked = 0;
+        if (!gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaEventRecord((cudaEvent_t) c->join, (cudaStream_t) c->stream))) {
+            gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaStreamWaitEvent(stream, (cudaEvent_t) c->join, 0));
+        }
+    }
+    gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaMemsetAsync(dst->data, 0, sizeof(float), stream));
+}
+
 bool gglua_cuda_supports(const ggml_tensor * dst) {
     gglua_gemm g;
-    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_col_sum(dst);
+    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_col_sum(dst) ||
+           gglua_is_collective(dst, false) || gglua_is_collective(dst, true);
 }
 
 bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
@@ -411,6 +495,14 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
         } else {
             gglua_col_sum<float>(ctx, dst);
         }
+        return true;
+    }
+    if (gglua_is_collective(dst, false)) {
+        gglua_all_reduce(stream, dst);
+        return true;
+    }
+    if (gglua_is_collective(dst, true)) {
+        gglua_all_reduce_join(stream, dst);
         return true;
     }
     if (gglua_is_to_bf16(dst)) {

@@ -3,7 +3,8 @@
 # ggml-cuda computes only the ops it knows: a custom node (GGML_OP_CUSTOM,
 # how gglua adds kernels of its own) is unsupported there. So the build
 # copies ggml's sources (the pinned module's, read-only) to GGLUA_GGML_COPY,
-# adds gglua-kernels.cu/.cuh to the copy's ggml-cuda folder (its CMakeLists
+# adds gglua-kernels.cu/.cuh (and ggmlcgo/gglua_collective.h, the
+# in-graph collectives' struct) to the copy's ggml-cuda folder (its CMakeLists
 # globs *.cu), and inserts three lines into the copy's ggml-cuda.cu: the
 # header, a GGML_OP_CUSTOM case in ggml_cuda_compute_forward and one in the
 # device's supports_op. Each insertion point must be found exactly once, so
@@ -68,6 +69,7 @@ gglua_insert_before(cu [=[        case GGML_OP_CROSS_ENTROPY_LOSS:
             return gglua_cuda_supports(op);
 ]=])
 gglua_write_if_changed("${GGLUA_GGML_COPY}/src/ggml-cuda/ggml-cuda.cu" "${cu}")
-foreach(f gglua-kernels.cu gglua-kernels.cuh)
-  configure_file("${_hook_dir}/${f}" "${GGLUA_GGML_COPY}/src/ggml-cuda/${f}" COPYONLY)
+foreach(f gglua-kernels.cu gglua-kernels.cuh ../../ggmlcgo/gglua_collective.h)
+  get_filename_component(_name "${f}" NAME)
+  configure_file("${_hook_dir}/${f}" "${GGLUA_GGML_COPY}/src/ggml-cuda/${_name}" COPYONLY)
 endforeach()
