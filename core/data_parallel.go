@@ -109,6 +109,7 @@ type dataParallel struct {
 	buckets []gradBucket
 	meta    *ggmlcgo.Context // the slices' view metadata
 	due     bool             // the buckets hold this process's gradients, not yet summed
+	queued  bool             // in-graph sums are pending (data_parallel_sums.go)
 }
 
 // gradBucket is one flat buffer and its parameters' slices of it.
@@ -316,11 +317,25 @@ func (e *Engine) reduceGrads() error {
 }
 
 // FinishCollectives runs the gradients' sums that a backward left for the
-// next compute, if any. A script's end calls it (runtime's call): every
-// process must run the same collectives, and one whose script ends without
-// another compute would leave the others waiting in theirs (a rank 0 that
-// reads the weights to save them after the last step, say).
+// next compute, if any: between computes, or queued in the graph
+// (data_parallel_sums.go: then the pending work is computed). A script's
+// end calls it (runtime's call): every process must run the same
+// collectives, and one whose script ends without another compute would
+// leave the others waiting in theirs (a rank 0 that reads the weights to
+// save them after the last step, say).
 func (e *Engine) FinishCollectives() error {
+	if err := e.sumsDue(); err != nil {
+		return err
+	}
+	if e.dp != nil && e.dp.queued {
+		return e.Realize()
+	}
+	return nil
+}
+
+// sumsDue runs the sums between computes that a backward left for the
+// next compute, if any (Realize's first step).
+func (e *Engine) sumsDue() error {
 	if e.dp == nil || !e.dp.due {
 		return nil
 	}

@@ -139,6 +139,7 @@ func (s *gradSums) queueSum(k int) error {
 		return err
 	}
 	s.sums = append(s.sums, sum)
+	s.dp.queued = true
 	return nil
 }
 

@@ -234,3 +234,20 @@ func TestHostCollectiveWhereTheBackendTakesNoNode(t *testing.T) {
 	require.NoError(t, e.Realize())
 	assert.Equal(t, 1, calls, "one bucket summed between computes")
 }
+
+// TestFinishCollectivesRunsTheQueuedSums: a script's end computes a
+// backward's in-graph sums still pending (a process that ends without
+// another compute would leave the others waiting in theirs).
+func TestFinishCollectivesRunsTheQueuedSums(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 2)))
+	mlpBackward(t, e, params, false)
+	require.NotEmpty(t, e.pending, "the sums are queued, not run")
+	before := e.Stats().GraphComputes
+	require.NoError(t, e.FinishCollectives())
+	assert.Empty(t, e.pending)
+	assert.Equal(t, int64(1), e.Stats().GraphComputes-before)
+	require.NoError(t, e.FinishCollectives())
+	assert.Equal(t, int64(1), e.Stats().GraphComputes-before, "nothing left to run")
+}

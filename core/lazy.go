@@ -301,7 +301,7 @@ func (e *Engine) witness() (*Tensor, error) {
 // the pass pool and become leaves: a later graph reads them and never
 // recomputes their ancestry.
 func (e *Engine) Realize() error {
-	if err := e.FinishCollectives(); err != nil { // the sums a backward left for this compute
+	if err := e.sumsDue(); err != nil { // the sums a backward left for this compute
 		return fmt.Errorf("realize: %w", err)
 	}
 	if len(e.pending) == 0 {
@@ -423,6 +423,9 @@ func (e *Engine) Realize() error {
 	e.pending, e.pendingBytes = nil, 0
 	e.res.Computed() // persistent memory dropped meanwhile may be reused now
 	e.release()
+	if e.dp != nil {
+		e.dp.queued = false // the in-graph sums queued ran
+	}
 	if err := e.checkSums(); err != nil {
 		return fmt.Errorf("realize: %w", err)
 	}
