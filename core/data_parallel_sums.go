@@ -57,7 +57,7 @@ type gradSums struct {
 	done   map[*Tensor]bool // parameters whose slice write is queued
 	left   []int            // per bucket, its parameters not yet done
 	next   int              // the first bucket whose sum is not queued
-	sums   []*Tensor        // the AllReduce nodes queued
+	sums   []*Tensor        // the AllReduce nodes queued (and the join)
 	bucket map[*Tensor]int  // a parameter's bucket
 	slot   map[*Tensor]int  // a parameter's index in its bucket
 }
@@ -65,6 +65,15 @@ type gradSums struct {
 // startSums readies the buckets for one Backward.
 func (e *Engine) startSums() (*gradSums, error) {
 	dp := e.dp
+	if dp.queued {
+		// An earlier backward's sums are still pending (two backwards in
+		// one tape): its bucket copies, sums and averages run first, or
+		// this backward's copies would overwrite the buckets before the
+		// graph sums them (the sums read the buckets, not the copies).
+		if err := e.Realize(); err != nil {
+			return nil, err
+		}
+	}
 	if err := dp.ready(e); err != nil {
 		return nil, err
 	}
@@ -132,6 +141,7 @@ func (s *gradSums) write(p, g *Tensor) error {
 // queueSum queues bucket k's AllReduce.
 func (s *gradSums) queueSum(k int) error {
 	coll := s.dp.coll.C
+	s.dp.queued = true // before newOp, which may compute at once (eager mode)
 	sum, err := s.e.newOp("all_reduce", []int{1}, []*Tensor{s.dp.buckets[k].flat}, func(c ctx, in []node) (node, error) {
 		return c.AllReduce(in[0], coll)
 	})
@@ -139,7 +149,6 @@ func (s *gradSums) queueSum(k int) error {
 		return err
 	}
 	s.sums = append(s.sums, sum)
-	s.dp.queued = true
 	return nil
 }
 
@@ -157,11 +166,13 @@ func (s *gradSums) finish() error {
 		return nil
 	}
 	coll := dp.coll.C
-	if _, err := e.newOp("all_reduce_join", []int{1}, []*Tensor{s.sums[len(s.sums)-1]}, func(c ctx, in []node) (node, error) {
+	join, err := e.newOp("all_reduce_join", []int{1}, []*Tensor{s.sums[len(s.sums)-1]}, func(c ctx, in []node) (node, error) {
 		return c.AllReduceJoin(in[0], coll)
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
+	s.sums = append(s.sums, join) // abandon drops it too: it reads the last sum
 	return dp.setAverages(e)
 }
 
@@ -174,6 +185,35 @@ func (s *gradSums) abandon() {
 			t.pending, t.node, t.dropped = false, ggmlcgo.Tensor{}, true
 		}
 	}
+}
+
+// joinOpenSums adds a join after g's last all_reduce where none follows
+// it: a backward's pending work split across computes (maxPending, eager
+// mode) must not end a graph with a sum forked to the collective's own
+// stream and not joined (a device's CUDA graph capture must join every
+// stream it forked). A join after part of the sums costs nothing more.
+func (e *Engine) joinOpenSums(g *ggmlcgo.Graph) error {
+	if e.dp == nil || e.dp.coll == nil || !e.dp.queued {
+		return nil
+	}
+	nodes := g.Nodes()
+	for i := len(nodes) - 1; i >= 0; i-- {
+		switch nodes[i].Name() {
+		case "all_reduce_join":
+			return nil
+		case "all_reduce":
+			c, err := e.nodeContext()
+			if err != nil {
+				return err
+			}
+			join, err := c.AllReduceJoin(nodes[i], e.dp.coll.C)
+			if err != nil {
+				return err
+			}
+			return g.Expand(join)
+		}
+	}
+	return nil
 }
 
 // checkSums reports a failure the in-graph sums recorded during the last

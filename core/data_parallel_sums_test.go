@@ -251,3 +251,72 @@ func TestFinishCollectivesRunsTheQueuedSums(t *testing.T) {
 	require.NoError(t, e.FinishCollectives())
 	assert.Equal(t, int64(1), e.Stats().GraphComputes-before, "nothing left to run")
 }
+
+// TestTwoBackwardsInOneTapeSumBoth: a second backward before the first's
+// sums ran (two losses in one tape) gets the first's sums run first, so
+// each gradient is summed once: 2w from the first, + 3 from the second,
+// with a sum over 2 processes holding the same values (times 2) averaged.
+func TestTwoBackwardsInOneTapeSumBoth(t *testing.T) {
+	e := newEngine(t)
+	w := host(t, []int{2}, 1, 2)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+	require.NoError(t, e.SetDataParallel([]*Tensor{w}, 2, nil, scaleCollective(t, 2)))
+	require.NoError(t, e.WithGradTape(func() error {
+		sq, err := e.Mul(w, w)
+		if err != nil {
+			return err
+		}
+		l1, err := e.Sum(sq)
+		if err != nil {
+			return err
+		}
+		s3, err := e.Scale(w, 3)
+		if err != nil {
+			return err
+		}
+		l2, err := e.Sum(s3)
+		if err != nil {
+			return err
+		}
+		if _, err = e.Backward(l1); err != nil {
+			return err
+		}
+		_, err = e.Backward(l2)
+		return err
+	}))
+	assertValues(t, []float32{5, 7}, w.Grad())
+}
+
+// TestInGraphSumsInSplitGraphsAreJoined: where a backward's work is
+// computed in pieces (eager mode: every op at once), every graph that
+// holds a sum ends joined, and the gradients are the same.
+func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
+	ref := newEngine(t)
+	refParams := mlpParams(t, ref)
+	mlpBackward(t, ref, refParams, false)
+	want := gradsOf(t, refParams)
+
+	e := newEngine(t)
+	e.SetEager(true)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 2)))
+	open := 0
+	e.beforeCompute = func(g *ggmlcgo.Graph) {
+		last := ""
+		for _, n := range g.Nodes() {
+			if name := n.Name(); name == "all_reduce" || name == "all_reduce_join" {
+				last = name
+			}
+		}
+		if last == "all_reduce" {
+			open++
+		}
+	}
+	mlpBackward(t, e, params, false)
+	got := gradsOf(t, params)
+	assert.Zero(t, open, "graphs ending with a sum not joined")
+	for i := range want {
+		assert.InDeltaSlice(t, want[i], got[i], 1e-5, "param %d", i)
+	}
+}

@@ -332,6 +332,9 @@ func (e *Engine) Realize() error {
 		return fmt.Errorf("realize: %w", err)
 	}
 	defer gctx.Free()
+	if err := e.joinOpenSums(g); err != nil {
+		return fmt.Errorf("realize: %w", err)
+	}
 	placed := map[ggmlcgo.Tensor]*residency.Handle{}
 	var placedBytes int64
 	for _, n := range g.Nodes() {

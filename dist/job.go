@@ -65,9 +65,12 @@ func Init(gpu int) (*Job, error) {
 	// data_parallel the same graphs) as on N GPUs.
 	if p.World > 1 || (gpu >= 0 && p.Launcher != "") {
 		if j.Comm, err = open(p, gpu); err != nil {
-			return nil, err
+			if p.World > 1 {
+				return nil, err
+			}
+			j.Comm = nil // a job of one runs without (no NCCL here, say)
 		}
-		if j.Comm.Rank() != p.Rank || j.Comm.Size() != p.World {
+		if j.Comm != nil && (j.Comm.Rank() != p.Rank || j.Comm.Size() != p.World) {
 			j.Comm.Close(false)
 			return nil, fmt.Errorf("%s places this process at rank %d of %d, the environment (%s) at rank %d of %d", j.Comm.Backend(), j.Comm.Rank(), j.Comm.Size(), p.Launcher, p.Rank, p.World)
 		}

@@ -377,6 +377,11 @@ func (c *ncclComm) Close(ok bool) error {
 		return nil
 	}
 	c.closed = true
+	if c.coll != nil {
+		// A graph computed after this must not call the freed
+		// communicator: its sum node records a failure instead.
+		c.coll.device_all_reduce = nil
+	}
 	abort := C.int(0)
 	if !ok {
 		abort = 1

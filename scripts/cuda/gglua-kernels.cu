@@ -455,11 +455,11 @@ static void gglua_all_reduce(cudaStream_t stream, ggml_tensor * dst) {
         gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaStreamWaitEvent(side, (cudaEvent_t) c->fork, 0))) {
         return;
     }
+    c->forked = 1; // side now waits on stream: the join must follow, whatever comes next
     const ggml_tensor * a = dst->src[0];
     if (gglua_collective_failed(c, GGLUA_COLLECTIVE_DEVICE, c->device_all_reduce(a->data, a->data, (size_t) ggml_nelements(a), 7, 0, c->comm, side))) {
         return;
     }
-    c->forked = 1;
     gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaMemsetAsync(dst->data, 0, sizeof(float), stream));
 }
 
