@@ -217,7 +217,11 @@ func (e *Engine) joinOpenSums(g *ggmlcgo.Graph) error {
 }
 
 // checkSums reports a failure the in-graph sums recorded during the last
-// compute; the gradients it leaves are this process's alone, so they go.
+// compute. The gradients it leaves are this process's alone, so they go;
+// but the compute may already have applied an update with them (the CPU's
+// step is one compute), and the processes' collectives are out of step:
+// the failure stays (every later compute reports it) and the job must end,
+// as PyTorch's NCCL watchdog ends it.
 func (e *Engine) checkSums() error {
 	if e.dp == nil || e.dp.coll == nil || e.dp.coll.Err == nil {
 		return nil
@@ -229,5 +233,5 @@ func (e *Engine) checkSums() error {
 	for _, p := range e.dp.params {
 		p.grad, p.gradZero = nil, true
 	}
-	return fmt.Errorf("data parallel: summing gradients: %w", err)
+	return fmt.Errorf("data parallel: summing gradients failed, so the processes' weights may differ now (end the job): %w", err)
 }

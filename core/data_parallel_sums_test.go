@@ -23,9 +23,14 @@ func scaleCollective(t *testing.T, k float32) *GraphCollective {
 	return &GraphCollective{C: p}
 }
 
-// mlpParams are the weights and biases of a 4-6-5-3 MLP, resident.
-func mlpParams(t *testing.T, e *Engine) []*Tensor {
+// mlpParams are the weights and biases of a 4-6-5-3 MLP, resident (in
+// f32, or in the type given).
+func mlpParams(t *testing.T, e *Engine, dtype ...ggmlcgo.Type) []*Tensor {
 	t.Helper()
+	typ := ggmlcgo.F32
+	if len(dtype) > 0 {
+		typ = dtype[0]
+	}
 	rng := rand.New(rand.NewSource(3))
 	var params []*Tensor
 	sizes := []int{4, 6, 5, 3}
@@ -37,7 +42,7 @@ func mlpParams(t *testing.T, e *Engine) []*Tensor {
 			}
 			p := host(t, shape, v...)
 			require.NoError(t, p.SetRequiresGrad(true))
-			require.NoError(t, p.MoveToDevice(e, residency.Persistent))
+			require.NoError(t, p.MoveToDeviceAs(e, residency.Persistent, typ))
 			params = append(params, p)
 		}
 	}
@@ -59,7 +64,17 @@ func mlpBackward(t *testing.T, e *Engine, params []*Tensor, accumulate bool) {
 	if !accumulate {
 		ZeroGrad(params)
 	}
-	x := host(t, []int{5, 4}, 0.5, -1, 2, 0.1, 1, 1, -0.5, 0.3, -2, 0.7, 0.2, 1.5, 0.9, -0.4, 0.6, -1.1, 0.8, 0.05, -0.3, 1.2)
+	_, err := e.Backward(mlpLoss(t, e, params, mlpBatch(t)))
+	require.NoError(t, err)
+}
+
+func mlpBatch(t *testing.T) *Tensor {
+	return host(t, []int{5, 4}, 0.5, -1, 2, 0.1, 1, 1, -0.5, 0.3, -2, 0.7, 0.2, 1.5, 0.9, -0.4, 0.6, -1.1, 0.8, 0.05, -0.3, 1.2)
+}
+
+// mlpLoss is the MLP's cross-entropy on x, recorded on a tape.
+func mlpLoss(t *testing.T, e *Engine, params []*Tensor, x *Tensor) *Tensor {
+	t.Helper()
 	var loss *Tensor
 	require.NoError(t, e.WithGradTape(func() error {
 		h := x
@@ -79,8 +94,24 @@ func mlpBackward(t *testing.T, e *Engine, params []*Tensor, accumulate bool) {
 		loss, err = e.CrossEntropyLabels(h, []int{0, 2, 1, 1, 0})
 		return err
 	}))
-	_, err := e.Backward(loss)
-	require.NoError(t, err)
+	return loss
+}
+
+// assertScaled checks got = k·want, element by element.
+func assertScaled(t *testing.T, k float32, want, got [][]float32) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.InDeltaSlice(t, scaledBy(k, want[i]), got[i], 1e-5, "param %d", i)
+	}
+}
+
+func scaledBy(k float32, v []float32) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = k * x
+	}
+	return out
 }
 
 func gradsOf(t *testing.T, params []*Tensor) [][]float32 {
@@ -124,11 +155,7 @@ func TestInGraphSumsAverage(t *testing.T) {
 			require.NoError(t, e.SetDataParallel(append(params, unused), 2, nil, scaleCollective(t, 3)))
 			mlpBackward(t, e, params, false)
 			got := gradsOf(t, params)
-			for i := range want {
-				for j := range want[i] {
-					assert.InDelta(t, 1.5*want[i][j], got[i][j], 1e-5, "param %d [%d]", i, j)
-				}
-			}
+			assertScaled(t, 1.5, want, got)
 			assertValues(t, []float32{0, 0}, unused.Grad())
 			assert.Zero(t, e.Stats().ReduceTime, "no collective between computes")
 
@@ -200,8 +227,9 @@ func TestInGraphSumsOverlapTheBackward(t *testing.T) {
 }
 
 // TestAFailedInGraphSumDropsTheGradients: a failure the nodes recorded is
-// an error of the compute, and leaves no gradient (this process's alone is
-// not the average); the next step runs.
+// an error of the compute that says the job must end, leaves no gradient
+// (this process's alone is not the average), and stays: every later
+// compute reports it (the collectives are out of step).
 func TestAFailedInGraphSumDropsTheGradients(t *testing.T) {
 	e := newEngine(t)
 	params := mlpParams(t, e)
@@ -214,10 +242,11 @@ func TestAFailedInGraphSumDropsTheGradients(t *testing.T) {
 	fail = lost
 	err := e.Realize()
 	require.ErrorIs(t, err, lost)
+	assert.ErrorContains(t, err, "the processes' weights may differ now (end the job)")
 	assert.Nil(t, params[0].Grad())
-	fail = nil
-	mlpBackward(t, e, params, false)
-	assert.Len(t, gradsOf(t, params), len(params))
+	_, err = e.Sum(params[0])
+	require.NoError(t, err)
+	require.ErrorIs(t, e.Realize(), lost, "reported again")
 }
 
 // TestHostCollectiveWhereTheBackendTakesNoNode: a device collective on the
@@ -319,4 +348,77 @@ func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
 	for i := range want {
 		assert.InDeltaSlice(t, want[i], got[i], 1e-5, "param %d", i)
 	}
+}
+
+// TestAFailedBackwardLeavesNoSum: a backward that fails after some buckets'
+// sums were queued (its first layer's input changed in place) drops them,
+// so the next step runs exactly one sum per bucket (a stray one would be a
+// collective the other processes do not run) and its gradients are right.
+func TestAFailedBackwardLeavesNoSum(t *testing.T) {
+	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+	graphBucketBytes = 4 // a bucket per parameter
+	ref := newEngine(t)
+	refParams := mlpParams(t, ref)
+	mlpBackward(t, ref, refParams, false)
+	want := gradsOf(t, refParams)
+
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	x := mlpBatch(t)
+	require.NoError(t, x.MoveToDevice(e, residency.Persistent))
+	loss := mlpLoss(t, e, params, x)
+	require.NoError(t, e.Assign(x, mlpBatch(t)))
+	_, err := e.Backward(loss)
+	require.ErrorContains(t, err, "changed in place")
+
+	sums := 0
+	e.beforeCompute = func(g *ggmlcgo.Graph) {
+		for _, n := range g.Nodes() {
+			if n.Name() == "all_reduce" {
+				sums++
+			}
+		}
+	}
+	mlpBackward(t, e, params, false)
+	got := gradsOf(t, params)
+	assert.Equal(t, len(params), sums, "one sum per bucket")
+	assertScaled(t, 1.5, want, got)
+}
+
+// TestInGraphSumsOffAndOn: turning data parallelism off runs the sums due
+// first and leaves plain gradients; on again, the buckets serve again.
+func TestInGraphSumsOffAndOn(t *testing.T) {
+	ref := newEngine(t)
+	refParams := mlpParams(t, ref)
+	mlpBackward(t, ref, refParams, false)
+	want := gradsOf(t, refParams)
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	coll := scaleCollective(t, 3)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, coll))
+	mlpBackward(t, e, params, false)
+	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
+	assertScaled(t, 1.5, want, gradsOf(t, params))
+	mlpBackward(t, e, params, false)
+	assertScaled(t, 1, want, gradsOf(t, params))
+	require.NoError(t, e.SetDataParallel(params, 2, nil, coll))
+	mlpBackward(t, e, params, false)
+	assertScaled(t, 1.5, want, gradsOf(t, params))
+}
+
+// TestInGraphSumsOfBF16Weights: weights stored in bf16 get f32 gradients,
+// summed and averaged as f32 weights' are.
+func TestInGraphSumsOfBF16Weights(t *testing.T) {
+	ref := newEngine(t)
+	refParams := mlpParams(t, ref, ggmlcgo.BF16)
+	mlpBackward(t, ref, refParams, false)
+	want := gradsOf(t, refParams)
+
+	e := newEngine(t)
+	params := mlpParams(t, e, ggmlcgo.BF16)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	mlpBackward(t, e, params, false)
+	got := gradsOf(t, params)
+	assertScaled(t, 1.5, want, got)
 }

@@ -3,6 +3,7 @@ package dist
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -58,10 +59,13 @@ type Comm interface {
 // GraphComm is a Comm that data parallelism can call from inside a graph
 // compute (core/data_parallel_sums.go): GraphCollective returns a
 // gglua_collective (ggmlcgo/gglua_collective.h), valid until Close, and
-// the function that reports the first failure its nodes recorded.
+// the function that reports the first failure its nodes recorded. stalled
+// says how long the host has been waiting for its device (ggmlcgo's
+// DeviceBlockedFor): past the timeout, a device collective's watchdog ends
+// the process, as a stuck peer would keep it waiting for ever.
 type GraphComm interface {
 	Comm
-	GraphCollective() (coll unsafe.Pointer, failed func() error, err error)
+	GraphCollective(stalled func() time.Duration) (coll unsafe.Pointer, failed func() error, err error)
 }
 
 // scaleHost divides count float32s of host memory at data by n (Avg on a

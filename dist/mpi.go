@@ -134,6 +134,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -226,8 +227,10 @@ type mpiComm struct {
 }
 
 // GraphCollective is MPI_Allreduce's sum as graph nodes call it: the
-// backward's gradient sums run in its graph, in order with its nodes.
-func (c *mpiComm) GraphCollective() (unsafe.Pointer, func() error, error) {
+// backward's gradient sums run in its graph, in order with its nodes, on
+// the host (stalled is not needed: MPI's launcher ends a job whose process
+// died).
+func (c *mpiComm) GraphCollective(stalled func() time.Duration) (unsafe.Pointer, func() error, error) {
 	mpi.Lock()
 	defer mpi.Unlock()
 	if c.coll == nil {

@@ -280,7 +280,7 @@ func ncclError(call string, kind, code C.int) error {
 // NCCL for asynchronous errors (a peer that died) meanwhile and ends this
 // process with a clear error, as PyTorch's NCCL watchdog does, rather
 // than let the graph wait forever.
-func (c *ncclComm) GraphCollective() (unsafe.Pointer, func() error, error) {
+func (c *ncclComm) GraphCollective(stalled func() time.Duration) (unsafe.Pointer, func() error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -290,7 +290,7 @@ func (c *ncclComm) GraphCollective() (unsafe.Pointer, func() error, error) {
 		if c.coll = C.gglua_nccl_collective(c.comm); c.coll == nil {
 			return nil, nil, errors.New("NCCL: out of memory")
 		}
-		go c.watch()
+		go c.watch(stalled)
 	}
 	coll := c.coll
 	return unsafe.Pointer(coll), func() error {
@@ -305,9 +305,13 @@ func (c *ncclComm) GraphCollective() (unsafe.Pointer, func() error, error) {
 }
 
 // watch polls NCCL for an asynchronous error until the communicator
-// closes; on one it aborts the communicator and ends the process (status
-// 1, which makes gglua --nproc or torchrun stop the others).
-func (c *ncclComm) watch() {
+// closes, and stalled (nil: not watched) for a host that has waited for
+// its device longer than the timeout (a peer that stopped without an
+// error: no other rank's collective arrives). On either it aborts the
+// communicator and ends the process (status 1, which makes gglua --nproc
+// or torchrun stop the others).
+func (c *ncclComm) watch(stalled func() time.Duration) {
+	timeout := time.Duration(float64(c.timeout) * float64(time.Second))
 	for {
 		time.Sleep(100 * time.Millisecond)
 		c.mu.Lock()
@@ -315,13 +319,17 @@ func (c *ncclComm) watch() {
 			c.mu.Unlock()
 			return
 		}
-		rc := C.gglua_nccl_async_error(c.comm)
-		if rc == 0 {
+		why := ""
+		if rc := C.gglua_nccl_async_error(c.comm); rc != 0 {
+			why = "NCCL reported an asynchronous error while the gradients were summed (did another process fail?): " + C.GoString(C.gglua_nccl_error(rc))
+		} else if stalled != nil && stalled() > timeout {
+			why = fmt.Sprintf("no progress for %s while the gradients were summed in the backward's graph (GGLUA_DIST_TIMEOUT): another process may have stopped", timeout)
+		}
+		if why == "" {
 			c.mu.Unlock()
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "gglua: rank %d: NCCL reported an asynchronous error while the gradients were summed (did another process fail?): %s; ending this process\n",
-			c.rank, C.GoString(C.gglua_nccl_error(rc)))
+		fmt.Fprintf(os.Stderr, "gglua: rank %d: %s; ending this process\n", c.rank, why)
 		C.gglua_nccl_end(c.comm, 1)
 		c.closed = true
 		c.mu.Unlock()

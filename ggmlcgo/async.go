@@ -142,6 +142,7 @@ func (b *Backend) waitLocked() {
 	}
 	started := time.Now()
 	if r := b.replay; r != nil && r.state != nil {
+		defer blocked()()
 		C.gglua_replay_wait(r.state, &r.lanes[0], C.int(len(r.lanes)))
 	}
 	b.waited += time.Since(started)
@@ -213,6 +214,31 @@ func (b *Backend) Done(launch int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return !b.queued || launch < b.firstQueued
+}
+
+// blockedSince is when the host began to wait for a device's work (unix
+// nanoseconds; 0: not waiting).
+var blockedSince atomic.Int64
+
+// blocked marks the host waiting for a device until the function it
+// returns is called (nested waits keep the first start).
+func blocked() func() {
+	if !blockedSince.CompareAndSwap(0, time.Now().UnixNano()) {
+		return func() {}
+	}
+	return func() { blockedSince.Store(0) }
+}
+
+// DeviceBlockedFor is how long the host has been waiting for a device's
+// work to finish, 0 when it is not waiting: what a watchdog reads for
+// collectives that run inside graphs (package dist's NCCL watchdog), whose
+// stuck peer would otherwise keep the host waiting for ever.
+func DeviceBlockedFor() time.Duration {
+	since := blockedSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Duration(time.Now().UnixNano() - since)
 }
 
 // WaitTime is the wall time spent waiting for the backend's queued work.

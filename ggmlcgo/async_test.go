@@ -227,3 +227,17 @@ func doubling(t *testing.T, b *Backend) (Tensor, *Graph) {
 	require.NoError(t, g.Expand(y))
 	return x, g
 }
+
+// TestDeviceBlockedForTimesTheWait: the host's wait for a device is timed
+// from its start (a nested wait keeps it) and is 0 when it ends.
+func TestDeviceBlockedForTimesTheWait(t *testing.T) {
+	assert.Zero(t, DeviceBlockedFor())
+	done := blocked()
+	time.Sleep(5 * time.Millisecond)
+	inner := blocked()
+	assert.GreaterOrEqual(t, DeviceBlockedFor(), 5*time.Millisecond)
+	inner()
+	assert.GreaterOrEqual(t, DeviceBlockedFor(), 5*time.Millisecond, "the outer wait goes on")
+	done()
+	assert.Zero(t, DeviceBlockedFor())
+}

@@ -91,7 +91,9 @@ func (b *Backend) graphCompute(g *Graph, mayReplay, async bool) C.enum_ggml_stat
 		return C.ggml_backend_graph_compute(b.p, g.p)
 	}
 	before := C.gglua_replay_busy(r.state)
+	done := blocked() // a launch may first wait for the other lanes (settle)
 	s := C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p, C.bool(mayReplay && r.enabled), C.bool(async))
+	done()
 	after := C.gglua_replay_busy(r.state)
 	if after != 0 && after != before {
 		// A lane newly busy: the others, and what it ran before, were

@@ -240,7 +240,7 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 	// to compare) between computes.
 	var coll *core.GraphCollective
 	if gc, ok := c.(dist.GraphComm); ok && os.Getenv("GGLUA_DIST_SUMS") != "between" {
-		p, failed, err := gc.GraphCollective()
+		p, failed, err := gc.GraphCollective(ggmlcgo.DeviceBlockedFor)
 		if err != nil {
 			argError(L, fn, "%s", err.Error())
 		}
