@@ -129,7 +129,12 @@ type gradBucket struct {
 func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) error, coll *GraphCollective) error {
 	if e.dp != nil {
 		// Pending averages read the buckets through the views freed below
-		// (and the sums due come first).
+		// (and the sums due come first), and so do gradients that are
+		// bucket slices (data_parallel_sums.go): they get buffers of their
+		// own.
+		if err := e.dp.ownGrads(e); err != nil {
+			return err
+		}
 		if err := e.Realize(); err != nil {
 			return err
 		}

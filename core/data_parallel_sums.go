@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
@@ -17,16 +18,18 @@ import (
 //     backward makes (the last layer's), as PyTorch DDP's buckets;
 //  2. Backward visits the tape in reverse topological order, so it reaches
 //     a parameter once every op that read it has added its gradient: the
-//     gradient is final there, and its copy into its bucket slice is queued
-//     at once (gradSums.final);
+//     gradient is final there, and its copy into its bucket slice, times
+//     1/world (DDP divides before the sum too), is queued at once
+//     (gradSums.final);
 //  3. once a bucket's gradients are all copied, and every bucket before it
 //     queued, its AllReduce is queued: on a GPU it runs on a stream of its
 //     own while the backward goes on. Every process queues the buckets in
 //     the same order, whatever order its gradients came in;
 //  4. at the end of Backward, the buckets left (a parameter this process
-//     gave no gradient adds zeros, or its accumulated .grad) are queued, a
-//     join waits for the sums, and each gradient is set to its slice times
-//     1/world, in the same graph.
+//     gave no gradient adds zeros, or its accumulated .grad) are queued,
+//     and a join waits for the sums. Each parameter's .grad is then its
+//     bucket slice, which holds the average (DDP's gradient_as_bucket_view:
+//     no copy back, no gradient buffer besides the bucket).
 //
 // A steady step is then at most two graph computes with no collective
 // between them: on the CPU forward, backward, the sums and the update
@@ -58,6 +61,7 @@ type gradSums struct {
 	left   []int            // per bucket, its parameters not yet done
 	next   int              // the first bucket whose sum is not queued
 	sums   []*Tensor        // the AllReduce nodes queued (and the join)
+	writes []sliceWrite     // the bucket slices' queued writes
 	bucket map[*Tensor]int  // a parameter's bucket
 	slot   map[*Tensor]int  // a parameter's index in its bucket
 }
@@ -113,9 +117,11 @@ func (s *gradSums) final(p, g *Tensor) error {
 	return nil
 }
 
-// write queues p's slice = what p.grad would become: g, plus p.grad where
-// backward accumulates (no zero_grad since the last step), zeros where
-// neither is.
+// write queues p's slice = what p.grad would become, times 1/world (as
+// DDP divides a bucket before its all-reduce, so the sum is the average):
+// g, plus p.grad where backward accumulates (no zero_grad since the last
+// step; after a step, p.grad is this very slice), or zeros where neither
+// is.
 func (s *gradSums) write(p, g *Tensor) error {
 	e := s.e
 	s.done[p] = true
@@ -135,7 +141,53 @@ func (s *gradSums) write(p, g *Tensor) error {
 	if err != nil {
 		return err
 	}
-	return e.writeInPlace(slice, g)
+	k := 1 / float32(s.dp.world)
+	err = e.inPlace(slice, []*Tensor{g}, func(c ctx, base node, in []node) (node, error) {
+		v, err := c.Scale(in[0], k)
+		if err != nil {
+			return v, err
+		}
+		return c.Cpy(v, base)
+	})
+	if err != nil || !slice.pending {
+		return err
+	}
+	// The write must run where it is, before its bucket's sum, which reads
+	// the bucket and not the slice: a later in-place update of the slice
+	// (clipping the gradient, which is this slice) chains after it and
+	// moves the slice's place in the queue to the end, past the sum. So a
+	// second root holds the write here (the graph computes a node once).
+	hold := &Tensor{shape: slice.shape, dtype: slice.dtype, handle: slice.handle, engine: e,
+		node: slice.node, pending: true, passGen: slice.passGen, queued: len(e.pending)}
+	e.pending = append(e.pending, hold)
+	s.writes = append(s.writes, sliceWrite{slice, hold})
+	return nil
+}
+
+// sliceWrite is a queued write of a bucket slice and the root that holds
+// it in place.
+type sliceWrite struct{ slice, hold *Tensor }
+
+// ownGrads gives every gradient that is a bucket slice a buffer of its
+// own with its value, before the buckets go.
+func (dp *dataParallel) ownGrads(e *Engine) error {
+	for _, b := range dp.buckets {
+		for i, p := range b.params {
+			if p.grad != b.slices[i] {
+				continue
+			}
+			h, err := e.res.Alloc(residency.Request{Shape: p.shape, Scope: residency.Persistent})
+			if err != nil {
+				return err
+			}
+			own := &Tensor{shape: p.Shape(), dtype: h.Type(), handle: h, engine: e}
+			if err := e.writeInPlace(own, b.slices[i]); err != nil {
+				return err
+			}
+			p.grad = own
+		}
+	}
+	return nil
 }
 
 // queueSum queues bucket k's AllReduce.
@@ -173,16 +225,36 @@ func (s *gradSums) finish() error {
 		return err
 	}
 	s.sums = append(s.sums, join) // abandon drops it too: it reads the last sum
-	return dp.setAverages(e)
+	// Each gradient is its slice, the average once the sums ran (DDP's
+	// gradient_as_bucket_view): no copy out, no gradient buffer of its own.
+	for _, b := range dp.buckets {
+		for i, p := range b.params {
+			p.grad, p.gradZero = b.slices[i], false
+		}
+	}
+	return nil
 }
 
-// abandon unqueues the sums of a Backward that failed: every process must
-// run the same collectives, and this one's step ends here.
+// abandon unqueues the sums and slice writes of a Backward that failed:
+// every process must run the same collectives, and this one's step ends
+// here.
 func (s *gradSums) abandon() {
 	for _, t := range s.sums {
 		if t.pending {
 			s.e.pending[t.queued] = nil
 			t.pending, t.node, t.dropped = false, ggmlcgo.Tensor{}, true
+		}
+	}
+	// The slices keep their values: one may be a parameter's .grad, which
+	// a failed backward leaves as it was.
+	for _, w := range s.writes {
+		if w.slice.pending && w.slice.node == w.hold.node {
+			s.e.pending[w.slice.queued] = nil
+			w.slice.pending, w.slice.node = false, ggmlcgo.Tensor{}
+		}
+		if w.hold.pending {
+			s.e.pending[w.hold.queued] = nil
+			w.hold.pending, w.hold.node = false, ggmlcgo.Tensor{}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -353,7 +354,8 @@ func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
 // TestAFailedBackwardLeavesNoSum: a backward that fails after some buckets'
 // sums were queued (its first layer's input changed in place) drops them,
 // so the next step runs exactly one sum per bucket (a stray one would be a
-// collective the other processes do not run) and its gradients are right.
+// collective the other processes do not run) and its gradients are right;
+// the gradients it would have added to (they are bucket slices) stay.
 func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 4 // a bucket per parameter
@@ -365,12 +367,15 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	e := newEngine(t)
 	params := mlpParams(t, e)
 	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	mlpBackward(t, e, params, false)
+	assertScaled(t, 1.5, want, gradsOf(t, params))
 	x := mlpBatch(t)
 	require.NoError(t, x.MoveToDevice(e, residency.Persistent))
-	loss := mlpLoss(t, e, params, x)
+	loss := mlpLoss(t, e, params, x) // no zero_grad: backward would add
 	require.NoError(t, e.Assign(x, mlpBatch(t)))
 	_, err := e.Backward(loss)
 	require.ErrorContains(t, err, "changed in place")
+	assertScaled(t, 1.5, want, gradsOf(t, params)) // the gradients as they were
 
 	sums := 0
 	e.beforeCompute = func(g *ggmlcgo.Graph) {
@@ -398,7 +403,16 @@ func TestInGraphSumsOffAndOn(t *testing.T) {
 	coll := scaleCollective(t, 3)
 	require.NoError(t, e.SetDataParallel(params, 2, nil, coll))
 	mlpBackward(t, e, params, false)
+	slices := map[*Tensor]bool{}
+	for _, b := range e.dp.buckets {
+		for _, sl := range b.slices {
+			slices[sl] = true
+		}
+	}
 	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
+	for i, p := range params {
+		assert.False(t, slices[p.grad], "param %d's gradient is still a bucket slice, whose view is freed", i)
+	}
 	assertScaled(t, 1.5, want, gradsOf(t, params))
 	mlpBackward(t, e, params, false)
 	assertScaled(t, 1, want, gradsOf(t, params))
@@ -421,4 +435,35 @@ func TestInGraphSumsOfBF16Weights(t *testing.T) {
 	mlpBackward(t, e, params, false)
 	got := gradsOf(t, params)
 	assertScaled(t, 1.5, want, got)
+}
+
+// TestInGraphSumsThenClipping: clipping after backward scales the
+// gradients in place (here by 1: max_norm far above their norm), and a
+// gradient is its bucket slice: the clip must read the sum, not move the
+// slice's write past it. Against the sums between computes, with the same
+// "sum" (times 3).
+func TestInGraphSumsThenClipping(t *testing.T) {
+	var got [2][][]float32
+	for k, inGraph := range []bool{true, false} {
+		e := newEngine(t)
+		params := mlpParams(t, e)
+		if inGraph {
+			require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		} else {
+			require.NoError(t, e.SetDataParallel(params, 2, func(b Buffer) error {
+				v := unsafe.Slice((*float32)(b.Data), b.Count)
+				for i := range v {
+					v[i] *= 3
+				}
+				return nil
+			}, nil))
+		}
+		for step := 0; step < 2; step++ {
+			mlpBackward(t, e, params, false)
+			_, err := e.ClipGradNorm(params, 1e6) // writes every gradient (times 1)
+			require.NoError(t, err)
+		}
+		got[k] = gradsOf(t, params)
+	}
+	assertScaled(t, 1, got[1], got[0])
 }
