@@ -65,16 +65,19 @@ func mlpBackward(t *testing.T, e *Engine, params []*Tensor, accumulate bool) {
 	if !accumulate {
 		ZeroGrad(params)
 	}
-	_, err := e.Backward(mlpLoss(t, e, params, mlpBatch(t)))
+	_, err := e.Backward(mlpLoss(t, e, params, mlpBatch(t), mlpLabels, e.Relu))
 	require.NoError(t, err)
 }
+
+var mlpLabels = []int{0, 2, 1, 1, 0}
 
 func mlpBatch(t *testing.T) *Tensor {
 	return host(t, []int{5, 4}, 0.5, -1, 2, 0.1, 1, 1, -0.5, 0.3, -2, 0.7, 0.2, 1.5, 0.9, -0.4, 0.6, -1.1, 0.8, 0.05, -0.3, 1.2)
 }
 
-// mlpLoss is the MLP's cross-entropy on x, recorded on a tape.
-func mlpLoss(t *testing.T, e *Engine, params []*Tensor, x *Tensor) *Tensor {
+// mlpLoss is the cross-entropy of an MLP (params: weight, bias, ...; act
+// between the layers) on x and labels, recorded on a tape.
+func mlpLoss(t *testing.T, e *Engine, params []*Tensor, x *Tensor, labels []int, act func(*Tensor) (*Tensor, error)) *Tensor {
 	t.Helper()
 	var loss *Tensor
 	require.NoError(t, e.WithGradTape(func() error {
@@ -85,17 +88,27 @@ func mlpLoss(t *testing.T, e *Engine, params []*Tensor, x *Tensor) *Tensor {
 				h, err = e.Add(h, params[l+1])
 			}
 			if err == nil && l+2 < len(params) {
-				h, err = e.Relu(h)
+				h, err = act(h)
 			}
 			if err != nil {
 				return err
 			}
 		}
 		var err error
-		loss, err = e.CrossEntropyLabels(h, []int{0, 2, 1, 1, 0})
+		loss, err = e.CrossEntropyLabels(h, labels)
 		return err
 	}))
 	return loss
+}
+
+// refGrads are the MLP's gradients in one process without data
+// parallelism (its weights stored as dtype, if given).
+func refGrads(t *testing.T, dtype ...ggmlcgo.Type) [][]float32 {
+	t.Helper()
+	ref := newEngine(t)
+	params := mlpParams(t, ref, dtype...)
+	mlpBackward(t, ref, params, false)
+	return gradsOf(t, params)
 }
 
 // assertScaled checks got = k·want, element by element.
@@ -322,10 +335,7 @@ func TestTwoBackwardsInOneTapeSumBoth(t *testing.T) {
 // computed in pieces (eager mode: every op at once), every graph that
 // holds a sum ends joined, and the gradients are the same.
 func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
-	ref := newEngine(t)
-	refParams := mlpParams(t, ref)
-	mlpBackward(t, ref, refParams, false)
-	want := gradsOf(t, refParams)
+	want := refGrads(t)
 
 	e := newEngine(t)
 	e.SetEager(true)
@@ -359,10 +369,7 @@ func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
 func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 4 // a bucket per parameter
-	ref := newEngine(t)
-	refParams := mlpParams(t, ref)
-	mlpBackward(t, ref, refParams, false)
-	want := gradsOf(t, refParams)
+	want := refGrads(t)
 
 	e := newEngine(t)
 	params := mlpParams(t, e)
@@ -371,7 +378,7 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	assertScaled(t, 1.5, want, gradsOf(t, params))
 	x := mlpBatch(t)
 	require.NoError(t, x.MoveToDevice(e, residency.Persistent))
-	loss := mlpLoss(t, e, params, x) // no zero_grad: backward would add
+	loss := mlpLoss(t, e, params, x, mlpLabels, e.Relu) // no zero_grad: backward would add
 	require.NoError(t, e.Assign(x, mlpBatch(t)))
 	_, err := e.Backward(loss)
 	require.ErrorContains(t, err, "changed in place")
@@ -394,10 +401,7 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 // TestInGraphSumsOffAndOn: turning data parallelism off runs the sums due
 // first and leaves plain gradients; on again, the buckets serve again.
 func TestInGraphSumsOffAndOn(t *testing.T) {
-	ref := newEngine(t)
-	refParams := mlpParams(t, ref)
-	mlpBackward(t, ref, refParams, false)
-	want := gradsOf(t, refParams)
+	want := refGrads(t)
 	e := newEngine(t)
 	params := mlpParams(t, e)
 	coll := scaleCollective(t, 3)
@@ -424,10 +428,7 @@ func TestInGraphSumsOffAndOn(t *testing.T) {
 // TestInGraphSumsOfBF16Weights: weights stored in bf16 get f32 gradients,
 // summed and averaged as f32 weights' are.
 func TestInGraphSumsOfBF16Weights(t *testing.T) {
-	ref := newEngine(t)
-	refParams := mlpParams(t, ref, ggmlcgo.BF16)
-	mlpBackward(t, ref, refParams, false)
-	want := gradsOf(t, refParams)
+	want := refGrads(t, ggmlcgo.BF16)
 
 	e := newEngine(t)
 	params := mlpParams(t, e, ggmlcgo.BF16)

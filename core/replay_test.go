@@ -50,25 +50,7 @@ func TestTrainingStepsQueueTheSameGraph(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		opt.ZeroGrad()
-		var loss *Tensor
-		require.NoError(t, e.WithGradTape(func() error {
-			h := x
-			for l := 0; l < len(params); l += 2 {
-				var err error
-				if h, err = e.Linear(h, params[l]); err == nil {
-					h, err = e.Add(h, params[l+1])
-				}
-				if err == nil && l+2 < len(params) {
-					h, err = e.Tanh(h)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			var err error
-			loss, err = e.CrossEntropyLabels(h, labels)
-			return err
-		}))
+		loss := mlpLoss(t, e, params, x, labels, e.Tanh)
 		_, err := e.Backward(loss)
 		require.NoError(t, err)
 		_, err = e.ClipGradNorm(params, 1)
