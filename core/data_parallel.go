@@ -110,6 +110,7 @@ type dataParallel struct {
 	meta    *ggmlcgo.Context // the slices' view metadata
 	due     bool             // the buckets hold this process's gradients, not yet summed
 	queued  bool             // in-graph sums are pending (data_parallel_sums.go)
+	summing bool             // a Backward is queueing in-graph sums
 }
 
 // gradBucket is one flat buffer and its parameters' slices of it.

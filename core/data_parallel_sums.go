@@ -82,6 +82,7 @@ func (e *Engine) startSums() (*gradSums, error) {
 		return nil, err
 	}
 	s := &gradSums{e: e, dp: dp, done: map[*Tensor]bool{}, bucket: map[*Tensor]int{}, slot: map[*Tensor]int{}}
+	dp.summing = true // until finish or abandon
 	for k, b := range dp.buckets {
 		s.left = append(s.left, len(b.params))
 		for i, p := range b.params {
@@ -176,6 +177,10 @@ func (dp *dataParallel) ownGrads(e *Engine) error {
 			if p.grad != b.slices[i] {
 				continue
 			}
+			if p.gradZero || !b.flat.handle.Live() { // cleared, or gone with a reset of the persistent pool
+				p.grad, p.gradZero = nil, true
+				continue
+			}
 			h, err := e.res.Alloc(residency.Request{Shape: p.shape, Scope: residency.Persistent})
 			if err != nil {
 				return err
@@ -207,6 +212,7 @@ func (s *gradSums) queueSum(k int) error {
 // finish queues what is left of the sums, the join and the averages.
 func (s *gradSums) finish() error {
 	e, dp := s.e, s.dp
+	defer func() { dp.summing = false }()
 	for _, b := range dp.buckets {
 		for _, p := range b.params {
 			if err := s.final(p, nil); err != nil {
@@ -239,6 +245,7 @@ func (s *gradSums) finish() error {
 // every process must run the same collectives, and this one's step ends
 // here.
 func (s *gradSums) abandon() {
+	s.dp.summing = false
 	for _, t := range s.sums {
 		if t.pending {
 			s.e.pending[t.queued] = nil
@@ -287,6 +294,13 @@ func (e *Engine) joinOpenSums(g *ggmlcgo.Graph) error {
 	}
 	return nil
 }
+
+// summing reports whether a Backward is queueing in-graph sums: pending
+// work is then not computed before the Backward ends (newOp), whatever
+// eager mode or the pending work's size would do, so that no slice's
+// write runs before the gradient it adds to is final, and no gradient is
+// read between its slice's write and its bucket's sum.
+func (e *Engine) summing() bool { return e.dp != nil && e.dp.summing }
 
 // checkSums reports a failure the in-graph sums recorded during the last
 // compute. The gradients it leaves are this process's alone, so they go;

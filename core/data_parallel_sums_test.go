@@ -332,16 +332,17 @@ func TestTwoBackwardsInOneTapeSumBoth(t *testing.T) {
 }
 
 // TestInGraphSumsInSplitGraphsAreJoined: where a backward's work is
-// computed in pieces (eager mode: every op at once), every graph that
-// holds a sum ends joined, and the gradients are the same.
+// computed in pieces (a compute in the middle of it), every graph that
+// holds a sum ends joined (a device's CUDA graph capture must join the
+// stream it forked), and the gradients are the same.
 func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
+	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+	graphBucketBytes = 4 // a bucket per parameter: the last layer's summed before the split
 	want := refGrads(t)
-
 	e := newEngine(t)
-	e.SetEager(true)
 	params := mlpParams(t, e)
 	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 2)))
-	open := 0
+	withSums, open := 0, 0
 	e.beforeCompute = func(g *ggmlcgo.Graph) {
 		last := ""
 		for _, n := range g.Nodes() {
@@ -349,53 +350,61 @@ func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
 				last = name
 			}
 		}
+		if last != "" {
+			withSums++
+		}
 		if last == "all_reduce" {
 			open++
 		}
 	}
-	mlpBackward(t, e, params, false)
-	got := gradsOf(t, params)
+	ZeroGrad(params)
+	_, err := e.Backward(mlpLoss(t, e, params, mlpBatch(t), mlpLabels, splittingRelu(e)))
+	require.NoError(t, err)
+	assertScaled(t, 1, want, gradsOf(t, params))
+	assert.Equal(t, 2, withSums, "the backward's sums in two graphs")
 	assert.Zero(t, open, "graphs ending with a sum not joined")
-	for i := range want {
-		assert.InDeltaSlice(t, want[i], got[i], 1e-5, "param %d", i)
-	}
 }
 
 // TestAFailedBackwardLeavesNoSum: a backward that fails after some buckets'
 // sums were queued (its first layer's input changed in place) drops them,
 // so the next step runs exactly one sum per bucket (a stray one would be a
 // collective the other processes do not run) and its gradients are right;
-// the gradients it would have added to (they are bucket slices) stay.
+// the gradients it would have added to (they are bucket slices) stay, in
+// eager mode too.
 func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 4 // a bucket per parameter
 	want := refGrads(t)
+	// Eager mode too: every op computes at once, but not inside a backward
+	// that sums in its graph.
+	for _, eager := range []bool{false, true} {
+		e := newEngine(t)
+		params := mlpParams(t, e)
+		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		mlpBackward(t, e, params, false)
+		assertScaled(t, 1.5, want, gradsOf(t, params))
+		e.SetEager(eager)
+		x := mlpBatch(t)
+		require.NoError(t, x.MoveToDevice(e, residency.Persistent))
+		loss := mlpLoss(t, e, params, x, mlpLabels, e.Relu) // no zero_grad: backward would add
+		require.NoError(t, e.Assign(x, mlpBatch(t)))
+		_, err := e.Backward(loss)
+		require.ErrorContains(t, err, "changed in place")
+		assertScaled(t, 1.5, want, gradsOf(t, params)) // the gradients as they were
 
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
-	mlpBackward(t, e, params, false)
-	assertScaled(t, 1.5, want, gradsOf(t, params))
-	x := mlpBatch(t)
-	require.NoError(t, x.MoveToDevice(e, residency.Persistent))
-	loss := mlpLoss(t, e, params, x, mlpLabels, e.Relu) // no zero_grad: backward would add
-	require.NoError(t, e.Assign(x, mlpBatch(t)))
-	_, err := e.Backward(loss)
-	require.ErrorContains(t, err, "changed in place")
-	assertScaled(t, 1.5, want, gradsOf(t, params)) // the gradients as they were
-
-	sums := 0
-	e.beforeCompute = func(g *ggmlcgo.Graph) {
-		for _, n := range g.Nodes() {
-			if n.Name() == "all_reduce" {
-				sums++
+		sums := 0
+		e.beforeCompute = func(g *ggmlcgo.Graph) {
+			for _, n := range g.Nodes() {
+				if n.Name() == "all_reduce" {
+					sums++
+				}
 			}
 		}
+		mlpBackward(t, e, params, false)
+		got := gradsOf(t, params)
+		assert.Equal(t, len(params), sums, "eager %v: one sum per bucket", eager)
+		assertScaled(t, 1.5, want, got)
 	}
-	mlpBackward(t, e, params, false)
-	got := gradsOf(t, params)
-	assert.Equal(t, len(params), sums, "one sum per bucket")
-	assertScaled(t, 1.5, want, got)
 }
 
 // TestInGraphSumsOffAndOn: turning data parallelism off runs the sums due
@@ -467,4 +476,60 @@ func TestInGraphSumsThenClipping(t *testing.T) {
 		got[k] = gradsOf(t, params)
 	}
 	assertScaled(t, 1, got[1], got[0])
+}
+
+// TestAGradientReadAfterASplitBackwardIsTheSum: a compute in the middle of
+// a backward (here an op's gradient that computes what is pending, as one
+// reading a value on the host would) runs the slice writes queued so far,
+// while their bucket's sum is queued later: a gradient, which is its
+// slice, read after the backward must still wait for the sum.
+func TestAGradientReadAfterASplitBackwardIsTheSum(t *testing.T) {
+	want := refGrads(t)
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	ZeroGrad(params)
+	_, err := e.Backward(mlpLoss(t, e, params, mlpBatch(t), mlpLabels, splittingRelu(e)))
+	require.NoError(t, err)
+	for i := len(params) - 1; i >= 0; i-- { // the last layer's first: its write ran early
+		v, err := params[i].Grad().Float32s()
+		require.NoError(t, err)
+		assert.InDeltaSlice(t, scaledBy(1.5, want[i]), v, 1e-5, "param %d", i)
+	}
+}
+
+// splittingRelu is relu for mlpLoss whose second use's gradient (after the
+// last layer's, whose slices are written and, with a bucket per
+// parameter, summed by then) first computes what is pending, as an op
+// reading a value on the host would.
+func splittingRelu(e *Engine) func(*Tensor) (*Tensor, error) {
+	relus := 0
+	return func(h *Tensor) (*Tensor, error) {
+		h, err := e.Relu(h)
+		if relus++; err != nil || relus != 2 {
+			return h, err
+		}
+		f := h.gradFn.backward
+		h.gradFn.backward = func(g *Tensor) ([]*Tensor, error) {
+			if err := e.Realize(); err != nil {
+				return nil, err
+			}
+			return f(g)
+		}
+		return h, nil
+	}
+}
+
+// TestDataParallelOffAfterAPersistentReset: a reset of the persistent pool
+// frees the buckets, whose slices are the gradients: turning data
+// parallelism off then drops those gradients (their values are gone)
+// instead of failing to copy them.
+func TestDataParallelOffAfterAPersistentReset(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	mlpBackward(t, e, params, false)
+	require.NoError(t, e.Reset(residency.Persistent))
+	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
+	assert.Nil(t, params[0].Grad())
 }

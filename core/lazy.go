@@ -188,7 +188,9 @@ func (e *Engine) newOpReading(name string, shape []int, inputs []*Tensor, read f
 	// grow the graph without bound: past maxPending ops (or, outside a tape,
 	// past the pass pool's bound) it is computed, and its results are held
 	// (and budgeted) in the pass pool.
-	if e.eager || len(e.pending) >= maxPending || (e.beyondStep() && e.pendingBytes > e.passBound()) {
+	// Not inside a backward that sums in its graph (data_parallel_sums.go):
+	// its gradients' slices and sums must run in one graph, in order.
+	if (e.eager || len(e.pending) >= maxPending || (e.beyondStep() && e.pendingBytes > e.passBound())) && !e.summing() {
 		if err := e.Realize(); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
