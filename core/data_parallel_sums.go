@@ -302,6 +302,23 @@ func (e *Engine) joinOpenSums(g *ggmlcgo.Graph) error {
 // read between its slice's write and its bucket's sum.
 func (e *Engine) summing() bool { return e.dp != nil && e.dp.summing }
 
+// sumPendingFor reports whether t is a bucket slice (a gradient) whose
+// bucket's sum is queued and not yet computed. Other reads, the loss's
+// after backward, leave the step pending as before.
+func (e *Engine) sumPendingFor(t *Tensor) bool {
+	if e.dp == nil || !e.dp.queued {
+		return false
+	}
+	for _, b := range e.dp.buckets {
+		for _, sl := range b.slices {
+			if sl == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkSums reports a failure the in-graph sums recorded during the last
 // compute. The gradients it leaves are this process's alone, so they go;
 // but the compute may already have applied an update with them (the CPU's

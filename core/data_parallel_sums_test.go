@@ -533,3 +533,23 @@ func TestDataParallelOffAfterAPersistentReset(t *testing.T) {
 	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
 	assert.Nil(t, params[0].Grad())
 }
+
+// TestReadsLeaveTheInGraphSumsPending: on an asynchronous device, reading
+// the loss after backward leaves the backward, its sums and the update for
+// the next compute, as with the sums between computes; reading a gradient
+// computes its sum first.
+func TestReadsLeaveTheInGraphSumsPending(t *testing.T) {
+	e := newEngine(t)
+	require.NoError(t, e.backend.ComputeAsDevice())
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	ZeroGrad(params)
+	loss := mlpLoss(t, e, params, mlpBatch(t), mlpLabels, e.Relu)
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	_, err = loss.Item()
+	require.NoError(t, err)
+	assert.NotEmpty(t, e.pending, "the backward and its sums stay pending")
+	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
+	assert.Empty(t, e.pending)
+}

@@ -271,7 +271,7 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	// Under in-graph data parallelism a gradient is a bucket slice whose
 	// sum may still be pending while the slice itself is not
 	// (data_parallel_sums.go).
-	if t.pending || (e.overlapsReads() && len(e.pending) > 0) || (e.dp != nil && e.dp.queued) {
+	if t.pending || (e.overlapsReads() && len(e.pending) > 0) || e.sumPendingFor(t) {
 		// On an asynchronous device a read queues everything pending (a
 		// step's backward and update, after its loss was computed with the
 		// forward) and waits only for the graph that wrote t: the host
