@@ -133,12 +133,14 @@ func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) e
 		// (and the sums due come first), and so do gradients that are
 		// bucket slices (data_parallel_sums.go): they get buffers of their
 		// own.
-		if err := e.dp.ownGrads(e); err != nil {
+		retire, err := e.dp.ownGrads(e)
+		if err != nil {
 			return err
 		}
 		if err := e.Realize(); err != nil {
 			return err
 		}
+		retire()
 	}
 	e.dp.free()
 	e.dp = nil

@@ -170,29 +170,39 @@ func (s *gradSums) write(p, g *Tensor) error {
 type sliceWrite struct{ slice, hold *Tensor }
 
 // ownGrads gives every gradient that is a bucket slice a buffer of its
-// own with its value, before the buckets go.
-func (dp *dataParallel) ownGrads(e *Engine) error {
+// own with its value, before the buckets go: it queues the copies, and the
+// function it returns, called once they are computed, points the slices
+// themselves at those buffers (whoever holds one, backward's result or a
+// script's local, reads the same value) and retires the slices that are no
+// gradient's (their views are freed with the buckets).
+func (dp *dataParallel) ownGrads(e *Engine) (func(), error) {
+	var moves []func()
 	for _, b := range dp.buckets {
 		for i, p := range b.params {
-			if p.grad != b.slices[i] {
-				continue
-			}
-			if p.gradZero || !b.flat.handle.Live() { // cleared, or gone with a reset of the persistent pool
-				p.grad, p.gradZero = nil, true
+			sl := b.slices[i]
+			if p.grad != sl || p.gradZero || !b.flat.handle.Live() {
+				if p.grad == sl { // cleared, or gone with a reset of the persistent pool
+					p.grad, p.gradZero = nil, true
+				}
+				moves = append(moves, func() { sl.handle, sl.dropped = nil, true })
 				continue
 			}
 			h, err := e.res.Alloc(residency.Request{Shape: p.shape, Scope: residency.Persistent})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			own := &Tensor{shape: p.Shape(), dtype: h.Type(), handle: h, engine: e}
-			if err := e.writeInPlace(own, b.slices[i]); err != nil {
-				return err
+			if err := e.writeInPlace(own, sl); err != nil {
+				return nil, err
 			}
-			p.grad = own
+			moves = append(moves, func() { sl.handle = h })
 		}
 	}
-	return nil
+	return func() {
+		for _, m := range moves {
+			m()
+		}
+	}, nil
 }
 
 // queueSum queues bucket k's AllReduce.
@@ -246,11 +256,17 @@ func (s *gradSums) finish() error {
 // here.
 func (s *gradSums) abandon() {
 	s.dp.summing = false
+	ran := false // a sum was computed in the middle of the backward
 	for _, t := range s.sums {
 		if t.pending {
 			s.e.pending[t.queued] = nil
 			t.pending, t.node, t.dropped = false, ggmlcgo.Tensor{}, true
+		} else {
+			ran = true
 		}
+	}
+	if !ran && len(s.sums) > 0 {
+		s.dp.queued = false
 	}
 	// The slices keep their values: one may be a parameter's .grad, which
 	// a failed backward leaves as it was.

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"math/rand"
 	"strings"
@@ -416,15 +417,21 @@ func TestInGraphSumsOffAndOn(t *testing.T) {
 	coll := scaleCollective(t, 3)
 	require.NoError(t, e.SetDataParallel(params, 2, nil, coll))
 	mlpBackward(t, e, params, false)
-	slices := map[*Tensor]bool{}
+	type span struct{ lo, hi uintptr }
+	var buckets []span
 	for _, b := range e.dp.buckets {
-		for _, sl := range b.slices {
-			slices[sl] = true
-		}
+		n, err := b.flat.handle.Tensor()
+		require.NoError(t, err)
+		buckets = append(buckets, span{uintptr(n.Data()), uintptr(n.Data()) + uintptr(n.Nbytes())})
 	}
 	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
 	for i, p := range params {
-		assert.False(t, slices[p.grad], "param %d's gradient is still a bucket slice, whose view is freed", i)
+		n, err := p.grad.handle.Tensor()
+		require.NoError(t, err)
+		for _, b := range buckets {
+			at := uintptr(n.Data())
+			assert.False(t, at >= b.lo && at < b.hi, "param %d's gradient is still in a bucket, whose views are freed", i)
+		}
 	}
 	assertScaled(t, 1.5, want, gradsOf(t, params))
 	mlpBackward(t, e, params, false)
@@ -552,4 +559,78 @@ func TestReadsLeaveTheInGraphSumsPending(t *testing.T) {
 	assert.NotEmpty(t, e.pending, "the backward and its sums stay pending")
 	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
 	assert.Empty(t, e.pending)
+}
+
+// TestAGradientHeldAcrossDataParallelOff: a gradient held from before data
+// parallelism is turned off (backward's result, a script's local) is the
+// parameter's gradient still, with its value in memory of its own (the
+// bucket slices' views are freed).
+func TestAGradientHeldAcrossDataParallelOff(t *testing.T) {
+	want := refGrads(t)
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	mlpBackward(t, e, params, false)
+	held := params[0].Grad()
+	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
+	assert.Same(t, held, params[0].Grad())
+	v, err := held.Float32s()
+	require.NoError(t, err)
+	assert.InDeltaSlice(t, scaledBy(1.5, want[0]), v, 1e-5)
+}
+
+// TestACancelledComputeDropsTheInGraphSums: a compute that fails (a
+// cancelled step) after a backward queued its sums drops them and the
+// gradients, which would be this process's alone, as a failed sum between
+// computes does.
+func TestACancelledComputeDropsTheInGraphSums(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	mlpBackward(t, e, params, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.SetContext(ctx)
+	_, err := params[0].Grad().Float32s()
+	require.Error(t, err)
+	e.SetContext(context.Background())
+	assert.False(t, e.dp.queued, "the sums were dropped")
+	assert.Nil(t, params[0].Grad())
+}
+
+// TestABackwardThatFailsOrPanicsEndsItsSums: a gradient that fails or
+// panics inside a backward that sums in its graph ends its sums (none
+// stays queued, eager mode computes again).
+func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
+	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+	graphBucketBytes = 4 // a bucket per parameter: the last layer's sums queued before the failure
+	for _, panics := range []bool{false, true} {
+		e := newEngine(t)
+		params := mlpParams(t, e)
+		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		relus := 0
+		loss := mlpLoss(t, e, params, mlpBatch(t), mlpLabels, func(h *Tensor) (*Tensor, error) {
+			h, err := e.Relu(h)
+			if relus++; err == nil && relus == 1 { // the first layer's: after the last layer's sums
+				h.gradFn.backward = func(*Tensor) ([]*Tensor, error) {
+					if panics {
+						panic("boom")
+					}
+					return nil, assert.AnError
+				}
+			}
+			return h, err
+		})
+		func() {
+			defer func() { assert.Equal(t, panics, recover() != nil) }()
+			_, err := e.Backward(loss)
+			assert.ErrorIs(t, err, assert.AnError)
+		}()
+		assert.False(t, e.summing(), "panics %v", panics)
+		assert.False(t, e.dp.queued, "panics %v: a queued sum left", panics)
+		e.SetEager(true)
+		_, err := e.Add(params[1], params[1])
+		require.NoError(t, err)
+		assert.Empty(t, e.pending, "panics %v: eager mode computes again", panics)
+	}
 }

@@ -460,6 +460,14 @@ func (e *Engine) release() {
 // unreadable, queued in-place updates are lost.
 func (e *Engine) dropPending() {
 	e.release()
+	if e.dp != nil && e.dp.queued {
+		// The in-graph sums go: the gradients, bucket slices, would hold
+		// this process's part alone (or an older sum).
+		e.dp.queued = false
+		for _, p := range e.dp.params {
+			p.grad, p.gradZero = nil, true
+		}
+	}
 	for _, t := range e.pending {
 		if t == nil {
 			continue
