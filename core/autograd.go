@@ -122,7 +122,7 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	grads := map[*Tensor]*Tensor{loss: seed}
 	var sums *gradSums // data parallel, summing in this graph (data_parallel_sums.go)
 	built := false     // every gradient op was built
-	if e.dp != nil && e.dp.inGraph(e) {
+	if e.averages() && e.dp.inGraph(e) {
 		if sums, err = e.startSums(); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
@@ -182,7 +182,7 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	switch { // data parallel: every process ends with the average (data_parallel.go)
 	case sums != nil:
 		err = sums.finish()
-	case e.dp != nil:
+	case e.averages():
 		err = e.averageGrads()
 	}
 	if err != nil {

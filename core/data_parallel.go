@@ -111,6 +111,7 @@ type dataParallel struct {
 	due     bool             // the buckets hold this process's gradients, not yet summed
 	queued  bool             // in-graph sums are pending (data_parallel_sums.go)
 	summing bool             // a Backward is queueing in-graph sums
+	paused  int              // inside NoSync: Backward accumulates locally
 }
 
 // gradBucket is one flat buffer and its parameters' slices of it.
@@ -255,6 +256,24 @@ func (e *Engine) newBucket(meta *ggmlcgo.Context, params []*Tensor, n int64) (gr
 	}
 	return b, nil
 }
+
+// NoSync runs fn with the gradients' sums held back: a Backward inside adds
+// this process's gradients to .grad, and the first Backward after fn
+// averages all that accumulated (PyTorch DDP's no_sync: gradient
+// accumulation over micro-batches with one collective a step instead of
+// one a micro-batch). Without data parallelism it just runs fn.
+func (e *Engine) NoSync(fn func() error) error {
+	dp := e.dp
+	if dp == nil {
+		return fn()
+	}
+	dp.paused++
+	defer func() { dp.paused-- }()
+	return fn()
+}
+
+// averages reports whether this Backward averages across processes.
+func (e *Engine) averages() bool { return e.dp != nil && e.dp.paused == 0 }
 
 // averageGrads is the end of Backward under data parallelism (see the top
 // of this file).

@@ -497,3 +497,46 @@ func TestAGradientHeldAcrossDataParallelOff(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDeltaSlice(t, scaledBy(1.5, want[0]), v, 1e-5)
 }
+
+// TestNoSyncAccumulatesThenSumsOnce: backward inside NoSync adds this
+// process's gradients to .grad and sums nothing; the next backward
+// averages all that accumulated (here the same batch three times: 3g,
+// "summed" times 3 over 2 processes), with one sum a bucket, whether the
+// sums run in the graph or between computes.
+func TestNoSyncAccumulatesThenSumsOnce(t *testing.T) {
+	want := refGrads(t)
+	for _, inGraph := range []bool{true, false} {
+		e := newEngine(t)
+		params := mlpParams(t, e)
+		calls := 0
+		if inGraph {
+			require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		} else {
+			require.NoError(t, e.SetDataParallel(params, 2, func(b Buffer) error {
+				calls++
+				v := unsafe.Slice((*float32)(b.Data), b.Count)
+				for i := range v {
+					v[i] *= 3
+				}
+				return nil
+			}, nil))
+		}
+		sums := 0
+		e.beforeCompute = func(g *ggmlcgo.Graph) {
+			for _, n := range g.Nodes() {
+				if n.Name() == "all_reduce" {
+					sums++
+				}
+			}
+		}
+		require.NoError(t, e.NoSync(func() error {
+			mlpBackward(t, e, params, false)
+			mlpBackward(t, e, params, true)
+			return nil
+		}))
+		assertScaled(t, 2, want, gradsOf(t, params)) // this process's alone
+		mlpBackward(t, e, params, true)
+		assertScaled(t, 4.5, want, gradsOf(t, params))
+		assert.Equal(t, 1, sums+calls, "in graph %v: one sum", inGraph)
+	}
+}

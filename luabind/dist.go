@@ -29,6 +29,7 @@ func (env *Env) distFunctions() map[string]lua.LGFunction {
 		"data_parallel": env.distDataParallel,
 		"init":          env.distInit,
 		"local_rank":    func(L *lua.LState) int { return pushInt(L, distPlace(L, "dist.local_rank").LocalRank) },
+		"no_sync":       env.distNoSync,
 		"rank":          func(L *lua.LState) int { return pushInt(L, distPlace(L, "dist.rank").Rank) },
 		"world_size":    func(L *lua.LState) int { return pushInt(L, distPlace(L, "dist.world_size").World) },
 	}
@@ -257,6 +258,17 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 	}
 	L.Push(L.Get(1))
 	return 1
+}
+
+// distNoSync is dist.no_sync(fn): fn runs with the gradients' sums held
+// back (backward accumulates locally), and the first backward after it
+// averages everything accumulated, as PyTorch DDP's model.no_sync().
+func (env *Env) distNoSync(L *lua.LState) int {
+	f, ok := L.Get(1).(*lua.LFunction)
+	if !ok {
+		argError(L, "dist.no_sync", "expected a function to run (dist.no_sync(fn)), got %s", L.Get(1).Type())
+	}
+	return pushAll(L, env.callLua(L, f, env.Engine.NoSync))
 }
 
 // modelParameters reads argument n: a module (its parameters()) or a list

@@ -122,6 +122,23 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 	}
 }
 
+// TestAccumulationWithNoSync: gradient accumulation over two micro-batches,
+// the first's backward inside dist.no_sync, ends with the weights of one
+// process on the whole batches, identical on both ranks, with the sums in
+// the graph and between computes.
+func TestAccumulationWithNoSync(t *testing.T) {
+	alone, errAlone, code := runJob(t, nil, gglua, "dist/accumulate.lua")
+	require.Equal(t, 0, code, errAlone)
+	want := floats(t, field(t, strings.Split(alone, "\n"), "W"))
+	for _, env := range [][]string{nil, {"GGLUA_DIST_SUMS=between"}} {
+		out, errOut, code, ranks := mpirun(t, env, 2, "dist/accumulate.lua")
+		require.Equal(t, 0, code, "%v stdout:\n%s\nstderr:\n%s", env, out, errOut)
+		r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
+		assert.Equal(t, field(t, r0, "W"), field(t, r1, "W"), "%v: the ranks' weights differ", env)
+		assert.InDeltaSlice(t, want, floats(t, field(t, r0, "W")), 1e-5, "%v", env)
+	}
+}
+
 // TestCollectivesUnderMPI: all_reduce (sum, avg, max, min, in place),
 // broadcast from either rank, all_gather and barrier give the values
 // torch.distributed would, on both ranks.
