@@ -5,16 +5,9 @@
 -- (one sum of what both accumulated); the loss is halved per micro-batch,
 -- so every step's gradient is the mean over the 8 rows either way. Every
 -- rank prints its final weights ("W ...").
-dist.init()
-local world, rank = dist.world_size(), dist.rank()
-
-tensor.manual_seed(7)
-local x = tensor.randn(16, 4)
-local y = tensor.randn(16, 2)
-tensor.manual_seed(1 + rank)
-local model = dist.data_parallel(nn.Sequential{nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)}:to_gpu("persistent"))
+local job = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "job.lua")
+local model, loader = job.start()
 local opt = optim.sgd(model:parameters(), {lr = 0.1, momentum = 0.9})
-local loader = data.loader(x, y, {batch = 8 / world, shuffle = true, shard = true, seed = 3})
 
 local function micro(xb, yb)
   local loss = with_grad_tape(function() return nn.mse_loss(model(xb), yb) * 0.5 end)
@@ -30,8 +23,4 @@ for _ = 1, 3 do
   end
 end
 
-local out = {}
-for _, p in ipairs(model:parameters()) do
-  for _, v in ipairs(p:reshape(p:numel()):totable()) do out[#out + 1] = string.format("%.7g", v) end
-end
-print("W " .. table.concat(out, " "))
+job.print_weights(model)

@@ -4,22 +4,8 @@
 -- ranks sees 4 (batch = 8 / world size). Every rank prints its final
 -- weights ("W ..."), the graph computes per steady step ("C n") and the
 -- losses; the test compares them.
-dist.init()
-local world, rank = dist.world_size(), dist.rank()
-
-tensor.manual_seed(7)
-local x = tensor.randn(16, 4)
-local y = tensor.randn(16, 2)
-
--- A different initialisation on every rank: data_parallel must hand every
--- rank rank 0's weights (rank 0's are the ones a single process makes).
-tensor.manual_seed(1 + rank)
-local model = nn.Sequential{nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)}
-model:to_gpu("persistent")
-model = dist.data_parallel(model)
-
-local loader = data.loader(x, y, {batch = 8 / world, shuffle = true, shard = true, seed = 3})
-assert(#loader == 2, "batches per epoch: " .. #loader)
+local job = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "job.lua")
+local model, loader = job.start()
 
 local function train(opt, epochs)
   for _ = 1, epochs do
@@ -44,8 +30,4 @@ train(optim.adam(model:parameters(), {lr = 0.01}), 2)
 sync()
 print(string.format("C %g", (residency.stats().graph_computes - before) / 4))
 
-local out = {}
-for _, p in ipairs(model:parameters()) do
-  for _, v in ipairs(p:reshape(p:numel()):totable()) do out[#out + 1] = string.format("%.7g", v) end
-end
-print("W " .. table.concat(out, " "))
+job.print_weights(model)
