@@ -107,12 +107,17 @@ type dataParallel struct {
 	sum     func(Buffer) error // sums a buffer across processes, in place
 	coll    *GraphCollective   // sums in the backward's graph, where the backend can (data_parallel_sums.go)
 	buckets []gradBucket
+	place   map[*Tensor]slot // each parameter's bucket and index in it
+	slices  map[*Tensor]bool // every bucket's slices (the in-graph sums' gradients)
 	meta    *ggmlcgo.Context // the slices' view metadata
 	due     bool             // the buckets hold this process's gradients, not yet summed
 	queued  bool             // in-graph sums are pending (data_parallel_sums.go)
 	summing bool             // a Backward is queueing in-graph sums
 	paused  int              // inside NoSync: Backward accumulates locally
 }
+
+// slot is a parameter's place: bucket k, index i in it.
+type slot struct{ k, i int }
 
 // gradBucket is one flat buffer and its parameters' slices of it.
 type gradBucket struct {
@@ -171,6 +176,14 @@ func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) e
 	return nil
 }
 
+// dropGrads forgets every parameter's gradient: after a failed or dropped
+// sum it would be this process's alone, not the average.
+func (dp *dataParallel) dropGrads() {
+	for _, p := range dp.params {
+		p.grad, p.gradZero = nil, true
+	}
+}
+
 func (dp *dataParallel) free() {
 	if dp != nil && dp.meta != nil {
 		dp.meta.Free()
@@ -222,7 +235,17 @@ func (dp *dataParallel) ready(e *Engine) error {
 		group = append(group, p)
 		bytes += 4 * p.Numel()
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	dp.place, dp.slices = map[*Tensor]slot{}, map[*Tensor]bool{}
+	for k, b := range dp.buckets {
+		for i, p := range b.params {
+			dp.place[p] = slot{k, i}
+			dp.slices[b.slices[i]] = true
+		}
+	}
+	return nil
 }
 
 // newBucket allocates a flat buffer of n elements for params and their
@@ -371,9 +394,7 @@ func (e *Engine) sumsDue() error {
 		// reads them, go, and so do the gradients (this process's alone,
 		// not the average): a later step or read finds none.
 		e.dropPending()
-		for _, p := range e.dp.params {
-			p.grad, p.gradZero = nil, true
-		}
+		e.dp.dropGrads()
 		return err
 	}
 	return nil

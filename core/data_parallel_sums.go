@@ -62,8 +62,6 @@ type gradSums struct {
 	next   int              // the first bucket whose sum is not queued
 	sums   []*Tensor        // the AllReduce nodes queued (and the join)
 	writes []sliceWrite     // the bucket slices' queued writes
-	bucket map[*Tensor]int  // a parameter's bucket
-	slot   map[*Tensor]int  // a parameter's index in its bucket
 }
 
 // startSums readies the buckets for one Backward.
@@ -81,34 +79,31 @@ func (e *Engine) startSums() (*gradSums, error) {
 	if err := dp.ready(e); err != nil {
 		return nil, err
 	}
-	s := &gradSums{e: e, dp: dp, done: map[*Tensor]bool{}, bucket: map[*Tensor]int{}, slot: map[*Tensor]int{}}
+	s := &gradSums{e: e, dp: dp, done: map[*Tensor]bool{}}
 	dp.summing = true // until finish or abandon
-	for k, b := range dp.buckets {
+	for _, b := range dp.buckets {
 		s.left = append(s.left, len(b.params))
-		for i, p := range b.params {
-			s.bucket[p], s.slot[p] = k, i
-		}
 	}
 	return s, nil
 }
 
 // has reports whether p is one of the data-parallel parameters.
 func (s *gradSums) has(p *Tensor) bool {
-	_, ok := s.bucket[p]
+	_, ok := s.dp.place[p]
 	return ok
 }
 
 // final takes the final gradient g of this backward for p (nil: none);
 // p may not be one of the data-parallel parameters.
 func (s *gradSums) final(p, g *Tensor) error {
-	k, ok := s.bucket[p]
+	at, ok := s.dp.place[p]
 	if !ok || s.done[p] {
 		return nil
 	}
 	if err := s.write(p, g); err != nil {
 		return err
 	}
-	s.left[k]--
+	s.left[at.k]--
 	for s.next < len(s.left) && s.left[s.next] == 0 {
 		if err := s.queueSum(s.next); err != nil {
 			return err
@@ -126,7 +121,8 @@ func (s *gradSums) final(p, g *Tensor) error {
 func (s *gradSums) write(p, g *Tensor) error {
 	e := s.e
 	s.done[p] = true
-	slice := s.dp.buckets[s.bucket[p]].slices[s.slot[p]]
+	at := s.dp.place[p]
+	slice := s.dp.buckets[at.k].slices[at.i]
 	acc := p.grad != nil && !p.gradZero
 	var err error
 	switch {
@@ -259,8 +255,8 @@ func (s *gradSums) abandon() {
 	ran := false // a sum was computed in the middle of the backward
 	for _, t := range s.sums {
 		if t.pending {
-			s.e.pending[t.queued] = nil
-			t.pending, t.node, t.dropped = false, ggmlcgo.Tensor{}, true
+			s.e.unqueue(t)
+			t.dropped = true
 		} else {
 			ran = true
 		}
@@ -272,14 +268,18 @@ func (s *gradSums) abandon() {
 	// a failed backward leaves as it was.
 	for _, w := range s.writes {
 		if w.slice.pending && w.slice.node == w.hold.node {
-			s.e.pending[w.slice.queued] = nil
-			w.slice.pending, w.slice.node = false, ggmlcgo.Tensor{}
+			s.e.unqueue(w.slice)
 		}
 		if w.hold.pending {
-			s.e.pending[w.hold.queued] = nil
-			w.hold.pending, w.hold.node = false, ggmlcgo.Tensor{}
+			s.e.unqueue(w.hold)
 		}
 	}
+}
+
+// unqueue takes pending t out of the queue: its node is not computed.
+func (e *Engine) unqueue(t *Tensor) {
+	e.pending[t.queued] = nil
+	t.pending, t.node = false, ggmlcgo.Tensor{}
 }
 
 // joinOpenSums adds a join after g's last all_reduce where none follows
@@ -322,17 +322,7 @@ func (e *Engine) summing() bool { return e.dp != nil && e.dp.summing }
 // bucket's sum is queued and not yet computed. Other reads, the loss's
 // after backward, leave the step pending as before.
 func (e *Engine) sumPendingFor(t *Tensor) bool {
-	if e.dp == nil || !e.dp.queued {
-		return false
-	}
-	for _, b := range e.dp.buckets {
-		for _, sl := range b.slices {
-			if sl == t {
-				return true
-			}
-		}
-	}
-	return false
+	return e.dp != nil && e.dp.queued && e.dp.slices[t]
 }
 
 // checkSums reports a failure the in-graph sums recorded during the last
@@ -349,8 +339,6 @@ func (e *Engine) checkSums() error {
 	if err == nil {
 		return nil
 	}
-	for _, p := range e.dp.params {
-		p.grad, p.gradZero = nil, true
-	}
+	e.dp.dropGrads()
 	return fmt.Errorf("data parallel: summing gradients failed, so the processes' weights may differ now (end the job): %w", err)
 }

@@ -464,9 +464,7 @@ func (e *Engine) dropPending() {
 		// The in-graph sums go: the gradients, bucket slices, would hold
 		// this process's part alone (or an older sum).
 		e.dp.queued = false
-		for _, p := range e.dp.params {
-			p.grad, p.gradZero = nil, true
-		}
+		e.dp.dropGrads()
 	}
 	for _, t := range e.pending {
 		if t == nil {
