@@ -96,17 +96,22 @@ static int gglua_mpi_allreduce(void *buf, int count, int op) {
 	void *o = op == 2 ? M.max : op == 3 ? M.min : M.sum;
 	return M.Allreduce(GGLUA_MPI_IN_PLACE, buf, count, M.float32, o, M.world);
 }
-// gglua_mpi_host_sum is the host_sum of the backward's in-graph sums
-// (gglua_collective.h), in calls of at most 2^30 floats (MPI counts are
-// ints).
-static int gglua_mpi_host_sum(void *data, int64_t count, void *arg) {
-	(void) arg;
-	for (int64_t off = 0; off < count; off += 1 << 30) {
-		const int64_t n = count - off < (1 << 30) ? count - off : (1 << 30);
-		int rc = gglua_mpi_allreduce((float *) data + off, (int) n, 0);
+// gglua_mpi_allreduce_all is gglua_mpi_allreduce of count floats in calls
+// of at most GGLUA_MPI_CHUNK (MPI counts are ints).
+#define GGLUA_MPI_CHUNK (1 << 30)
+static int gglua_mpi_allreduce_all(void *buf, int64_t count, int op) {
+	for (int64_t off = 0; off < count; off += GGLUA_MPI_CHUNK) {
+		const int64_t n = count - off < GGLUA_MPI_CHUNK ? count - off : GGLUA_MPI_CHUNK;
+		int rc = gglua_mpi_allreduce((float *) buf + off, (int) n, op);
 		if (rc) return rc;
 	}
 	return 0;
+}
+// gglua_mpi_host_sum is the host_sum of the backward's in-graph sums
+// (gglua_collective.h).
+static int gglua_mpi_host_sum(void *data, int64_t count, void *arg) {
+	(void) arg;
+	return gglua_mpi_allreduce_all(data, count, 0);
 }
 static gglua_collective *gglua_mpi_collective(void) {
 	gglua_collective *c = calloc(1, sizeof *c);
@@ -253,14 +258,11 @@ func (c *mpiComm) Size() int       { return c.size }
 func (c *mpiComm) OnDevice() bool  { return false }
 
 // mpiChunk bounds one call's count, which MPI takes as an int.
-const mpiChunk = 1 << 30
+const mpiChunk = C.GGLUA_MPI_CHUNK
 
 func (c *mpiComm) AllReduce(data unsafe.Pointer, count int, op Op) error {
-	for off := 0; off < count; off += mpiChunk {
-		n := min(mpiChunk, count-off)
-		if rc := C.gglua_mpi_allreduce(unsafe.Add(data, 4*off), C.int(n), C.int(op)); rc != 0 {
-			return mpiError("MPI_Allreduce", rc)
-		}
+	if rc := C.gglua_mpi_allreduce_all(data, C.int64_t(count), C.int(op)); rc != 0 {
+		return mpiError("MPI_Allreduce", rc)
 	}
 	if op == Avg { // MPI has no average: sum, then divide here
 		scaleHost(data, count, c.size)

@@ -294,13 +294,14 @@ func (c *ncclComm) GraphCollective(stalled func() time.Duration) (unsafe.Pointer
 	}
 	coll := c.coll
 	return unsafe.Pointer(coll), func() error {
-		switch coll.error_kind {
-		case 0:
+		if coll.error_kind == 0 {
 			return nil
-		case C.GGLUA_COLLECTIVE_CUDA:
-			return ncclError("ncclAllReduce (the gradients' sums in the backward's graph)", C.GGLUA_CUDA_ERR, coll.error)
 		}
-		return ncclError("ncclAllReduce (the gradients' sums in the backward's graph)", C.GGLUA_NCCL_ERR, coll.error)
+		kind := C.int(C.GGLUA_NCCL_ERR)
+		if coll.error_kind == C.GGLUA_COLLECTIVE_CUDA {
+			kind = C.GGLUA_CUDA_ERR
+		}
+		return ncclError("ncclAllReduce (the gradients' sums in the backward's graph)", kind, coll.error)
 	}, nil
 }
 
