@@ -416,7 +416,11 @@ func (e *Engine) Realize() error {
 			t.handle = h.Alias(t.node, t.shape)
 			t.node.MakeLeaf()
 			e.trackPass(t)
-			if t.held && !t.inTape {
+			// A value the caller keeps beyond this step (clip_grad_norm's
+			// norm, say) gets a host copy before the pass pool is reset:
+			// queued behind this graph, so the host goes on building the
+			// next one instead of waiting for this one.
+			if t.held && !t.inTape && !t.handle.KeepHostCopyLater() {
 				raw := make([]byte, t.handle.Nbytes())
 				if err := t.handle.Read(raw); err == nil {
 					t.handle.KeepHostCopy(raw)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,6 +86,34 @@ func TestKeptValuesFromOutsideATapeSurviveSteps(t *testing.T) {
 		assert.Equal(t, float32(9), v, "step %d", step)
 	}
 	assert.Equal(t, []float32{2, 3, 4}, values(t, y))
+}
+
+// A value kept beyond its step (held, computed outside a tape) gets its host
+// copy queued behind its graph (ggmlcgo's GetLater) rather than by waiting
+// for the graph, so the host goes on building the next step; the copy
+// lands by the time the value is read after the pass reset. A copy on its
+// way is dropped with the value it copies.
+func TestKeptValuesAreCopiedBehindTheirGraph(t *testing.T) {
+	e := newEngine(t)
+	require.NoError(t, e.backend.ComputeAsDevice())
+	x := host(t, []int{3}, 1, 2, 3)
+	y, err := e.AddScalar(x, 1)
+	require.NoError(t, err)
+	y.Hold()
+	require.NoError(t, e.Realize())
+	assert.False(t, e.backend.Done(e.backend.Launches()), "the host did not wait for the graph")
+	require.NoError(t, e.Reset(residency.Pass))
+	assert.False(t, y.handle.Live())
+	assert.Equal(t, []float32{2, 3, 4}, values(t, y))
+
+	z, err := e.Scale(x, 2)
+	require.NoError(t, err)
+	z.Hold()
+	require.NoError(t, e.Realize())
+	require.False(t, e.backend.Done(e.backend.Launches()))
+	z.handle.DropHostCopy() // as an in-place update of z does
+	e.backend.Wait()
+	assert.Nil(t, z.handle.HostCopy(), "a dropped copy does not land")
 }
 
 // One host tensor feeding two engines (two runtimes): each uploads its own

@@ -156,6 +156,9 @@ func (b *Backend) setQueued(on bool) {
 		return
 	}
 	b.queued = on
+	if !on {
+		b.landLocked() // the copies GetLater queued are done
+	}
 	inFlight.Lock()
 	defer inFlight.Unlock()
 	if on {

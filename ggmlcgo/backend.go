@@ -49,6 +49,7 @@ type Backend struct {
 	// launches counts the graphs computed; the queued work is that of
 	// launches firstQueued and later (async.go's Done).
 	launches, firstQueued int64
+	later                 laterReads // copies GetLater queued (read_later.go)
 	// kernels: which of gglua's kernel sets a device's library has
 	// (HasKernel), asked once.
 	kernelsOnce sync.Once
@@ -252,9 +253,10 @@ func (b *Backend) Close() {
 		b.idle.Stop()
 	}
 	b.waitLocked()
-	p, r, abort, tp := b.p, b.replay, b.abort, b.tp
-	b.p, b.replay, b.abort, b.tp = nil, nil, nil, nil
+	p, r, abort, tp, later := b.p, b.replay, b.abort, b.tp, b.later.buf
+	b.p, b.replay, b.abort, b.tp, b.later.buf = nil, nil, nil, nil, Buffer{}
 	b.mu.Unlock()
+	later.Free()
 	// Freed without b's lock: freeing the lanes' memory makes the host's
 	// deferred writes (async.go), under deviceIO, which is taken before a
 	// backend's lock everywhere.

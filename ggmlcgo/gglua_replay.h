@@ -34,6 +34,12 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
 // gglua_replay_wait waits for every lane's queued work.
 void gglua_replay_wait(struct gglua_replay * r, ggml_backend_t * lanes, int n);
 
+// gglua_replay_get_async queues a copy of t's first size bytes into dst (host
+// memory, pinned for the copy to run asynchronously) behind the graphs
+// queued on the busy lane, and returns false when no lane is busy.
+bool gglua_replay_get_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, const struct ggml_tensor * t,
+                            void * dst, size_t size);
+
 // gglua_replay_busy is the lanes with work not waited for, lane k as bit k.
 int gglua_replay_busy(const struct gglua_replay * r);
 

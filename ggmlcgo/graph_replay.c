@@ -152,6 +152,17 @@ void gglua_replay_wait(struct gglua_replay * r, ggml_backend_t * lanes, int n) {
     settle(r, lanes, n < GGLUA_REPLAY_LANES ? n : GGLUA_REPLAY_LANES, -1);
 }
 
+bool gglua_replay_get_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, const struct ggml_tensor * t,
+                            void * dst, size_t size) {
+    for (int k = 0; k < n && k < GGLUA_REPLAY_LANES; k++) {
+        if (r->lanes[k].busy) { // settle leaves at most one
+            ggml_backend_tensor_get_async(lanes[k], t, dst, 0, size);
+            return true;
+        }
+    }
+    return false;
+}
+
 int gglua_replay_busy(const struct gglua_replay * r) {
     int mask = 0;
     for (int k = 0; k < GGLUA_REPLAY_LANES; k++) {
