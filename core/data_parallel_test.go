@@ -160,9 +160,10 @@ func TestWithBufferRefusesWritesTheTapeNeeds(t *testing.T) {
 }
 
 // On an asynchronous device a read queues what is pending (tensor.go's
-// overlapsReads), but not under data parallelism, where that measured
-// slower: reading the loss after backward leaves the sums and the update
-// for the next compute.
+// overlapsReads), but not under data parallelism with the sums between
+// computes, where that measured slower: reading the loss after backward
+// leaves the sums and the update for the next compute. With the sums in
+// the graph reads overlap (unless GGLUA_DIST_READS=wait).
 func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
 	e := newEngine(t)
 	require.NoError(t, e.backend.ComputeAsDevice())
@@ -178,6 +179,11 @@ func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
 	e2 := newEngine(t)
 	require.NoError(t, e2.backend.ComputeAsDevice())
 	assert.True(t, e2.overlapsReads(), "without data parallelism reads overlap")
+	require.NoError(t, e2.SetDataParallel(mlpParams(t, e2), 2, nil, scaleCollective(t, 1)))
+	assert.True(t, e2.overlapsReads(), "with the sums in the graph too")
+	distReadsWait = true
+	defer func() { distReadsWait = false }()
+	assert.False(t, e2.overlapsReads(), "GGLUA_DIST_READS=wait")
 }
 
 // A failed sum leaves no wrong gradient behind: the averages that would

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"unsafe"
 
 	"github.com/gglua/gglua/core/residency"
@@ -306,12 +307,21 @@ func (t *Tensor) readNow() bool {
 }
 
 // overlapsReads reports whether reads queue pending work and wait only for
-// what they read (an asynchronous device). Not under data parallelism: on
-// two H200s the GPT benchmark then ran at 610-667k tokens/s against 790k
-// with reads waiting for everything (one rank waited on its device twice
-// as long as the other each step), so there the gradients' sums and the
-// update wait for the next step's forward, as measured best.
-func (e *Engine) overlapsReads() bool { return e.backend.Async() && e.dp == nil }
+// what they read (an asynchronous device). Under data parallelism with the
+// gradients' sums in the graph (data_parallel_sums.go) they do too: the
+// host takes no part in those sums, and at one rank on an H200 (run 51)
+// the GPT benchmark then runs as fast as without data parallelism (673k
+// tokens/s against 678-694k) where reads waiting for everything gave
+// 613-635k. With the sums between computes, run by the host, reads wait:
+// on two H200s letting them overlap had one rank wait on its device twice
+// as long as the other each step (run 30: 610-667k tokens/s against 790k).
+// GGLUA_DIST_READS=wait makes reads wait with the sums in the graph too,
+// to compare on several GPUs.
+func (e *Engine) overlapsReads() bool {
+	return e.backend.Async() && (e.dp == nil || (!distReadsWait && e.dp.inGraph(e)))
+}
+
+var distReadsWait = os.Getenv("GGLUA_DIST_READS") == "wait"
 
 // Item is the value of a one-element tensor.
 func (t *Tensor) Item() (float32, error) {

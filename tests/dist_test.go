@@ -97,7 +97,10 @@ func floats(t *testing.T, s string) []float64 {
 // ranks hold identical weights although they initialised differently. The
 // gradients' sums run in the backward's graph (core/data_parallel_sums.go),
 // so a steady step is 1 graph compute, as without data parallelism; with
-// GGLUA_DIST_SUMS=between they run between computes, 2 a step.
+// GGLUA_DIST_SUMS=between they run between computes, 2 a step. On a
+// device that computes asynchronously (the CPU made one), where reads
+// overlap the device's work (and with GGLUA_DIST_READS=wait, where they
+// wait for it) the weights are the same, in 2 computes a step.
 func TestDataParallelMatchesOneProcess(t *testing.T) {
 	alone, errAlone, code := runJob(t, nil, gglua, "dist/train.lua")
 	require.Equal(t, 0, code, errAlone)
@@ -107,7 +110,8 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 	for _, tc := range []struct {
 		env      []string
 		computes string
-	}{{nil, "1"}, {[]string{"GGLUA_DIST_SUMS=between"}, "2"}} {
+	}{{nil, "1"}, {[]string{"GGLUA_DIST_SUMS=between"}, "2"},
+		{[]string{"GGLUA_ASYNC=1"}, "2"}, {[]string{"GGLUA_ASYNC=1", "GGLUA_DIST_READS=wait"}, "2"}} {
 		out, errOut, code, ranks := mpirun(t, tc.env, 2, "dist/train.lua")
 		require.Equal(t, 0, code, "%v stdout:\n%s\nstderr:\n%s", tc.env, out, errOut)
 		r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
