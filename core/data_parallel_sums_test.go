@@ -460,24 +460,33 @@ func splittingRelu(e *Engine) func(*Tensor) (*Tensor, error) {
 	}
 }
 
-// TestReadsLeaveTheInGraphSumsPending: on an asynchronous device, reading
-// the loss after backward leaves the backward, its sums and the update for
-// the next compute, as with the sums between computes; reading a gradient
-// computes its sum first.
-func TestReadsLeaveTheInGraphSumsPending(t *testing.T) {
-	e := newEngine(t)
-	require.NoError(t, e.backend.ComputeAsDevice())
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
-	ZeroGrad(params)
-	loss := mlpLoss(t, e, params, mlpBatch(t), mlpLabels, e.Relu)
-	_, err := e.Backward(loss)
-	require.NoError(t, err)
-	_, err = loss.Item()
-	require.NoError(t, err)
-	assert.NotEmpty(t, e.pending, "the backward and its sums stay pending")
-	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
-	assert.Empty(t, e.pending)
+// TestReadsWithTheInGraphSums: on an asynchronous device, reading the loss
+// after backward queues the backward, its sums and the update, as without
+// data parallelism (the host takes no part in these sums); with
+// GGLUA_DIST_READS=wait it leaves them for the next compute, as with the
+// sums between computes, and reading a gradient computes its sum first.
+func TestReadsWithTheInGraphSums(t *testing.T) {
+	defer func(was bool) { distReadsWait = was }(distReadsWait)
+	for _, wait := range []bool{false, true} {
+		distReadsWait = wait
+		e := newEngine(t)
+		require.NoError(t, e.backend.ComputeAsDevice())
+		params := mlpParams(t, e)
+		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		ZeroGrad(params)
+		loss := mlpLoss(t, e, params, mlpBatch(t), mlpLabels, e.Relu)
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		_, err = loss.Item()
+		require.NoError(t, err)
+		if wait {
+			assert.NotEmpty(t, e.pending, "waiting: the backward and its sums stay pending")
+		} else {
+			assert.Empty(t, e.pending, "overlapping: the backward and its sums are queued")
+		}
+		assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
+		assert.Empty(t, e.pending)
+	}
 }
 
 // TestAGradientHeldAcrossDataParallelOff: a gradient held from before data

@@ -164,7 +164,9 @@ func TestWithBufferRefusesWritesTheTapeNeeds(t *testing.T) {
 // computes, where that measured slower: reading the loss after backward
 // leaves the sums and the update for the next compute. With the sums in
 // the graph reads overlap (unless GGLUA_DIST_READS=wait).
-func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
+func TestReadsUnderDataParallelWithSumsBetweenComputesWait(t *testing.T) {
+	defer func(was bool) { distReadsWait = was }(distReadsWait)
+	distReadsWait = false
 	e := newEngine(t)
 	require.NoError(t, e.backend.ComputeAsDevice())
 	calls := 0
@@ -182,7 +184,6 @@ func TestReadsUnderDataParallelLeaveTheStepPending(t *testing.T) {
 	require.NoError(t, e2.SetDataParallel(mlpParams(t, e2), 2, nil, scaleCollective(t, 1)))
 	assert.True(t, e2.overlapsReads(), "with the sums in the graph too")
 	distReadsWait = true
-	defer func() { distReadsWait = false }()
 	assert.False(t, e2.overlapsReads(), "GGLUA_DIST_READS=wait")
 }
 

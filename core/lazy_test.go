@@ -111,9 +111,14 @@ func TestKeptValuesAreCopiedBehindTheirGraph(t *testing.T) {
 	z.Hold()
 	require.NoError(t, e.Realize())
 	require.False(t, e.backend.Done(e.backend.Launches()))
-	z.handle.DropHostCopy() // as an in-place update of z does
+	require.NoError(t, e.Assign(z, host(t, []int{3}, 7, 7, 7))) // an in-place update drops the copy on its way
+	require.NoError(t, e.Realize())
 	e.backend.Wait()
 	assert.Nil(t, z.handle.HostCopy(), "a dropped copy does not land")
+	require.NoError(t, e.Reset(residency.Pass))
+	if v, err := z.Float32s(); err == nil {
+		assert.Equal(t, []float32{7, 7, 7}, v, "never the value before the update")
+	}
 }
 
 // One host tensor feeding two engines (two runtimes): each uploads its own

@@ -105,7 +105,8 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 	alone, errAlone, code := runJob(t, nil, gglua, "dist/train.lua")
 	require.Equal(t, 0, code, errAlone)
 	aloneLines := strings.Split(alone, "\n")
-	want := floats(t, field(t, aloneLines, "W"))
+	want, wantNorms := floats(t, field(t, aloneLines, "W")), floats(t, field(t, aloneLines, "N"))
+	require.Len(t, wantNorms, 8)
 	assert.Equal(t, "1", field(t, aloneLines, "C"))
 	for _, tc := range []struct {
 		env      []string
@@ -121,6 +122,10 @@ func TestDataParallelMatchesOneProcess(t *testing.T) {
 		for i := range want {
 			assert.InDelta(t, want[i], got[i], 1e-5, "%v: weight %d", tc.env, i)
 		}
+		// The norms, read after later steps reset the pass pool (kept
+		// values get their host copy behind their graph on a device).
+		assert.InDeltaSlice(t, wantNorms, floats(t, field(t, r0, "N")), 1e-5, "%v: gradient norms", tc.env)
+		assert.Equal(t, field(t, r0, "N"), field(t, r1, "N"), "%v", tc.env)
 		assert.Equal(t, tc.computes, field(t, r0, "C"), "%v: graph computes per steady step", tc.env)
 		assert.Equal(t, tc.computes, field(t, r1, "C"), "%v", tc.env)
 	}

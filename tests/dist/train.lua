@@ -2,10 +2,13 @@
 -- MLP trained by SGD (momentum) then Adam, with gradient clipping, on a
 -- sharded loader. Alone it sees the global batch of 8 rows; each of two
 -- ranks sees 4 (batch = 8 / world size). Every rank prints its final
--- weights ("W ..."), the graph computes per steady step ("C n") and the
--- losses; the test compares them.
+-- weights ("W ..."), the graph computes per steady step ("C n"), the
+-- gradient norms clipping saw ("N ...", kept as tensors and read at the
+-- end, after the steps' pass resets) and the losses; the test compares
+-- them.
 local job = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "job.lua")
 local model, loader = job.start()
+local norms = {}
 
 local function train(opt, epochs)
   for _ = 1, epochs do
@@ -14,7 +17,7 @@ local function train(opt, epochs)
       local loss = with_grad_tape(function() return nn.mse_loss(model(xb), yb) end)
       backward(loss)
       -- clipping after backward sees the averaged gradients (as DDP)
-      optim.clip_grad_norm(model:parameters(), 0.5)
+      norms[#norms + 1] = optim.clip_grad_norm(model:parameters(), 0.5)
       opt:step()
       print(string.format("L %.7f", loss:item()))
     end
@@ -31,3 +34,6 @@ sync()
 print(string.format("C %g", (residency.stats().graph_computes - before) / 4))
 
 job.print_weights(model)
+local out = {}
+for i, n in ipairs(norms) do out[i] = string.format("%.7g", n:item()) end
+print("N " .. table.concat(out, " "))
