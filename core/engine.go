@@ -49,6 +49,7 @@ type Engine struct {
 	passLive     []weak.Pointer[Tensor] // tensors placed in the pass pool (pass_memory.go)
 	pendingBytes int64                  // bytes of the pending results
 	uploads      map[*Tensor]upload     // host tensors' copies in the current pass (lazy.go)
+	causal       map[[2]int]*Tensor     // attention's causal biases by shape (ops_attention.go)
 	mem          passMemory             // steps seen, for the pass pool's bound (pass_memory.go)
 
 	dp      *dataParallel // gradient averaging across processes (data_parallel.go)

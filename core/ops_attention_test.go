@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gglua/gglua/ggmlcgo"
@@ -99,4 +100,22 @@ func attentionRun(t *testing.T) func(force bool, o AttentionOptions, packed bool
 		}))
 		return values(t, y), values(t, x.Grad())
 	}
+}
+
+// The causal bias is made once per shape and shared by a step's layers
+// (one upload a step), and the kept shapes are bounded.
+func TestCausalBiasIsMadeOncePerShape(t *testing.T) {
+	e := newEngine(t)
+	a, err := e.causalBias(2, 3)
+	require.NoError(t, err)
+	b, err := e.causalBias(2, 3)
+	require.NoError(t, err)
+	assert.Same(t, a, b)
+	inf := float32(math.Inf(-1))
+	assert.Equal(t, []float32{0, inf, inf, 0, 0, inf}, values(t, a))
+	for n := 1; n <= 20; n++ {
+		_, err := e.causalBias(n, n)
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, len(e.causal), 8)
 }

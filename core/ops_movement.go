@@ -433,14 +433,23 @@ func (e *Engine) rowsBack(name string, g *Tensor, idx []int, it *Tensor, rows in
 }
 
 // distinctRows reports whether the indices idx (each in [0, rows)) are
-// all different.
+// all different. Increasing indices (cross_entropy's picks, i*classes +
+// label_i, rows a million for a GPT's batch) are, without a set of rows
+// to clear every step.
 func distinctRows(idx []int, rows int) bool {
-	seen := make([]bool, rows)
+	increasing := true
+	for i := 1; i < len(idx) && increasing; i++ {
+		increasing = idx[i] > idx[i-1]
+	}
+	if increasing {
+		return true
+	}
+	seen := make([]uint64, (rows+63)/64)
 	for _, r := range idx {
-		if seen[r] {
+		if seen[r/64]&(1<<(r%64)) != 0 {
 			return false
 		}
-		seen[r] = true
+		seen[r/64] |= 1 << (r % 64)
 	}
 	return true
 }

@@ -198,3 +198,24 @@ func TestViewStridesFollowPyTorch(t *testing.T) {
 		assert.Equal(t, c.x.storage(), v.storage(), "%s: a view shares x's storage", c.name)
 	}
 }
+
+// distinctRows decides between pickRowsBack and the summing forms: a wrong
+// true would drop a repeated index's gradients.
+func TestDistinctRows(t *testing.T) {
+	for _, tc := range []struct {
+		idx  []int
+		rows int
+		want bool
+	}{
+		{nil, 4, true},
+		{[]int{3}, 4, true},
+		{[]int{0, 5, 9, 130}, 131, true},      // increasing
+		{[]int{130, 0, 64, 1, 63}, 131, true}, // across words of the set
+		{[]int{2, 2}, 4, false},
+		{[]int{1, 5, 3, 5}, 6, false},
+		{[]int{0, 64, 128, 64}, 129, false}, // equal bits of different words
+		{[]int{0, 1, 2, 2, 3}, 4, false},    // increasing, then a repeat
+	} {
+		assert.Equal(t, tc.want, distinctRows(tc.idx, tc.rows), "%v", tc.idx)
+	}
+}
