@@ -9,25 +9,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// cpuAsDevice is a CPU backend computing as a device (ComputeAsDevice), a
+// buffer of size bytes of its memory, and a context whose tensor x, at
+// the buffer's start, holds {1, 2, 3, 4}.
+func cpuAsDevice(t *testing.T, size int64) (*Backend, Buffer, *Context, Tensor) {
+	t.Helper()
+	b := cpu(t, 1)
+	require.NoError(t, b.ComputeAsDevice())
+	buf, err := b.BufferType().Alloc(size)
+	require.NoError(t, err)
+	t.Cleanup(buf.Free)
+	ctx, err := NewContext(16, 16)
+	require.NoError(t, err)
+	t.Cleanup(ctx.Free)
+	x, err := ctx.NewTensor(F32, []int64{4})
+	require.NoError(t, err)
+	require.NoError(t, buf.PlaceAt(x, buf.FirstOffset()))
+	require.NoError(t, x.Set(f32bytes(1, 2, 3, 4)))
+	return b, buf, ctx, x
+}
+
 // On the CPU a compute is done when it returns, but the bookkeeping is a
 // device's: an asynchronous compute leaves its lane busy, and the backend
 // in WaitDevices' set, until the host touches memory; a graph bound for
 // another lane first waits for the busy one (lanes' streams are not
 // ordered), one for the same lane does not need to.
 func TestAsyncComputesAreWaitedFor(t *testing.T) {
-	b := cpu(t, 1)
-	require.NoError(t, b.ComputeAsDevice())
+	b, buf, ctx, x := cpuAsDevice(t, 4096)
 	r := b.replay
 	require.GreaterOrEqual(t, len(r.lanes), 2, "the CPU device opens more lanes")
-	buf, err := b.BufferType().Alloc(4096)
-	require.NoError(t, err)
-	ctx, err := NewContext(16, 16)
-	require.NoError(t, err)
-	defer ctx.Free()
-	x, err := ctx.NewTensor(F32, []int64{4})
-	require.NoError(t, err)
-	require.NoError(t, buf.PlaceAt(x, buf.FirstOffset()))
-	require.NoError(t, x.Set(f32bytes(1, 2, 3, 4)))
 	graph := func(s float32, slot int64) (*Graph, Tensor) {
 		y, err := ctx.Scale(x, s)
 		require.NoError(t, err)
@@ -95,7 +105,6 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	other.Free() // any buffer: the queued graph's memory may be any
 	assert.Equal(t, 0, r.busyLanes(), "freeing a buffer waits")
 	assert.EqualValues(t, 0, inFlight.n.Load())
-	buf.Free()
 }
 
 // Closing a backend with queued work waits for it first (its buffers go,
