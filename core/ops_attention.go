@@ -196,17 +196,19 @@ func (e *Engine) weighted(p, v *Tensor) (*Tensor, error) {
 // holds, so never changed): a step's attention layers then share one upload
 // of it instead of each filling and uploading its own (6 x 256 KB a step
 // for a nanoGPT-size model, 0.7 ms of the host's step on the H200's host).
+// Only biases of up to causalKeepBytes are kept, at most 8 shapes, so
+// that evaluating at many long lengths keeps no gigabytes.
 func (e *Engine) causalBias(tq, tk int) (*Tensor, error) {
 	key := [2]int{tq, tk}
 	if t := e.causal[key]; t != nil {
 		return t, nil
 	}
-	if len(e.causal) >= 8 { // many lengths (generation): keep the recent ones
-		clear(e.causal)
-	}
 	t, err := newCausalBias(tq, tk)
-	if err != nil {
-		return nil, err
+	if err != nil || int64(tq)*int64(tk)*4 > causalKeepBytes {
+		return t, err
+	}
+	if len(e.causal) >= 8 { // many lengths (generation): start again
+		clear(e.causal)
 	}
 	if e.causal == nil {
 		e.causal = map[[2]int]*Tensor{}
@@ -214,6 +216,8 @@ func (e *Engine) causalBias(tq, tk int) (*Tensor, error) {
 	e.causal[key] = t
 	return t, nil
 }
+
+const causalKeepBytes = 4 << 20 // a 1024 x 1024 bias
 
 func newCausalBias(tq, tk int) (*Tensor, error) {
 	bias := make([]float32, tq*tk)

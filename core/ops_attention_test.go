@@ -118,4 +118,9 @@ func TestCausalBiasIsMadeOncePerShape(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.LessOrEqual(t, len(e.causal), 8)
+	big, err := e.causalBias(1025, 1024)
+	require.NoError(t, err)
+	again, err := e.causalBias(1025, 1024)
+	require.NoError(t, err)
+	assert.NotSame(t, big, again, "a large bias is not kept")
 }
