@@ -78,23 +78,35 @@ func (t *Tensor) int32s() ([]int32, error) {
 	if t.ints != nil {
 		return t.ints, nil
 	}
-	if t.handle == nil || !t.handle.Live() {
-		if t.handle != nil && t.handle.HostCopy() != nil {
-			return decodeInt32s(t.handle.HostCopy()), nil
-		}
+	if t.handle == nil {
+		return nil, errDropped
+	}
+	// An i32 tensor's device value never changes in place (copy_ refuses
+	// it; a write or an in-place op drops the host copy), so a host copy,
+	// once read, is its value: labels kept on the device are read once, not
+	// with a wait for the device's queued work every step.
+	if h := t.handle.HostCopy(); h != nil {
+		return decodeInt32s(h), nil
+	}
+	if !t.handle.Live() {
 		return nil, errDropped
 	}
 	raw := make([]byte, t.handle.Nbytes())
 	if err := t.handle.Read(raw); err != nil {
 		return nil, err
 	}
-	if t.handle.Scope() == residency.Pass {
+	if t.handle.Scope() == residency.Pass || len(raw) <= keepIntsBytes {
 		if err := t.handle.KeepHostCopy(raw); err != nil {
 			return nil, err
 		}
 	}
 	return decodeInt32s(raw), nil
 }
+
+// keepIntsBytes bounds the host copy a persistent i32 tensor keeps once
+// read (a batch's labels, indices): a pass tensor's is kept whatever its
+// size, as its memory goes with the next step.
+const keepIntsBytes = 16 << 20
 
 // int32sAsFloat32 is Float32s of an i32 tensor: exact, or an error for a
 // value past 2^24 (x:float() rounds as PyTorch does; this path must not).
