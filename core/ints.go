@@ -82,14 +82,20 @@ func (t *Tensor) int32s() ([]int32, error) {
 		return nil, errDropped
 	}
 	// An i32 tensor's device value never changes in place (copy_ refuses
-	// it; a write or an in-place op drops the host copy), so a host copy,
-	// once read, is its value: labels kept on the device are read once, not
-	// with a wait for the device's queued work every step.
+	// it; a write or an in-place op drops the host copy), so while its
+	// memory lives a host copy, once read, is its value: labels kept on the
+	// device are read once, not with a wait for the device's queued work
+	// every step. Once the memory is gone only a pass tensor's copy stands
+	// in for it, as before: a persistent tensor is stale after a reset
+	// whether or not it was read.
+	if !t.handle.Live() {
+		if h := t.handle.HostCopy(); h != nil && t.handle.Scope() == residency.Pass {
+			return decodeInt32s(h), nil
+		}
+		return nil, errDropped
+	}
 	if h := t.handle.HostCopy(); h != nil {
 		return decodeInt32s(h), nil
-	}
-	if !t.handle.Live() {
-		return nil, errDropped
 	}
 	raw := make([]byte, t.handle.Nbytes())
 	if err := t.handle.Read(raw); err != nil {
@@ -104,9 +110,10 @@ func (t *Tensor) int32s() ([]int32, error) {
 }
 
 // keepIntsBytes bounds the host copy a persistent i32 tensor keeps once
-// read (a batch's labels, indices): a pass tensor's is kept whatever its
-// size, as its memory goes with the next step.
-const keepIntsBytes = 16 << 20
+// read (a batch's labels: 256k of them), never more than its device
+// memory; a pass tensor's is kept whatever its size, as its memory goes
+// with the next step.
+const keepIntsBytes = 1 << 20
 
 // int32sAsFloat32 is Float32s of an i32 tensor: exact, or an error for a
 // value past 2^24 (x:float() rounds as PyTorch does; this path must not).

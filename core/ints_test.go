@@ -32,4 +32,9 @@ func TestDeviceLabelsAreReadOnce(t *testing.T) {
 	assert.False(t, e.backend.Done(e.backend.Launches()), "the second read did not wait")
 	assert.Equal(t, []float32{2, 4}, values(t, z))
 
+	// A persistent reset makes it stale, read or not (docs/API.md).
+	require.NoError(t, e.Reset(residency.Persistent))
+	_, err = y.Float64s()
+	assert.ErrorIs(t, err, residency.ErrStale)
+
 }
