@@ -88,14 +88,12 @@ func (t *Tensor) int32s() ([]int32, error) {
 	// every step. Once the memory is gone only a pass tensor's copy stands
 	// in for it, as before: a persistent tensor is stale after a reset
 	// whether or not it was read.
-	if !t.handle.Live() {
-		if h := t.handle.HostCopy(); h != nil && t.handle.Scope() == residency.Pass {
-			return decodeInt32s(h), nil
-		}
-		return nil, errDropped
-	}
-	if h := t.handle.HostCopy(); h != nil {
+	live := t.handle.Live()
+	if h := t.handle.HostCopy(); h != nil && (live || t.handle.Scope() == residency.Pass) {
 		return decodeInt32s(h), nil
+	}
+	if !live {
+		return nil, errDropped
 	}
 	raw := make([]byte, t.handle.Nbytes())
 	if err := t.handle.Read(raw); err != nil {

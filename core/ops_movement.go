@@ -433,9 +433,9 @@ func (e *Engine) rowsBack(name string, g *Tensor, idx []int, it *Tensor, rows in
 }
 
 // distinctRows reports whether the indices idx (each in [0, rows): its
-// callers check the range first) are all different. Increasing indices (cross_entropy's picks, i*classes +
-// label_i, rows a million for a GPT's batch) are, without a set of rows
-// to clear every step.
+// callers check the range first) are all different. Increasing indices
+// (cross_entropy's picks, i*classes + label_i, rows a million for a GPT's
+// batch) are, without a set of rows to clear every step.
 func distinctRows(idx []int, rows int) bool {
 	increasing := true
 	for i := 1; i < len(idx) && increasing; i++ {
