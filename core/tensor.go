@@ -283,7 +283,8 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	}
 	raw := make([]byte, t.handle.Nbytes())
 	read := t.handle.Read
-	if t.readNow() {
+	if t.readsItsWriter() {
+		e.backend.WaitFor(t.storage().written)
 		read = t.handle.ReadNow
 	}
 	if err := read(raw); err != nil {
@@ -299,11 +300,16 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	return decode(t.dtype, raw)
 }
 
-// readNow reports whether t's memory may be read without waiting for the
-// device's queued graphs: a graph's result whose last writer is done.
+// readsItsWriter reports whether a read of t waits only for the graph
+// that wrote it (and those before it), not for the device's later queued
+// graphs: a graph's result, which no later graph writes.
+func (t *Tensor) readsItsWriter() bool {
+	return t.storage().result && t.engine.overlapsReads()
+}
+
+// readNow reports whether t's memory may be read without waiting at all.
 func (t *Tensor) readNow() bool {
-	st := t.storage()
-	return st.result && t.engine.overlapsReads() && t.engine.backend.Done(st.written)
+	return t.readsItsWriter() && t.engine.backend.Done(t.storage().written)
 }
 
 // overlapsReads reports whether reads queue pending work and wait only for

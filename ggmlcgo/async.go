@@ -18,16 +18,20 @@ import (
 //
 //   - before the host reads device memory (Tensor.Get, Data for the
 //     collectives) or frees memory (Buffer.Free, Context.Free of the
-//     tensors' descriptions): WaitDevices;
-//   - before a graph runs on another lane of the same device (its own
-//     stream, not ordered with the others): graph_replay.c's settle.
+//     tensors' descriptions): WaitDevices; a read of one graph's result
+//     waits for that graph only (WaitFor, then Tensor.GetNow);
+//   - a graph bound for another lane of the same device (its own stream)
+//     is ordered after the work queued on the others by the device, with
+//     events (graph_replay.c), so the host does not wait there.
 //
-// The host's writes (Tensor.Set, Zero) meanwhile are deferred: copied and
-// queued, and made after the wait that comes before any compute or read
-// (WaitDevices makes them), so that uploading the numbers of the next graph
-// (an optimizer's learning rate, a batch) does not stall the host while
-// the device runs the last one: the memory written may still be read by a
-// queued graph (a pool's memory is reused from step to step).
+// The host's writes (Tensor.Set, Zero) meanwhile are queued on the stream
+// behind the queued graphs, from pinned memory (upload.go), so that
+// uploading the numbers of the next graph (an optimizer's learning rate, a
+// batch) stalls neither the host nor the device: the memory written may
+// still be read by a queued graph (a pool's memory is reused from step to
+// step). A write that cannot be queued so is deferred: copied, and made
+// after the wait that comes before any compute or read (WaitDevices makes
+// them).
 //
 // Graphs on one lane are ordered by its stream. GGLUA_ASYNC=0 makes every
 // compute wait for its graph, as the CPU backend's always does. The waits
@@ -95,9 +99,10 @@ func waitDevicesLocked() {
 	deferred.n.Store(0)
 }
 
-// deferWrite queues a write of data (nil: zeros) to t when devices have
-// queued work, and reports whether it did. data is copied.
-func deferWrite(t Tensor, data []byte) bool {
+// writeLater queues a write of data (nil: zeros) to t when devices have
+// queued work, and reports whether it did: on the device's stream
+// (upload.go), else deferred to the next wait. data is copied.
+func writeLater(t Tensor, data []byte) bool {
 	if inFlight.n.Load() == 0 {
 		return false
 	}
@@ -105,6 +110,9 @@ func deferWrite(t Tensor, data []byte) bool {
 	defer deviceIO.Unlock()
 	if inFlight.n.Load() == 0 { // waited for meanwhile
 		return false
+	}
+	if queueWriteLocked(t, data) {
+		return true
 	}
 	if data != nil {
 		data = append([]byte(nil), data...)
@@ -157,7 +165,8 @@ func (b *Backend) setQueued(on bool) {
 	}
 	b.queued = on
 	if !on {
-		b.landLocked() // the copies GetLater queued are done
+		b.landLocked()        // the copies GetLater queued are done
+		b.uploadsDoneLocked() // and those of the queued writes
 	}
 	inFlight.Lock()
 	defer inFlight.Unlock()
@@ -211,12 +220,30 @@ func (b *Backend) Launches() int64 {
 }
 
 // Done reports whether the graph numbered launch (see Launches; 0: none)
-// has finished. Only one lane runs at a time (graph_replay.c), so the
-// queued graphs are the last few, all on one lane.
+// has finished. The lanes run the graphs in the order they were launched
+// (graph_replay.c), so it has once a graph launched no earlier has.
 func (b *Backend) Done(launch int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.queued || launch < b.firstQueued
+	return !b.queued || launch <= int64(C.gglua_replay_done(b.replay.state))
+}
+
+// WaitFor waits until the graph numbered launch has finished, and the
+// graphs launched before it, but not those after: a read of its result
+// (GetNow) while the device runs the next step.
+func (b *Backend) WaitFor(launch int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.replay
+	if !b.queued || launch <= int64(C.gglua_replay_done(r.state)) {
+		return
+	}
+	started := time.Now()
+	end := blocked()
+	C.gglua_replay_wait_for(r.state, &r.lanes[0], C.int(len(r.lanes)), C.int64_t(launch))
+	end()
+	b.waited += time.Since(started)
+	b.setQueued(r.busyLanes() != 0)
 }
 
 // blockedSince is when the host began to wait for a device's work (unix

@@ -30,25 +30,16 @@ func cpuAsDevice(t *testing.T, size int64) (*Backend, Buffer, *Context, Tensor) 
 }
 
 // On the CPU a compute is done when it returns, but the bookkeeping is a
-// device's: an asynchronous compute leaves its lane busy, and the backend
-// in WaitDevices' set, until the host touches memory; a graph bound for
-// another lane first waits for the busy one (lanes' streams are not
-// ordered), one for the same lane does not need to.
+// device's whose lanes the device orders (events): an asynchronous compute
+// leaves its lane busy, and the backend in WaitDevices' set, until the host
+// waits; a graph bound for another lane does not wait for the busy one, and
+// waiting for one graph finishes the graphs launched before it, not after.
 func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	b, buf, ctx, x := cpuAsDevice(t, 4096)
 	r := b.replay
 	require.GreaterOrEqual(t, len(r.lanes), 2, "the CPU device opens more lanes")
-	graph := func(s float32, slot int64) (*Graph, Tensor) {
-		y, err := ctx.Scale(x, s)
-		require.NoError(t, err)
-		require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()+slot*256))
-		g, err := ctx.NewGraph(4)
-		require.NoError(t, err)
-		require.NoError(t, g.Expand(y))
-		return g, y
-	}
-	ga, ya := graph(2, 1)
-	gb, yb := graph(3, 2)
+	ga, ya := scaleGraph(t, ctx, buf, x, 2, 1)
+	gb, yb := scaleGraph(t, ctx, buf, x, 3, 2)
 
 	require.NoError(t, b.Compute(ga))
 	first := b.Launches()
@@ -58,42 +49,36 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	assert.True(t, b.Done(first-1), "what came before")
 	require.NoError(t, b.Compute(gb))
 	second := b.Launches()
-	assert.Equal(t, 2, r.busyLanes(), "another graph goes to lane 1, after lane 0 is waited for")
+	assert.Equal(t, 3, r.busyLanes(), "another graph goes to lane 1, behind lane 0's without a wait")
+	assert.False(t, b.Done(first))
+	require.NoError(t, b.Compute(gb))
+	third := b.Launches()
+	assert.Equal(t, 3, r.busyLanes(), "its lane again")
+
+	b.WaitFor(first)
+	assert.Equal(t, 2, r.busyLanes(), "waiting for the first graph waits for its lane only")
 	assert.True(t, b.Done(first))
 	assert.False(t, b.Done(second))
-	require.NoError(t, b.Compute(gb))
-	assert.Equal(t, 2, r.busyLanes(), "its lane again: nothing to wait for")
-	assert.False(t, b.Done(second), "the lane's earlier graph may still run")
-
 	out := make([]byte, 16)
 	require.NoError(t, ya.GetNow(out))
-	assert.Equal(t, 2, r.busyLanes(), "a read of a finished graph's result does not wait")
 	assert.Equal(t, []float32{2, 4, 6, 8}, bytesf32(out))
-	require.NoError(t, ya.Get(out))
-	assert.Equal(t, 0, r.busyLanes(), "reading device memory waits")
+	b.WaitFor(second)
+	assert.True(t, b.Done(third), "lane 1's last graph was waited for")
+	assert.Equal(t, 0, r.busyLanes())
 	assert.False(t, b.queued)
 	assert.EqualValues(t, 0, inFlight.n.Load())
+
+	require.NoError(t, b.Compute(ga))
+	require.NoError(t, b.Compute(gb))
+	b.WaitFor(b.Launches())
+	assert.Equal(t, 0, r.busyLanes(), "the last graph came after all the others")
+	require.NoError(t, b.Compute(ga))
+	require.NoError(t, ya.Get(out))
+	assert.Equal(t, 0, r.busyLanes(), "reading device memory waits")
 	assert.Equal(t, []float32{2, 4, 6, 8}, bytesf32(out))
 	require.NoError(t, yb.Get(out))
 	assert.Equal(t, []float32{3, 6, 9, 12}, bytesf32(out))
 
-	// Writes meanwhile are deferred, in order, until a compute or a read.
-	require.NoError(t, b.Compute(ga))
-	require.NoError(t, x.Set(f32bytes(9, 9, 9, 9)))
-	require.NoError(t, x.Zero())
-	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
-	assert.Equal(t, 1, r.busyLanes(), "writing does not wait")
-	assert.EqualValues(t, 3, deferred.n.Load())
-	require.NoError(t, b.Compute(ga))
-	assert.EqualValues(t, 0, deferred.n.Load(), "a compute makes them first")
-	require.NoError(t, ya.Get(out))
-	assert.Equal(t, []float32{10, 12, 14, 16}, bytesf32(out), "the compute read the last write")
-	require.NoError(t, b.Compute(ga))
-	require.NoError(t, x.Zero())
-	require.NoError(t, x.Get(out))
-	assert.Equal(t, []float32{0, 0, 0, 0}, bytesf32(out), "a read sees the deferred write")
-	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
-	assert.EqualValues(t, 0, deferred.n.Load(), "nothing queued: written at once")
 	b.async = false
 	require.NoError(t, b.Compute(gb))
 	assert.Equal(t, 0, r.busyLanes(), "a synchronous compute waits for its graph")
@@ -105,6 +90,79 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	other.Free() // any buffer: the queued graph's memory may be any
 	assert.Equal(t, 0, r.busyLanes(), "freeing a buffer waits")
 	assert.EqualValues(t, 0, inFlight.n.Load())
+}
+
+// Where the device has no events (or GGLUA_LANE_EVENTS=0), a graph bound
+// for another lane waits for the busy one on the host.
+func TestLanesSettleWithoutEvents(t *testing.T) {
+	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	r := b.replay
+	require.True(t, r.setOrder(lanesSettle))
+	ga, _ := scaleGraph(t, ctx, buf, x, 2, 1)
+	gb, _ := scaleGraph(t, ctx, buf, x, 3, 2)
+	require.NoError(t, b.Compute(ga))
+	first := b.Launches()
+	require.NoError(t, b.Compute(gb))
+	assert.Equal(t, 2, r.busyLanes(), "lane 0 was waited for")
+	assert.True(t, b.Done(first))
+	assert.False(t, b.Done(b.Launches()))
+	require.NoError(t, b.Compute(gb))
+	assert.Equal(t, 2, r.busyLanes(), "its lane again: nothing to wait for")
+	b.Wait()
+}
+
+// The host's writes while graphs are queued go on the stream behind them,
+// in order, from pinned memory reused after the next wait; with no room
+// left they are deferred to the next wait, and so are the writes after
+// them (a queued one would land before the deferred one).
+func TestWritesQueueBehindTheGraphs(t *testing.T) {
+	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	r := b.replay
+	ga, ya := scaleGraph(t, ctx, buf, x, 2, 1)
+	out := make([]byte, 16)
+
+	require.NoError(t, b.Compute(ga))
+	require.NoError(t, x.Set(f32bytes(9, 9, 9, 9)))
+	require.NoError(t, x.Zero())
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	assert.Equal(t, 1, r.busyLanes(), "writing does not wait")
+	assert.Zero(t, deferred.n.Load(), "nothing deferred")
+	assert.Equal(t, 3*uploadAlign-uploadAlign+16, b.upload.used, "three writes queued")
+	assert.EqualValues(t, 1, uploaders.Load())
+	require.NoError(t, b.Compute(ga))
+	assert.Equal(t, 1, r.busyLanes(), "a compute does not wait for them")
+	require.NoError(t, ya.Get(out))
+	assert.Equal(t, []float32{10, 12, 14, 16}, bytesf32(out), "the compute read the last write")
+	assert.Zero(t, b.upload.used, "the wait freed the pinned memory")
+	assert.Zero(t, uploaders.Load())
+
+	require.NoError(t, b.Compute(ga))
+	require.NoError(t, x.Set(f32bytes(1, 1, 1, 1)))
+	b.upload.used = uploadBytes - 8 // no room for the next
+	require.NoError(t, x.Set(f32bytes(2, 2, 2, 2)))
+	assert.EqualValues(t, 1, deferred.n.Load(), "no room: deferred")
+	b.upload.used = 0 // room again, but a deferred write is waiting
+	require.NoError(t, x.Zero())
+	assert.EqualValues(t, 2, deferred.n.Load(), "after a deferred write, deferred too")
+	require.NoError(t, x.Get(out))
+	assert.Equal(t, []float32{0, 0, 0, 0}, bytesf32(out), "the last write wins")
+	assert.Zero(t, deferred.n.Load())
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	assert.Zero(t, b.upload.used, "nothing queued: written at once")
+	require.NoError(t, x.Get(out))
+	assert.Equal(t, []float32{5, 6, 7, 8}, bytesf32(out))
+}
+
+// scaleGraph is a graph computing x*s into slot (256-byte steps) of buf.
+func scaleGraph(t *testing.T, ctx *Context, buf Buffer, x Tensor, s float32, slot int64) (*Graph, Tensor) {
+	t.Helper()
+	y, err := ctx.Scale(x, s)
+	require.NoError(t, err)
+	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()+slot*256))
+	g, err := ctx.NewGraph(4)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(y))
+	return g, y
 }
 
 // Closing a backend with queued work waits for it first (its buffers go,

@@ -46,10 +46,11 @@ type Backend struct {
 	async  bool                // devices only: computes return once queued (async.go)
 	queued bool                // work queued and not waited for
 	waited time.Duration       // waiting for queued work, summed
-	// launches counts the graphs computed; the queued work is that of
-	// launches firstQueued and later (async.go's Done).
-	launches, firstQueued int64
-	later                 laterReads // copies GetLater queued (read_later.go)
+	// launches counts the graphs computed: each is numbered (async.go's
+	// Done and WaitFor).
+	launches int64
+	later    laterReads // copies GetLater queued (read_later.go)
+	upload   uploads    // writes queued on the device's stream (upload.go)
 	// kernels: which of gglua's kernel sets a device's library has
 	// (HasKernel), asked once.
 	kernelsOnce sync.Once
@@ -193,6 +194,9 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 		deviceIO.Lock()
 		defer deviceIO.Unlock()
 		waitForWritesLocked()
+		if othersUpload(b) { // on streams this graph's is not ordered with
+			waitDevicesLocked()
+		}
 	} else {
 		waitForWrites()
 	}
@@ -253,10 +257,11 @@ func (b *Backend) Close() {
 		b.idle.Stop()
 	}
 	b.waitLocked()
-	p, r, abort, tp, later := b.p, b.replay, b.abort, b.tp, b.later.buf
-	b.p, b.replay, b.abort, b.tp, b.later.buf = nil, nil, nil, nil, Buffer{}
+	p, r, abort, tp, later, upload := b.p, b.replay, b.abort, b.tp, b.later.buf, b.upload.buf
+	b.p, b.replay, b.abort, b.tp, b.later.buf, b.upload.buf = nil, nil, nil, nil, Buffer{}, Buffer{}
 	b.mu.Unlock()
 	later.Free()
+	upload.Free()
 	// Freed without b's lock: freeing the lanes' memory makes the host's
 	// deferred writes (async.go), under deviceIO, which is taken before a
 	// backend's lock everywhere.

@@ -111,6 +111,7 @@ typedef struct ggml_backend_buffer * ggml_backend_buffer_t;
 typedef struct ggml_backend * ggml_backend_t;
 typedef struct ggml_backend_reg * ggml_backend_reg_t;
 typedef struct ggml_backend_device * ggml_backend_dev_t;
+typedef struct ggml_backend_event * ggml_backend_event_t;
 typedef struct ggml_gallocr * ggml_gallocr_t;
 typedef struct ggml_threadpool * ggml_threadpool_t;
 typedef bool (*ggml_abort_callback)(void * data);
@@ -281,6 +282,10 @@ ggml_backend_dev_t ggml_backend_get_device(ggml_backend_t backend);
 enum ggml_status ggml_backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph * cgraph);
 enum ggml_status ggml_backend_graph_compute_async(ggml_backend_t backend, struct ggml_cgraph * cgraph, int batch_size);
 void ggml_backend_synchronize(ggml_backend_t backend);
+ggml_backend_event_t ggml_backend_event_new(ggml_backend_dev_t device);
+void ggml_backend_event_free(ggml_backend_event_t event);
+void ggml_backend_event_record(ggml_backend_event_t event, ggml_backend_t backend);
+void ggml_backend_event_wait(ggml_backend_t backend, ggml_backend_event_t event);
 bool ggml_backend_supports_op(ggml_backend_t backend, const struct ggml_tensor * op);
 
 const char * ggml_backend_buft_name(ggml_backend_buffer_type_t buft);
@@ -289,6 +294,7 @@ size_t ggml_backend_buft_get_alignment(ggml_backend_buffer_type_t buft);
 size_t ggml_backend_buft_get_alloc_size(ggml_backend_buffer_type_t buft, const struct ggml_tensor * tensor);
 
 void ggml_backend_buffer_free(ggml_backend_buffer_t buffer);
+ggml_backend_buffer_type_t ggml_backend_buffer_get_type(ggml_backend_buffer_t buffer);
 void * ggml_backend_buffer_get_base(ggml_backend_buffer_t buffer);
 size_t ggml_backend_buffer_get_size(ggml_backend_buffer_t buffer);
 void ggml_backend_buffer_clear(ggml_backend_buffer_t buffer, uint8_t value);
@@ -297,6 +303,7 @@ size_t ggml_backend_buffer_get_alloc_size(ggml_backend_buffer_t buffer, const st
 
 void ggml_backend_tensor_set(struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);
 void ggml_backend_tensor_get(const struct ggml_tensor * tensor, void * data, size_t offset, size_t size);
+void ggml_backend_tensor_set_async(ggml_backend_t backend, struct ggml_tensor * tensor, const void * data, size_t offset, size_t size);
 void ggml_backend_tensor_get_async(ggml_backend_t backend, const struct ggml_tensor * tensor, void * data, size_t offset, size_t size);
 enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
 enum ggml_status ggml_backend_tensor_alloc(ggml_backend_buffer_t buffer, struct ggml_tensor * tensor, void * addr);

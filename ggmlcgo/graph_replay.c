@@ -33,9 +33,17 @@
 //
 // A compute may return once its kernels are queued (async): the host then
 // builds the next graph while the device runs this one. The lanes' streams
-// are not ordered with each other, so a graph is launched on a lane only
-// after every other lane has finished (settle); the Go side waits
-// (gglua_replay_wait) before the host touches device memory.
+// are not ordered with each other, so a graph launched on one lane first
+// makes its stream wait for the work queued on every other busy lane (a
+// CUDA event recorded there): the device runs the graphs in the order they
+// were launched, and the host does not wait at a launch. (Where a device
+// has no events, or GGLUA_LANE_EVENTS=0, the host waits for the other
+// lanes instead: settle.) The Go side waits (gglua_replay_wait, or
+// gglua_replay_wait_for one graph) before the host touches device memory.
+//
+// Launches are numbered by the caller. Since each launch follows all the
+// work queued before it, a lane that is done has finished every graph up
+// to its last: `done` is the last launch known finished.
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,12 +64,19 @@ struct lane {
     bool last_unsafe;   // `last`'s capture moved data where no node was: launch it
     int64_t used;       // when the lane last computed (the replay's tick)
     bool busy;          // launched asynchronously and not waited for yet
+    int64_t launch;     // the number of the last graph launched on it
 };
 
 struct gglua_replay {
     struct lane lanes[GGLUA_REPLAY_LANES];
     struct record next;
     int64_t tick;
+    int64_t done; // every launch numbered up to this one is finished
+    // events[k] marks lane k's queued work for another lane to wait on;
+    // settles: the host waits instead (no events); finished: each compute
+    // is done when it returns (the CPU computing as a device).
+    ggml_backend_event_t events[GGLUA_REPLAY_LANES];
+    bool settles, finished;
     int64_t replayed, captured, launched;
 };
 
@@ -110,57 +125,154 @@ static bool describe(struct record * r, struct ggml_cgraph * g) {
     return ok;
 }
 
-struct gglua_replay * gglua_replay_new(void) { return calloc(1, sizeof(struct gglua_replay)); }
+struct gglua_replay * gglua_replay_new(void) {
+    struct gglua_replay * r = calloc(1, sizeof(struct gglua_replay));
+    if (r) {
+        r->settles = true;
+    }
+    return r;
+}
+
+bool gglua_replay_order(struct gglua_replay * r, ggml_backend_t * lanes, int n, enum gglua_lane_order order) {
+    for (int k = 0; k < GGLUA_REPLAY_LANES; k++) {
+        if (r->events[k]) {
+            ggml_backend_event_free(r->events[k]);
+            r->events[k] = NULL;
+        }
+    }
+    r->settles = order == GGLUA_LANES_SETTLE;
+    r->finished = order == GGLUA_LANES_FINISHED;
+    for (int k = 0; k < n && k < GGLUA_REPLAY_LANES && order == GGLUA_LANES_EVENTS; k++) {
+        r->events[k] = ggml_backend_event_new(ggml_backend_get_device(lanes[k]));
+        if (!r->events[k]) {
+            gglua_replay_order(r, lanes, n, GGLUA_LANES_SETTLE);
+            return false;
+        }
+    }
+    return true;
+}
 
 void gglua_replay_free(struct gglua_replay * r) {
     if (r) {
         for (int k = 0; k < GGLUA_REPLAY_LANES; k++) {
             free(r->lanes[k].last.w);
             free(r->lanes[k].moved.w);
+            if (r->events[k]) {
+                ggml_backend_event_free(r->events[k]);
+            }
         }
         free(r->next.w);
         free(r);
     }
 }
 
-// settle waits for every lane but the one numbered except (-1: all).
-static void settle(struct gglua_replay * r, ggml_backend_t * lanes, int n, int except) {
-    for (int k = 0; k < n; k++) {
-        if (k != except && r->lanes[k].busy) {
-            ggml_backend_synchronize(lanes[k]);
+// finish records that every launch up to upto is done, and so every lane
+// whose last launch is.
+static void finish(struct gglua_replay * r, int64_t upto) {
+    if (upto > r->done) {
+        r->done = upto;
+    }
+    for (int k = 0; k < GGLUA_REPLAY_LANES; k++) {
+        if (r->lanes[k].busy && r->lanes[k].launch <= r->done) {
             r->lanes[k].busy = false;
         }
     }
 }
 
-// run launches g on lane k once the other lanes are done, and waits for it
-// unless async. (A lane's own graphs are ordered by its stream.)
+// sync waits for lane k: its last launch, and so all before it, are done.
+static void sync(struct gglua_replay * r, ggml_backend_t * lanes, int k) {
+    ggml_backend_synchronize(lanes[k]);
+    r->lanes[k].busy = false;
+    finish(r, r->lanes[k].launch);
+}
+
+// order puts the work queued on every other busy lane before what lane k
+// runs next: by the device (events), or by the host waiting for it (settle).
+static void order(struct gglua_replay * r, ggml_backend_t * lanes, int n, int k) {
+    for (int j = 0; j < n; j++) {
+        if (j == k || !r->lanes[j].busy || r->finished) {
+            continue;
+        }
+        if (r->settles) {
+            sync(r, lanes, j);
+        } else {
+            ggml_backend_event_record(r->events[j], lanes[j]);
+            ggml_backend_event_wait(lanes[k], r->events[j]);
+        }
+    }
+}
+
+// run launches g on lane k after the work queued before it, numbered
+// launch, and waits for it unless async.
 static enum ggml_status run(struct gglua_replay * r, ggml_backend_t * lanes, int n, int k, struct ggml_cgraph * g,
-                            int hint, bool async) {
-    settle(r, lanes, n, k);
+                            int hint, bool async, int64_t launch) {
+    order(r, lanes, n, k);
     enum ggml_status s = ggml_backend_graph_compute_async(lanes[k], g, hint);
-    if (async && s == GGML_STATUS_SUCCESS) {
-        r->lanes[k].busy = true;
-    } else {
-        ggml_backend_synchronize(lanes[k]);
-        r->lanes[k].busy = false;
+    r->lanes[k].launch = launch;
+    r->lanes[k].busy = true;
+    if (!async || s != GGML_STATUS_SUCCESS) {
+        sync(r, lanes, k);
     }
     return s;
 }
 
 void gglua_replay_wait(struct gglua_replay * r, ggml_backend_t * lanes, int n) {
-    settle(r, lanes, n < GGLUA_REPLAY_LANES ? n : GGLUA_REPLAY_LANES, -1);
+    for (int k = 0; k < n && k < GGLUA_REPLAY_LANES; k++) {
+        if (r->lanes[k].busy) {
+            sync(r, lanes, k);
+        }
+    }
+}
+
+void gglua_replay_wait_for(struct gglua_replay * r, ggml_backend_t * lanes, int n, int64_t launch) {
+    if (launch <= r->done) {
+        return;
+    }
+    // The busy lane with the earliest last launch at or after it: that
+    // launch came after it (on its lane, or ordered behind it).
+    int best = -1;
+    for (int k = 0; k < n && k < GGLUA_REPLAY_LANES; k++) {
+        const struct lane * l = &r->lanes[k];
+        if (l->busy && l->launch >= launch && (best < 0 || l->launch < r->lanes[best].launch)) {
+            best = k;
+        }
+    }
+    if (best < 0) { // not launched (a graph of views only): wait for everything
+        gglua_replay_wait(r, lanes, n);
+        return;
+    }
+    sync(r, lanes, best);
+}
+
+int64_t gglua_replay_done(const struct gglua_replay * r) { return r->done; }
+
+// newest is the busy lane launched last (behind all queued work), or -1.
+static int newest(const struct gglua_replay * r, int n) {
+    int best = -1;
+    for (int k = 0; k < n && k < GGLUA_REPLAY_LANES; k++) {
+        if (r->lanes[k].busy && (best < 0 || r->lanes[k].launch > r->lanes[best].launch)) {
+            best = k;
+        }
+    }
+    return best;
 }
 
 bool gglua_replay_get_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, const struct ggml_tensor * t,
                             void * dst, size_t size) {
-    for (int k = 0; k < n && k < GGLUA_REPLAY_LANES; k++) {
-        if (r->lanes[k].busy) { // settle leaves at most one
-            ggml_backend_tensor_get_async(lanes[k], t, dst, 0, size);
-            return true;
-        }
+    const int k = newest(r, n);
+    if (k >= 0) {
+        ggml_backend_tensor_get_async(lanes[k], t, dst, 0, size);
     }
-    return false;
+    return k >= 0;
+}
+
+bool gglua_replay_set_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, struct ggml_tensor * t,
+                            const void * src, size_t size) {
+    const int k = newest(r, n);
+    if (k >= 0) {
+        ggml_backend_tensor_set_async(lanes[k], t, src, 0, size);
+    }
+    return k >= 0;
 }
 
 int gglua_replay_busy(const struct gglua_replay * r) {
@@ -190,18 +302,18 @@ static bool computes(struct ggml_cgraph * g) {
 // recording the nodes whose data ggml pointed elsewhere; false when one
 // cannot be matched to another node (the graph is then never replayed).
 static enum ggml_status capture(struct gglua_replay * r, ggml_backend_t * lanes, int nlanes, int k, struct ggml_cgraph * g,
-                               bool async, bool * replayable) {
+                               bool async, int64_t launch, bool * replayable) {
     struct lane * l = &r->lanes[k];
     const int n = ggml_graph_n_nodes(g);
     void ** before = malloc((size_t) (n > 0 ? n : 1) * sizeof(void *));
     *replayable = before != NULL;
     if (!before) {
-        return run(r, lanes, nlanes, k, g, HINT_LAUNCH, async);
+        return run(r, lanes, nlanes, k, g, HINT_LAUNCH, async, launch);
     }
     for (int i = 0; i < n; i++) {
         before[i] = ggml_graph_node(g, i)->data;
     }
-    enum ggml_status s = run(r, lanes, nlanes, k, g, HINT_GRAPH, async);
+    enum ggml_status s = run(r, lanes, nlanes, k, g, HINT_GRAPH, async, launch);
     l->moved.len = 0;
     for (int i = 0; i < n && *replayable; i++) {
         void * now = ggml_graph_node(g, i)->data;
@@ -241,7 +353,8 @@ static int pick(struct gglua_replay * r, int n, bool * same) {
 }
 
 enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * lanes, int n,
-                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled, bool async) {
+                                      struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled, bool async,
+                                      int64_t launch) {
     if (!computes(g)) { // ggml-cuda would capture an empty graph, even told not to
         return GGML_STATUS_SUCCESS;
     }
@@ -252,7 +365,7 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
         r->lanes[0].have_last = r->lanes[0].last_in_graph = r->lanes[0].last_unsafe = false;
         r->lanes[0].used = ++r->tick;
         r->launched++;
-        return run(r, lanes, n, 0, g, HINT_LAUNCH, async);
+        return run(r, lanes, n, 0, g, HINT_LAUNCH, async, launch);
     }
     bool same;
     const int k = pick(r, n, &same);
@@ -264,21 +377,21 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
     l->used = ++r->tick;
     if (same && l->last_in_graph) {
         r->replayed++;
-        enum ggml_status s = run(r, lanes, n, k, g, HINT_GRAPH, async);
+        enum ggml_status s = run(r, lanes, n, k, g, HINT_GRAPH, async, launch);
         for (size_t i = 0; i + 1 < l->moved.len; i += 2) {
             ggml_graph_node(g, (int) l->moved.w[i])->data = ggml_graph_node(g, (int) l->moved.w[i + 1])->data;
         }
         return s;
     }
     if (same && !l->last_unsafe) {
-        enum ggml_status s = run(r, lanes, n, k, scratch, HINT_LAUNCH, async);
+        enum ggml_status s = run(r, lanes, n, k, scratch, HINT_LAUNCH, async, launch);
         if (s != GGML_STATUS_SUCCESS) {
             l->last_in_graph = false;
             return s;
         }
         r->captured++;
         bool replayable;
-        s = capture(r, lanes, n, k, g, async, &replayable);
+        s = capture(r, lanes, n, k, g, async, launch, &replayable);
         l->last_in_graph = replayable;
         l->last_unsafe = !replayable;
         return s;
@@ -288,7 +401,7 @@ enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * 
     }
     l->last_in_graph = false;
     r->launched++;
-    return run(r, lanes, n, k, g, HINT_LAUNCH, async);
+    return run(r, lanes, n, k, g, HINT_LAUNCH, async, launch);
 }
 
 void gglua_replay_counts(const struct gglua_replay * r, int64_t * replayed, int64_t * captured, int64_t * launched) {

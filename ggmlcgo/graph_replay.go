@@ -45,7 +45,35 @@ func newReplayer(b *Backend) (*replayer, error) {
 		r.free()
 		return nil, err
 	}
+	r.setOrder(laneOrder(b.cpu))
 	return r, nil
+}
+
+// How a backend's lanes are ordered (graph_replay.c).
+const (
+	lanesSettle   = C.GGLUA_LANES_SETTLE   // the host waits for the other lanes
+	lanesEvents   = C.GGLUA_LANES_EVENTS   // the device waits, on events
+	lanesFinished = C.GGLUA_LANES_FINISHED // nothing to wait for: computes are done
+)
+
+// laneOrder is how a backend's lanes are ordered: by events on a device,
+// unless GGLUA_LANE_EVENTS=0 makes the host wait instead, as it did before
+// (to compare); a CPU computing as a device needs neither, its computes
+// being done, and keeps the events' books.
+func laneOrder(cpu bool) C.enum_gglua_lane_order {
+	switch {
+	case os.Getenv("GGLUA_LANE_EVENTS") == "0":
+		return lanesSettle
+	case cpu:
+		return lanesFinished
+	}
+	return lanesEvents
+}
+
+// setOrder sets how the lanes are ordered (no work may be queued), and
+// reports false where the device has no events (the host then waits).
+func (r *replayer) setOrder(o C.enum_gglua_lane_order) bool {
+	return bool(C.gglua_replay_order(r.state, &r.lanes[0], C.int(len(r.lanes)), o))
 }
 
 // makeScratch builds the one-node graph computed before a capture: one
@@ -90,17 +118,11 @@ func (b *Backend) graphCompute(g *Graph, mayReplay, async bool) C.enum_ggml_stat
 	if r == nil {
 		return C.ggml_backend_graph_compute(b.p, g.p)
 	}
-	before := C.gglua_replay_busy(r.state)
 	done := blocked() // a launch may first wait for the other lanes (settle)
-	s := C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p, C.bool(mayReplay && r.enabled), C.bool(async))
+	s := C.gglua_replay_compute(r.state, &r.lanes[0], C.int(len(r.lanes)), g.p, r.scratch.p,
+		C.bool(mayReplay && r.enabled), C.bool(async), C.int64_t(b.launches))
 	done()
-	after := C.gglua_replay_busy(r.state)
-	if after != 0 && after != before {
-		// A lane newly busy: the others, and what it ran before, were
-		// waited for. (The same lane again: its earlier graphs may still run.)
-		b.firstQueued = b.launches
-	}
-	b.setQueued(after != 0)
+	b.setQueued(r.busyLanes() != 0)
 	return s
 }
 

@@ -50,15 +50,8 @@ func (b *Backend) GetLater(t Tensor, land func([]byte)) bool {
 		return false
 	}
 	if b.later.buf.IsNil() {
-		bt, ok := b.PinnedBufferType()
-		if !ok && b.cpu { // a CPU computing as a device (tests): its copies are made at once
-			bt, ok = b.BufferType(), true
-		}
+		buf, ok := b.hostStaging(laterBytes)
 		if !ok {
-			return false
-		}
-		buf, err := bt.Alloc(laterBytes)
-		if err != nil {
 			return false
 		}
 		b.later.buf = buf

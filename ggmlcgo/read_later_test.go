@@ -36,8 +36,12 @@ func TestGetLaterLandsAtTheNextWait(t *testing.T) {
 	assert.Empty(t, got, "the bytes wait for the device")
 	assert.False(t, b.GetLater(big, land), "a large value is read at once")
 
-	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8))) // deferred: the device is busy
-	assert.False(t, b.GetLater(y, land), "a host write pending may be the value's")
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8))) // queued on the stream (upload.go)
+	require.Zero(t, deferred.n.Load())
+	b.upload.used = uploadBytes                     // no room left: the next write is deferred
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	require.NotZero(t, deferred.n.Load())
+	assert.False(t, b.GetLater(y, land), "a host write deferred may be the value's")
 	b.Wait()
 	assert.Equal(t, [][]float32{{2, 4, 6, 8}, {2, 4, 6, 8}}, got, "a wait lands every copy, once")
 	assert.Zero(t, b.later.used)

@@ -81,11 +81,11 @@ func (t Tensor) Set(data []byte) error {
 	return nil
 }
 
-// hostWrite writes data (nil: zeros) into the tensor: deferred while
-// devices have queued work (async.go), else now, after the writes deferred
+// hostWrite writes data (nil: zeros) into the tensor: queued behind the
+// devices' queued work (async.go), else now, after the writes deferred
 // before it.
 func (t Tensor) hostWrite(data []byte) {
-	if !deferWrite(t, data) {
+	if !writeLater(t, data) {
 		WaitDevices() // earlier deferred writes first
 		t.write(data)
 	}
@@ -109,7 +109,7 @@ func (t Tensor) SetVia(data []byte, staging Buffer) error {
 	if staging.IsNil() || staging.Size() < int64(len(data)) {
 		return t.Set(data)
 	}
-	if len(data) > 0 && !deferWrite(t, data) {
+	if len(data) > 0 && !writeLater(t, data) {
 		WaitDevices() // earlier deferred writes first
 		copy(staging.Bytes(), data)
 		C.ggml_backend_tensor_set(t.p, C.ggml_backend_buffer_get_base(staging.p), 0, C.size_t(len(data)))
@@ -121,7 +121,8 @@ func (t Tensor) SetVia(data []byte, staging Buffer) error {
 func (t Tensor) Get(dst []byte) error { return t.get(dst, WaitDevices) }
 
 // GetNow is Get without waiting for the devices' queued graphs: the caller
-// knows that none of them writes the tensor (the graph that did is done).
+// knows that none of them, nor a write queued after them, writes the
+// tensor (the graph that did is done: Backend.WaitFor).
 // Deferred host writes are made first, as for Get.
 func (t Tensor) GetNow(dst []byte) error { return t.get(dst, waitForWrites) }
 

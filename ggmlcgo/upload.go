@@ -1,0 +1,155 @@
+package ggmlcgo
+
+// #include <string.h>
+// #include "gglua_replay.h"
+import "C"
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Writing while the device runs. The host writes a step's inputs (a batch,
+// a learning rate) while the device still runs the last step, whose graphs
+// may read the same memory (a pool's memory is reused from step to step).
+// Deferring the write to the next wait (async.go) would make the next
+// launch wait for the whole queue, and the device would idle while the
+// host builds the graph after it. Instead the bytes are copied into pinned
+// host memory and the copy to the device is queued on the stream behind
+// the queued graphs (gglua_replay_set_async): the device makes it in
+// order, after the graphs that read the old value and before any launched
+// later. The pinned memory is reused once the device's queue is waited
+// for; a write that finds no room, or that cannot be ordered this way, is
+// deferred as before.
+
+const (
+	uploadBytes = 16 << 20 // pinned memory a backend keeps for the writes it queues
+	uploadAlign = 64
+)
+
+// uploads are a backend's writes queued on its streams and not yet waited
+// for: bytes 0..used of buf.
+type uploads struct {
+	buf  Buffer // pinned host memory, allocated at the first queued write
+	used int
+}
+
+// uploaders counts the backends with queued writes: another backend's
+// compute must wait for them (ComputeContext), its stream being none of
+// theirs.
+var uploaders atomic.Int32
+
+// queueWriteLocked queues the write of data (nil: zeros) to t behind the
+// queued graphs of the one busy backend whose memory t is in, and reports
+// whether it did (deviceIO is held). Not with writes deferred (they land
+// later, so a write queued now would be overwritten by an older one),
+// nor with two busy backends that could hold t.
+func queueWriteLocked(t Tensor, data []byte) bool {
+	if deferred.n.Load() > 0 {
+		return false
+	}
+	b := busyOwner(t)
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queueWriteLocked(t, data)
+}
+
+// busyOwner is the backend with queued work whose memory holds t, nil if
+// none or more than one could.
+func busyOwner(t Tensor) *Backend {
+	buf := t.p.buffer
+	if src := t.p.view_src; src != nil {
+		buf = src.buffer
+	}
+	if buf == nil {
+		return nil
+	}
+	bt := C.ggml_backend_buffer_get_type(buf)
+	inFlight.Lock()
+	defer inFlight.Unlock()
+	var owner *Backend
+	for b := range inFlight.backends {
+		if C.ggml_backend_get_default_buffer_type(b.p) != bt {
+			continue
+		}
+		if owner != nil {
+			return nil
+		}
+		owner = b
+	}
+	return owner
+}
+
+// queueWriteLocked is queueWriteLocked of one backend (b.mu is held).
+func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
+	n := int(t.Nbytes())
+	r := b.replay
+	if !b.queued || r == nil || r.state == nil || n > uploadBytes {
+		return false
+	}
+	if b.upload.buf.IsNil() {
+		buf, ok := b.hostStaging(uploadBytes)
+		if !ok {
+			return false
+		}
+		b.upload.buf = buf
+	}
+	off := (b.upload.used + uploadAlign - 1) / uploadAlign * uploadAlign
+	if int64(off+n) > b.upload.buf.Size() {
+		return false
+	}
+	src := unsafe.Add(C.ggml_backend_buffer_get_base(b.upload.buf.p), off)
+	if data == nil {
+		C.memset(src, 0, C.size_t(n))
+	} else {
+		C.memcpy(src, unsafe.Pointer(&data[0]), C.size_t(n))
+	}
+	if !C.gglua_replay_set_async(r.state, &r.lanes[0], C.int(len(r.lanes)), t.p, src, C.size_t(n)) {
+		return false
+	}
+	if b.upload.used == 0 {
+		uploaders.Add(1)
+	}
+	b.upload.used = off + n
+	return true
+}
+
+// hostStaging allocates size bytes of host memory the device copies from
+// and to asynchronously: pinned memory; a CPU computing as a device (tests)
+// makes its copies at once, from any memory.
+func (b *Backend) hostStaging(size int) (Buffer, bool) {
+	bt, ok := b.PinnedBufferType()
+	if !ok && b.cpu {
+		bt, ok = b.BufferType(), true
+	}
+	if !ok {
+		return Buffer{}, false
+	}
+	buf, err := bt.Alloc(int64(size))
+	return buf, err == nil
+}
+
+// uploadsDoneLocked frees the pinned memory for reuse: b's queued work,
+// the copies with it, is done (b.mu is held).
+func (b *Backend) uploadsDoneLocked() {
+	if b.upload.used > 0 {
+		b.upload.used = 0
+		uploaders.Add(-1)
+	}
+}
+
+// othersUpload reports whether a backend other than b has writes queued
+// on its streams, which b's compute must wait for.
+func othersUpload(b *Backend) bool {
+	n := uploaders.Load()
+	if n == 0 {
+		return false
+	}
+	b.mu.Lock()
+	mine := b.upload.used > 0
+	b.mu.Unlock()
+	return n > 1 || !mine
+}
