@@ -38,7 +38,7 @@ func TestGetLaterLandsAtTheNextWait(t *testing.T) {
 
 	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8))) // queued on the stream (upload.go)
 	require.Zero(t, deferred.n.Load())
-	b.upload.used = uploadBytes                     // no room left: the next write is deferred
+	b.upload.used = uploadBytes // no room left: the next write is deferred
 	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
 	require.NotZero(t, deferred.n.Load())
 	assert.False(t, b.GetLater(y, land), "a host write deferred may be the value's")
