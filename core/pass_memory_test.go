@@ -119,3 +119,8 @@ func TestBackwardQueuesTheForwardOnAsyncDevices(t *testing.T) {
 	assert.Equal(t, values(t, sync.b2), values(t, async.b2))
 	assert.Equal(t, e.Residency().Ledger().BufferBytes, e.mem.stepBytes, "the bound's step is the whole step")
 }
+
+// readNow reports whether t's memory may be read without waiting at all.
+func (t *Tensor) readNow() bool {
+	return t.readsItsWriter() && t.engine.backend.Done(t.storage().written)
+}

@@ -307,11 +307,6 @@ func (t *Tensor) readsItsWriter() bool {
 	return t.storage().result && t.engine.overlapsReads()
 }
 
-// readNow reports whether t's memory may be read without waiting at all.
-func (t *Tensor) readNow() bool {
-	return t.readsItsWriter() && t.engine.backend.Done(t.storage().written)
-}
-
 // overlapsReads reports whether reads queue pending work and wait only for
 // what they read (an asynchronous device). Under data parallelism with the
 // gradients' sums in the graph (data_parallel_sums.go) they do too: the

@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"errors"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -130,11 +131,11 @@ func waitForWrites() {
 	}
 }
 
-// waitForWritesLocked is waitForWrites with deviceIO held.
-func waitForWritesLocked() {
-	if deferred.n.Load() > 0 {
-		waitDevicesLocked()
-	}
+// waitsBeforeCompute reports whether b's next compute must first wait for
+// the devices: writes its graph may read are deferred, or queued on
+// another backend's streams, which b's are not ordered with.
+func waitsBeforeCompute(b *Backend) bool {
+	return deferred.n.Load() > 0 || othersUpload(b)
 }
 
 // Wait waits for the backend's queued work (none on the CPU).
@@ -165,8 +166,8 @@ func (b *Backend) setQueued(on bool) {
 	}
 	b.queued = on
 	if !on {
-		b.landLocked()        // the copies GetLater queued are done
-		b.uploadsDoneLocked() // and those of the queued writes
+		b.landLocked()                        // the copies GetLater queued are done
+		b.releaseUploadsLocked(math.MaxInt64) // and those of the queued writes
 	}
 	inFlight.Lock()
 	defer inFlight.Unlock()
@@ -187,7 +188,8 @@ func (b *Backend) Async() bool { return b.async }
 
 // ComputeAsDevice makes a CPU backend run its graphs as an asynchronous
 // device does: on lanes (more CPU backends), each compute leaving its lane
-// busy until waited for, the host's writes meanwhile deferred. Its
+// busy until waited for, the host's writes meanwhile queued behind the
+// busy lanes (made at once: the CPU has no streams) or deferred. Its
 // computes are still done when they return, so values cannot race; what
 // tests (and GGLUA_ASYNC=1) check with it is the bookkeeping, and that
 // callers arrange their work as for a device.
@@ -229,8 +231,9 @@ func (b *Backend) Done(launch int64) bool {
 }
 
 // WaitFor waits until the graph numbered launch has finished, and the
-// graphs launched before it, but not those after: a read of its result
-// (GetNow) while the device runs the next step.
+// graphs launched before it: a read of its result (GetNow) while the
+// device runs the next step. It waits for a lane's whole queue, so for
+// any graph launched on that lane since too, but not for the other lanes.
 func (b *Backend) WaitFor(launch int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -47,6 +47,7 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	assert.EqualValues(t, 1, inFlight.n.Load())
 	assert.False(t, b.Done(first))
 	assert.True(t, b.Done(first-1), "what came before")
+	r.trace(true)
 	require.NoError(t, b.Compute(gb))
 	second := b.Launches()
 	assert.Equal(t, 3, r.busyLanes(), "another graph goes to lane 1, behind lane 0's without a wait")
@@ -55,6 +56,9 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 	third := b.Launches()
 	assert.Equal(t, 3, r.busyLanes(), "its lane again")
 
+	// (The same graph again is captured: a scratch graph first.)
+	assert.Equal(t, []laneStep{{'E', 1, 0, first}, {'L', 1, -1, second}, {'L', 1, -1, third}, {'L', 1, -1, third}},
+		r.trace(false), "lane 1 waits for lane 0's work once, on the device")
 	b.WaitFor(first)
 	assert.Equal(t, 2, r.busyLanes(), "waiting for the first graph waits for its lane only")
 	assert.True(t, b.Done(first))
@@ -111,46 +115,83 @@ func TestLanesSettleWithoutEvents(t *testing.T) {
 	b.Wait()
 }
 
-// The host's writes while graphs are queued go on the stream behind them,
-// in order, from pinned memory reused after the next wait; with no room
-// left they are deferred to the next wait, and so are the writes after
-// them (a queued one would land before the deferred one).
+// The host's writes while graphs are queued go on the stream behind the
+// newest launch, and a launch on another lane waits for the busy lanes'
+// work (an event): the trace shows each step. A write's pinned bytes are
+// reused once the launch it follows is done; with no room left a write is
+// deferred to the next wait, and so are the writes after it (a queued one
+// would land before the deferred one).
 func TestWritesQueueBehindTheGraphs(t *testing.T) {
 	b, buf, ctx, x := cpuAsDevice(t, 4096)
 	r := b.replay
 	ga, ya := scaleGraph(t, ctx, buf, x, 2, 1)
+	gb, _ := scaleGraph(t, ctx, buf, x, 3, 2)
+	small, ok := b.hostStaging(2 * uploadAlign) // room for two writes
+	require.True(t, ok)
+	b.upload.buf = small
+	set := func(v float32) { require.NoError(t, x.Set(f32bytes(v, v, v, v))) }
 	out := make([]byte, 16)
+	r.trace(true)
 
-	require.NoError(t, b.Compute(ga))
-	require.NoError(t, x.Set(f32bytes(9, 9, 9, 9)))
-	require.NoError(t, x.Zero())
-	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
-	assert.Equal(t, 1, r.busyLanes(), "writing does not wait")
+	require.NoError(t, b.Compute(ga)) // launch 1, lane 0
+	set(1)                            // behind launch 1, at 0
+	require.NoError(t, b.Compute(gb)) // launch 2, lane 1
+	set(2)                            // behind launch 2, at 64
+	assert.Equal(t, 3, r.busyLanes(), "writing does not wait")
+	b.WaitFor(1)
+	set(3) // launch 1 is done: its bytes are reused
 	assert.Zero(t, deferred.n.Load(), "nothing deferred")
-	assert.Equal(t, 3*uploadAlign-uploadAlign+16, b.upload.used, "three writes queued")
+	assert.Equal(t, []uploadSpan{{64, 80, 2}, {0, 16, 2}}, b.upload.live)
 	assert.EqualValues(t, 1, uploaders.Load())
-	require.NoError(t, b.Compute(ga))
-	assert.Equal(t, 1, r.busyLanes(), "a compute does not wait for them")
-	require.NoError(t, ya.Get(out))
-	assert.Equal(t, []float32{10, 12, 14, 16}, bytesf32(out), "the compute read the last write")
-	assert.Zero(t, b.upload.used, "the wait freed the pinned memory")
-	assert.Zero(t, uploaders.Load())
+	set(4)
+	assert.EqualValues(t, 1, deferred.n.Load(), "no room: deferred")
+	b.upload.live = b.upload.live[:1] // room again, but a deferred write is waiting
+	set(5)
+	assert.EqualValues(t, 2, deferred.n.Load(), "after a deferred write, deferred too")
+	assert.Equal(t, []laneStep{
+		{'L', 0, -1, 1}, {'S', 0, -1, 1},
+		{'E', 1, 0, 1}, {'L', 1, -1, 2}, {'S', 1, -1, 2},
+		{'Y', 0, -1, 1}, {'S', 1, -1, 2},
+	}, r.trace(true))
 
 	require.NoError(t, b.Compute(ga))
-	require.NoError(t, x.Set(f32bytes(1, 1, 1, 1)))
-	b.upload.used = uploadBytes - 8 // no room for the next
-	require.NoError(t, x.Set(f32bytes(2, 2, 2, 2)))
-	assert.EqualValues(t, 1, deferred.n.Load(), "no room: deferred")
-	b.upload.used = 0 // room again, but a deferred write is waiting
+	assert.Zero(t, deferred.n.Load(), "the compute made them first")
+	assert.Nil(t, b.upload.live, "after its wait")
+	assert.Zero(t, uploaders.Load())
+	assert.Equal(t, []laneStep{{'Y', 1, -1, 2}, {'L', 0, -1, 3}, {'L', 0, -1, 3}}, r.trace(false),
+		"a wait, then ga again on its lane: captured, a scratch graph first")
+	require.NoError(t, ya.Get(out))
+	assert.Equal(t, []float32{10, 10, 10, 10}, bytesf32(out), "the compute read the last write")
 	require.NoError(t, x.Zero())
-	assert.EqualValues(t, 2, deferred.n.Load(), "after a deferred write, deferred too")
 	require.NoError(t, x.Get(out))
-	assert.Equal(t, []float32{0, 0, 0, 0}, bytesf32(out), "the last write wins")
-	assert.Zero(t, deferred.n.Load())
-	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
-	assert.Zero(t, b.upload.used, "nothing queued: written at once")
-	require.NoError(t, x.Get(out))
-	assert.Equal(t, []float32{5, 6, 7, 8}, bytesf32(out))
+	assert.Equal(t, []float32{0, 0, 0, 0}, bytesf32(out), "nothing queued: written at once")
+}
+
+// The ring's room: after the newest span, wrapping to the start before
+// the oldest, never over a live one.
+func TestUploadRoom(t *testing.T) {
+	b := cpu(t, 1)
+	buf, ok := b.hostStaging(4 * uploadAlign)
+	require.True(t, ok)
+	t.Cleanup(buf.Free)
+	for _, c := range []struct {
+		live []uploadSpan
+		n    int
+		want int
+	}{
+		{nil, 4 * uploadAlign, 0},
+		{nil, 4*uploadAlign + 1, -1},
+		{[]uploadSpan{{0, 10, 1}}, 3 * uploadAlign, uploadAlign},
+		{[]uploadSpan{{0, 10, 1}}, 3*uploadAlign + 1, -1},
+		{[]uploadSpan{{128, 200, 1}}, 64, 0},              // wraps before the oldest
+		{[]uploadSpan{{128, 200, 1}}, 129, -1},            // over the oldest
+		{[]uploadSpan{{128, 200, 1}, {0, 10, 2}}, 64, 64}, // between the newest and the oldest
+		{[]uploadSpan{{128, 200, 1}, {0, 70, 2}}, 1, -1},  // the newest, aligned, reaches the oldest
+		{[]uploadSpan{{64, 100, 1}, {0, 60, 2}}, 1, -1},
+	} {
+		u := uploads{buf: buf, live: c.live}
+		assert.Equal(t, c.want, u.room(c.n), "%v, %d bytes", c.live, c.n)
+	}
 }
 
 // scaleGraph is a graph computing x*s into slot (256-byte steps) of buf.
@@ -226,7 +267,7 @@ func TestAsyncBackendsInParallelGoroutines(t *testing.T) {
 			if err := b.Compute(g); err != nil {
 				return err
 			}
-			if err := b.Compute(g); err != nil { // queued again: the next Set is deferred
+			if err := b.Compute(g); err != nil { // queued again
 				return err
 			}
 			if err := y.Get(out); err != nil {

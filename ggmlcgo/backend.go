@@ -193,12 +193,11 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 		// for this graph's inputs and its launch (async.go).
 		deviceIO.Lock()
 		defer deviceIO.Unlock()
-		waitForWritesLocked()
-		if othersUpload(b) { // on streams this graph's is not ordered with
+		if waitsBeforeCompute(b) {
 			waitDevicesLocked()
 		}
-	} else {
-		waitForWrites()
+	} else if waitsBeforeCompute(b) {
+		WaitDevices()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -63,11 +63,29 @@ bool gglua_replay_get_async(struct gglua_replay * r, ggml_backend_t * lanes, int
                             void * dst, size_t size);
 
 // gglua_replay_set_async queues a copy of size bytes from src (pinned host
-// memory, which must stay as it is until the copy is waited for) into t's
-// memory (the device's own buffer type) behind all the queued graphs and
-// before any launched after it; false when no lane is busy.
-bool gglua_replay_set_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, struct ggml_tensor * t,
-                            const void * src, size_t size);
+// memory, which must stay as it is until the copy is done) into t's memory
+// (the device's own buffer type) behind all the queued graphs and before
+// any launched after it, and returns the number of the launch it follows:
+// the copy is done once that launch is (gglua_replay_done). 0: nothing
+// queued, no lane being busy or the lanes ordered by the host (SETTLE).
+int64_t gglua_replay_set_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, struct ggml_tensor * t,
+                               const void * src, size_t size);
+
+// gglua_replay_step is one ordering step, for tests: op 'L' launch on lane
+// (numbered launch), 'E' lane's stream made to wait for the work queued on
+// other (up to launch), 'Y' the host waits for lane (up to launch), 'S'
+// and 'G' a write and a read queued on lane behind launch.
+struct gglua_replay_step {
+    char op;
+    int8_t lane, other;
+    int64_t launch;
+};
+
+#define GGLUA_REPLAY_TRACE 64
+
+// gglua_replay_trace copies up to max steps logged since the last call
+// into out, returns how many, clears the log, and logs from now on if on.
+int gglua_replay_trace(struct gglua_replay * r, bool on, struct gglua_replay_step * out, int max);
 
 // gglua_replay_busy is the lanes with work not waited for, lane k as bit k.
 int gglua_replay_busy(const struct gglua_replay * r);

@@ -65,6 +65,9 @@ struct lane {
     int64_t used;       // when the lane last computed (the replay's tick)
     bool busy;          // launched asynchronously and not waited for yet
     int64_t launch;     // the number of the last graph launched on it
+    // seen[j]: the last launch of lane j this lane's stream was made to
+    // wait for (what lane j queues later is behind a launch of its own).
+    int64_t seen[GGLUA_REPLAY_LANES];
 };
 
 struct gglua_replay {
@@ -78,7 +81,25 @@ struct gglua_replay {
     ggml_backend_event_t events[GGLUA_REPLAY_LANES];
     bool settles, finished;
     int64_t replayed, captured, launched;
+    struct gglua_replay_step trace[GGLUA_REPLAY_TRACE]; // for tests: gglua_replay_trace
+    int ntrace;
+    bool tracing;
 };
+
+// note logs one ordering step while tracing.
+static void note(struct gglua_replay * r, char op, int lane, int other, int64_t launch) {
+    if (r->tracing && r->ntrace < GGLUA_REPLAY_TRACE) {
+        r->trace[r->ntrace++] = (struct gglua_replay_step) {op, (int8_t) lane, (int8_t) other, launch};
+    }
+}
+
+int gglua_replay_trace(struct gglua_replay * r, bool on, struct gglua_replay_step * out, int max) {
+    int n = r->ntrace < max ? r->ntrace : max;
+    memcpy(out, r->trace, (size_t) n * sizeof *out);
+    r->ntrace = 0;
+    r->tracing = on;
+    return n;
+}
 
 static bool put(struct record * r, int64_t v) {
     if (r->len == r->cap) {
@@ -179,8 +200,10 @@ static void finish(struct gglua_replay * r, int64_t upto) {
     }
 }
 
-// sync waits for lane k: its last launch, and so all before it, are done.
-static void sync(struct gglua_replay * r, ggml_backend_t * lanes, int k) {
+// sync_lane waits for lane k: its last launch, and so all before it, are
+// done.
+static void sync_lane(struct gglua_replay * r, ggml_backend_t * lanes, int k) {
+    note(r, 'Y', k, -1, r->lanes[k].launch);
     ggml_backend_synchronize(lanes[k]);
     r->lanes[k].busy = false;
     finish(r, r->lanes[k].launch);
@@ -188,14 +211,19 @@ static void sync(struct gglua_replay * r, ggml_backend_t * lanes, int k) {
 
 // order puts the work queued on every other busy lane before what lane k
 // runs next: by the device (events), or by the host waiting for it (settle).
+// (A finished lane's work is done: only the books are kept.)
 static void order(struct gglua_replay * r, ggml_backend_t * lanes, int n, int k) {
     for (int j = 0; j < n; j++) {
-        if (j == k || !r->lanes[j].busy || r->finished) {
+        if (j == k || !r->lanes[j].busy || r->lanes[k].seen[j] >= r->lanes[j].launch) {
             continue;
         }
         if (r->settles) {
-            sync(r, lanes, j);
-        } else {
+            sync_lane(r, lanes, j);
+            continue;
+        }
+        r->lanes[k].seen[j] = r->lanes[j].launch;
+        note(r, 'E', k, j, r->lanes[j].launch);
+        if (!r->finished) {
             ggml_backend_event_record(r->events[j], lanes[j]);
             ggml_backend_event_wait(lanes[k], r->events[j]);
         }
@@ -207,11 +235,12 @@ static void order(struct gglua_replay * r, ggml_backend_t * lanes, int n, int k)
 static enum ggml_status run(struct gglua_replay * r, ggml_backend_t * lanes, int n, int k, struct ggml_cgraph * g,
                             int hint, bool async, int64_t launch) {
     order(r, lanes, n, k);
+    note(r, 'L', k, -1, launch);
     enum ggml_status s = ggml_backend_graph_compute_async(lanes[k], g, hint);
     r->lanes[k].launch = launch;
     r->lanes[k].busy = true;
     if (!async || s != GGML_STATUS_SUCCESS) {
-        sync(r, lanes, k);
+        sync_lane(r, lanes, k);
     }
     return s;
 }
@@ -219,7 +248,7 @@ static enum ggml_status run(struct gglua_replay * r, ggml_backend_t * lanes, int
 void gglua_replay_wait(struct gglua_replay * r, ggml_backend_t * lanes, int n) {
     for (int k = 0; k < n && k < GGLUA_REPLAY_LANES; k++) {
         if (r->lanes[k].busy) {
-            sync(r, lanes, k);
+            sync_lane(r, lanes, k);
         }
     }
 }
@@ -241,7 +270,7 @@ void gglua_replay_wait_for(struct gglua_replay * r, ggml_backend_t * lanes, int 
         gglua_replay_wait(r, lanes, n);
         return;
     }
-    sync(r, lanes, best);
+    sync_lane(r, lanes, best);
 }
 
 int64_t gglua_replay_done(const struct gglua_replay * r) { return r->done; }
@@ -261,18 +290,21 @@ bool gglua_replay_get_async(struct gglua_replay * r, ggml_backend_t * lanes, int
                             void * dst, size_t size) {
     const int k = newest(r, n);
     if (k >= 0) {
+        note(r, 'G', k, -1, r->lanes[k].launch);
         ggml_backend_tensor_get_async(lanes[k], t, dst, 0, size);
     }
     return k >= 0;
 }
 
-bool gglua_replay_set_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, struct ggml_tensor * t,
-                            const void * src, size_t size) {
+int64_t gglua_replay_set_async(struct gglua_replay * r, ggml_backend_t * lanes, int n, struct ggml_tensor * t,
+                               const void * src, size_t size) {
     const int k = newest(r, n);
-    if (k >= 0) {
-        ggml_backend_tensor_set_async(lanes[k], t, src, 0, size);
+    if (k < 0 || r->settles) { // the host orders the lanes: it defers its writes too
+        return 0;
     }
-    return k >= 0;
+    note(r, 'S', k, -1, r->lanes[k].launch);
+    ggml_backend_tensor_set_async(lanes[k], t, src, 0, size);
+    return r->lanes[k].launch;
 }
 
 int gglua_replay_busy(const struct gglua_replay * r) {

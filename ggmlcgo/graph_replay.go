@@ -7,6 +7,7 @@ import "C"
 import (
 	"errors"
 	"os"
+	"strings"
 )
 
 // replayer lets a device backend replay a repeated graph (a training step)
@@ -45,7 +46,7 @@ func newReplayer(b *Backend) (*replayer, error) {
 		r.free()
 		return nil, err
 	}
-	r.setOrder(laneOrder(b.cpu))
+	r.setOrder(laneOrder(b))
 	return r, nil
 }
 
@@ -56,18 +57,23 @@ const (
 	lanesFinished = C.GGLUA_LANES_FINISHED // nothing to wait for: computes are done
 )
 
-// laneOrder is how a backend's lanes are ordered: by events on a device,
-// unless GGLUA_LANE_EVENTS=0 makes the host wait instead, as it did before
-// (to compare); a CPU computing as a device needs neither, its computes
-// being done, and keeps the events' books.
-func laneOrder(cpu bool) C.enum_gglua_lane_order {
+// laneOrder is how a backend's lanes are ordered: by events on a CUDA
+// device, whose writes also queue on its streams (upload.go); elsewhere,
+// or with GGLUA_LANE_EVENTS=0 (to compare), the host waits for the other
+// lanes and defers its writes, as before. (ggml backends without an
+// asynchronous write would make a queued write at once, under the queued
+// graphs.) A CPU computing as a device needs neither, its computes being
+// done, and keeps the events' books, so tests see their bookkeeping.
+func laneOrder(b *Backend) C.enum_gglua_lane_order {
 	switch {
 	case os.Getenv("GGLUA_LANE_EVENTS") == "0":
 		return lanesSettle
-	case cpu:
+	case b.cpu:
 		return lanesFinished
+	case strings.HasPrefix(b.name, "CUDA"):
+		return lanesEvents
 	}
-	return lanesEvents
+	return lanesSettle
 }
 
 // setOrder sets how the lanes are ordered (no work may be queued), and
@@ -161,3 +167,22 @@ func (b *Backend) Replays() ReplayCounts {
 
 // busyLanes is the lanes with queued work, lane k as bit k (for tests).
 func (r *replayer) busyLanes() int { return int(C.gglua_replay_busy(r.state)) }
+
+// laneStep is one ordering step of graph_replay.c's trace (for tests).
+type laneStep struct {
+	Op          byte // 'L' launch, 'E' wait on an event, 'Y' host wait, 'S' write, 'G' read
+	Lane, Other int
+	Launch      int64
+}
+
+// trace returns the ordering steps logged since the last call and logs
+// from now on if on (for tests).
+func (r *replayer) trace(on bool) []laneStep {
+	var raw [C.GGLUA_REPLAY_TRACE]C.struct_gglua_replay_step
+	n := int(C.gglua_replay_trace(r.state, C.bool(on), &raw[0], C.int(len(raw))))
+	steps := make([]laneStep, n)
+	for i := range steps {
+		steps[i] = laneStep{byte(raw[i].op), int(raw[i].lane), int(raw[i].other), int64(raw[i].launch)}
+	}
+	return steps
+}

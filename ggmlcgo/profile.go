@@ -21,7 +21,9 @@ func (b *Backend) ComputeEach(ctx context.Context, g *Graph, each func(node Tens
 	if err := b.checkGraph(g); err != nil {
 		return err
 	}
-	waitForWrites()
+	if waitsBeforeCompute(b) {
+		WaitDevices()
+	}
 	one, err := NewContext(0, 1)
 	if err != nil {
 		return err

@@ -36,10 +36,12 @@ func TestGetLaterLandsAtTheNextWait(t *testing.T) {
 	assert.Empty(t, got, "the bytes wait for the device")
 	assert.False(t, b.GetLater(big, land), "a large value is read at once")
 
+	small, ok := b.hostStaging(uploadAlign) // room for one write
+	require.True(t, ok)
+	b.upload.buf = small
 	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8))) // queued on the stream (upload.go)
 	require.Zero(t, deferred.n.Load())
-	b.upload.used = uploadBytes // no room left: the next write is deferred
-	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8))) // no room left: deferred
 	require.NotZero(t, deferred.n.Load())
 	assert.False(t, b.GetLater(y, land), "a host write deferred may be the value's")
 	b.Wait()

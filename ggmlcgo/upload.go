@@ -12,26 +12,70 @@ import (
 // Writing while the device runs. The host writes a step's inputs (a batch,
 // a learning rate) while the device still runs the last step, whose graphs
 // may read the same memory (a pool's memory is reused from step to step).
-// Deferring the write to the next wait (async.go) would make the next
-// launch wait for the whole queue, and the device would idle while the
-// host builds the graph after it. Instead the bytes are copied into pinned
-// host memory and the copy to the device is queued on the stream behind
-// the queued graphs (gglua_replay_set_async): the device makes it in
-// order, after the graphs that read the old value and before any launched
-// later. The pinned memory is reused once the device's queue is waited
-// for; a write that finds no room, or that cannot be ordered this way, is
-// deferred as before.
+// Deferring the write to the next wait would make the next launch wait for
+// the whole queue, and the device would idle while the host builds the
+// graph after it. Instead the bytes are copied into pinned host memory and
+// the copy to the device is queued on the stream behind the queued graphs
+// (gglua_replay_set_async): the device makes it in order, after the graphs
+// that read the old value and before any launched later. The pinned memory
+// is a ring: a copy's bytes are reused once the launch it follows is done.
+// A write that finds no room, or that cannot be ordered this way, is
+// deferred (async.go).
 
 const (
 	uploadBytes = 16 << 20 // pinned memory a backend keeps for the writes it queues
 	uploadAlign = 64
 )
 
-// uploads are a backend's writes queued on its streams and not yet waited
-// for: bytes 0..used of buf.
+// uploads are a backend's writes queued on its streams and not known done:
+// spans of buf, oldest first, each free once the launch it follows is done.
 type uploads struct {
-	buf  Buffer // pinned host memory, allocated at the first queued write
-	used int
+	buf     Buffer // pinned host memory, allocated at the first queued write
+	live    []uploadSpan
+	counted bool // in uploaders
+}
+
+type uploadSpan struct {
+	off, end int
+	after    int64 // the launch the copy follows
+}
+
+// room is where n bytes fit in the ring after its live spans, -1 if not.
+func (u *uploads) room(n int) int {
+	size := int(u.buf.Size())
+	if len(u.live) == 0 {
+		if n <= size {
+			return 0
+		}
+		return -1
+	}
+	head, newest := u.live[0].off, u.live[len(u.live)-1]
+	tail := (newest.end + uploadAlign - 1) / uploadAlign * uploadAlign
+	if newest.off >= head { // one stretch in use: head..tail
+		switch {
+		case tail+n <= size:
+			return tail
+		case n <= head: // wrap to the start
+			return 0
+		}
+		return -1
+	}
+	if tail+n <= head { // wrapped: 0..tail and head..size in use
+		return tail
+	}
+	return -1
+}
+
+// release frees the spans whose copies are done: their launch is.
+func (u *uploads) release(done int64) {
+	k := 0
+	for k < len(u.live) && u.live[k].after <= done {
+		k++
+	}
+	u.live = u.live[k:]
+	if len(u.live) == 0 {
+		u.live = nil
+	}
 }
 
 // uploaders counts the backends with queued writes: another backend's
@@ -97,8 +141,9 @@ func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
 		}
 		b.upload.buf = buf
 	}
-	off := (b.upload.used + uploadAlign - 1) / uploadAlign * uploadAlign
-	if int64(off+n) > b.upload.buf.Size() {
+	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))
+	off := b.upload.room(n)
+	if off < 0 {
 		return false
 	}
 	src := unsafe.Add(C.ggml_backend_buffer_get_base(b.upload.buf.p), off)
@@ -107,13 +152,15 @@ func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
 	} else {
 		C.memcpy(src, unsafe.Pointer(&data[0]), C.size_t(n))
 	}
-	if !C.gglua_replay_set_async(r.state, &r.lanes[0], C.int(len(r.lanes)), t.p, src, C.size_t(n)) {
+	after := int64(C.gglua_replay_set_async(r.state, &r.lanes[0], C.int(len(r.lanes)), t.p, src, C.size_t(n)))
+	if after == 0 {
 		return false
 	}
-	if b.upload.used == 0 {
+	b.upload.live = append(b.upload.live, uploadSpan{off, off + n, after})
+	if !b.upload.counted {
+		b.upload.counted = true
 		uploaders.Add(1)
 	}
-	b.upload.used = off + n
 	return true
 }
 
@@ -132,11 +179,13 @@ func (b *Backend) hostStaging(size int) (Buffer, bool) {
 	return buf, err == nil
 }
 
-// uploadsDoneLocked frees the pinned memory for reuse: b's queued work,
-// the copies with it, is done (b.mu is held).
-func (b *Backend) uploadsDoneLocked() {
-	if b.upload.used > 0 {
-		b.upload.used = 0
+// releaseUploadsLocked frees the pinned memory of the copies following
+// launches up to done, which are done (b.mu is held); math.MaxInt64: all
+// of b's queued work is.
+func (b *Backend) releaseUploadsLocked(done int64) {
+	b.upload.release(done)
+	if len(b.upload.live) == 0 && b.upload.counted {
+		b.upload.counted = false
 		uploaders.Add(-1)
 	}
 }
@@ -149,7 +198,7 @@ func othersUpload(b *Backend) bool {
 		return false
 	}
 	b.mu.Lock()
-	mine := b.upload.used > 0
+	mine := b.upload.counted
 	b.mu.Unlock()
 	return n > 1 || !mine
 }
