@@ -49,12 +49,8 @@ func (b *Backend) GetLater(t Tensor, land func([]byte)) bool {
 	if !b.queued || r == nil || r.state == nil || deferred.n.Load() > 0 {
 		return false
 	}
-	if b.later.buf.IsNil() {
-		buf, ok := b.hostStaging(laterBytes)
-		if !ok {
-			return false
-		}
-		b.later.buf = buf
+	if !b.staged(&b.later.buf, laterBytes) {
+		return false
 	}
 	off := (b.later.used + laterAlign - 1) / laterAlign * laterAlign
 	if int64(off+n) > b.later.buf.Size() {

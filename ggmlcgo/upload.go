@@ -134,12 +134,8 @@ func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
 	if !b.queued || r == nil || r.state == nil || n > uploadBytes {
 		return false
 	}
-	if b.upload.buf.IsNil() {
-		buf, ok := b.hostStaging(uploadBytes)
-		if !ok {
-			return false
-		}
-		b.upload.buf = buf
+	if !b.staged(&b.upload.buf, uploadBytes) {
+		return false
 	}
 	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))
 	off := b.upload.room(n)
@@ -160,6 +156,19 @@ func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
 	if !b.upload.counted {
 		b.upload.counted = true
 		uploaders.Add(1)
+	}
+	return true
+}
+
+// staged allocates *buf, size bytes of hostStaging, unless it is already,
+// and reports whether it is.
+func (b *Backend) staged(buf *Buffer, size int) bool {
+	if buf.IsNil() {
+		mem, ok := b.hostStaging(size)
+		if !ok {
+			return false
+		}
+		*buf = mem
 	}
 	return true
 }
