@@ -247,6 +247,7 @@ func (b *Backend) WaitFor(launch int64) {
 	end()
 	b.waited += time.Since(started)
 	b.setQueued(r.busyLanes() != 0)
+	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))
 }
 
 // blockedSince is when the host began to wait for a device's work (unix

@@ -1,6 +1,7 @@
 package ggmlcgo
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -112,7 +113,53 @@ func TestLanesSettleWithoutEvents(t *testing.T) {
 	assert.False(t, b.Done(b.Launches()))
 	require.NoError(t, b.Compute(gb))
 	assert.Equal(t, 2, r.busyLanes(), "its lane again: nothing to wait for")
+	require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+	assert.EqualValues(t, 1, deferred.n.Load(), "the host's writes are deferred")
+	assert.True(t, b.upload.buf.IsNil(), "no pinned memory for them")
+	WaitDevices()
+	assert.Zero(t, deferred.n.Load())
+}
+
+// A lane that waited for another's work waits again once that lane has
+// launched more, and only then.
+func TestALaneWaitsAgainAfterANewLaunch(t *testing.T) {
+	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	r := b.replay
+	ga, _ := scaleGraph(t, ctx, buf, x, 2, 1)
+	gb, _ := scaleGraph(t, ctx, buf, x, 3, 2)
+	r.trace(true)
+	for range 2 {
+		require.NoError(t, b.Compute(ga))
+		require.NoError(t, b.Compute(gb))
+	}
+	assert.Equal(t, []laneStep{
+		{'L', 0, -1, 1},
+		{'E', 1, 0, 1}, {'L', 1, -1, 2},
+		{'E', 0, 1, 2}, {'L', 0, -1, 3}, {'L', 0, -1, 3}, // captured: a scratch graph first
+		{'E', 1, 0, 3}, {'L', 1, -1, 4}, {'L', 1, -1, 4},
+	}, r.trace(false))
 	b.Wait()
+}
+
+// A backend whose graphs run on no stream of another's (here the plain
+// CPU) waits for the writes queued on that other's before it computes,
+// node by node too (ComputeEach).
+func TestOtherBackendsQueuedWritesAreWaitedFor(t *testing.T) {
+	dev, buf, ctx, x := cpuAsDevice(t, 4096)
+	ga, _ := scaleGraph(t, ctx, buf, x, 2, 1)
+	plain := cpu(t, 1)
+	_, g := doubling(t, plain)
+	for _, compute := range []func() error{
+		func() error { return plain.Compute(g) },
+		func() error { return plain.ComputeEach(context.Background(), g, func(Tensor, time.Duration) {}) },
+	} {
+		require.NoError(t, dev.Compute(ga))
+		require.NoError(t, x.Set(f32bytes(5, 6, 7, 8)))
+		require.EqualValues(t, 1, uploaders.Load(), "a write queued on the device's stream")
+		require.NoError(t, compute())
+		assert.Zero(t, uploaders.Load(), "waited for")
+		assert.Zero(t, inFlight.n.Load())
+	}
 }
 
 // The host's writes while graphs are queued go on the stream behind the

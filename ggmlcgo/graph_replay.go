@@ -16,6 +16,7 @@ import (
 type replayer struct {
 	state   *C.struct_gglua_replay
 	enabled bool
+	writes  bool // the host's writes may queue on the lanes (not when the host orders them)
 	ctx     *Context // the scratch graph's tensors
 	buf     Buffer
 	scratch *Graph
@@ -63,13 +64,14 @@ const (
 // lanes and defers its writes, as before. (ggml backends without an
 // asynchronous write would make a queued write at once, under the queued
 // graphs.) A CPU computing as a device needs neither, its computes being
-// done, and keeps the events' books, so tests see their bookkeeping.
+// done, and keeps the events' books whatever GGLUA_LANE_EVENTS says, so
+// tests see their bookkeeping.
 func laneOrder(b *Backend) C.enum_gglua_lane_order {
 	switch {
-	case os.Getenv("GGLUA_LANE_EVENTS") == "0":
-		return lanesSettle
 	case b.cpu:
 		return lanesFinished
+	case os.Getenv("GGLUA_LANE_EVENTS") == "0":
+		return lanesSettle
 	case strings.HasPrefix(b.name, "CUDA"):
 		return lanesEvents
 	}
@@ -79,7 +81,9 @@ func laneOrder(b *Backend) C.enum_gglua_lane_order {
 // setOrder sets how the lanes are ordered (no work may be queued), and
 // reports false where the device has no events (the host then waits).
 func (r *replayer) setOrder(o C.enum_gglua_lane_order) bool {
-	return bool(C.gglua_replay_order(r.state, &r.lanes[0], C.int(len(r.lanes)), o))
+	ok := bool(C.gglua_replay_order(r.state, &r.lanes[0], C.int(len(r.lanes)), o))
+	r.writes = ok && o != lanesSettle
+	return ok
 }
 
 // makeScratch builds the one-node graph computed before a capture: one
@@ -129,6 +133,7 @@ func (b *Backend) graphCompute(g *Graph, mayReplay, async bool) C.enum_ggml_stat
 		C.bool(mayReplay && r.enabled), C.bool(async), C.int64_t(b.launches))
 	done()
 	b.setQueued(r.busyLanes() != 0)
+	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))
 	return s
 }
 

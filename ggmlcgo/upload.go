@@ -131,7 +131,7 @@ func busyOwner(t Tensor) *Backend {
 func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
 	n := int(t.Nbytes())
 	r := b.replay
-	if !b.queued || r == nil || r.state == nil || n > uploadBytes {
+	if !b.queued || r == nil || r.state == nil || !r.writes || n > uploadBytes {
 		return false
 	}
 	if !b.staged(&b.upload.buf, uploadBytes) {
