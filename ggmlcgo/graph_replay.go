@@ -16,7 +16,7 @@ import (
 type replayer struct {
 	state   *C.struct_gglua_replay
 	enabled bool
-	writes  bool // the host's writes may queue on the lanes (not when the host orders them)
+	writes  bool     // the host's writes may queue on the lanes (not when the host orders them)
 	ctx     *Context // the scratch graph's tensors
 	buf     Buffer
 	scratch *Graph
