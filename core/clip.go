@@ -2,6 +2,8 @@ package core
 
 import (
 	"errors"
+
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // setGrad replaces p's gradient by g: in place for a persistent gradient
@@ -65,17 +67,30 @@ func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error
 			return err
 		}
 		for _, p := range grads {
-			scaled, err := e.Mul(p.Grad(), coef)
-			if err == nil {
-				err = e.setGrad(p, scaled)
-			}
-			if err != nil {
+			if err := e.scaleGrad(p, coef); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	return total, err
+}
+
+// scaleGrad multiplies p's gradient by coef (one element): a persistent
+// gradient buffer in place, one kernel (a product and a copy back would be
+// two, for every parameter of every step).
+func (e *Engine) scaleGrad(p, coef *Tensor) error {
+	g := p.Grad()
+	if g != p.grad || g.handle == nil || !p.persistent() || g.dtype != ggmlcgo.F32 {
+		scaled, err := e.Mul(g, coef)
+		if err != nil {
+			return err
+		}
+		return e.setGrad(p, scaled)
+	}
+	return e.inPlace(g, []*Tensor{coef}, func(c ctx, base node, in []node) (node, error) {
+		return c.MulInplace(base, in[0])
+	})
 }
 
 // ClipGradValue clamps every gradient element of params to [-v, v]; v may

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gglua/gglua/ggmlcgo"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -61,4 +63,42 @@ func TestClipSettings(t *testing.T) {
 	assertClose(t, []float64{3, -4}, values(t, p.Grad()), 0, "max_norm inf clips nothing")
 	require.NoError(t, e.ClipGradValue([]*Tensor{p}, inf))
 	assertClose(t, []float64{3, -4}, values(t, p.Grad()), 0, "clip_value inf clamps nothing")
+}
+
+// Clipping scales a resident parameter's gradient buffer in place: the
+// one node that writes it is the product (no product elsewhere copied
+// back), with the values of a product.
+func TestClipScalesResidentGradientsInPlace(t *testing.T) {
+	e := newEngine(t)
+	p := host(t, []int{2}, 1, 1)
+	q := host(t, []int{3}, 1, 1, 1)
+	_, err := NewSGD(e, []*Tensor{p, q}, SGDOptions{LR: 0.1})
+	require.NoError(t, err)
+	gradOf(t, e, p, host(t, []int{2}, 3, 4))
+	gradOf(t, e, q, host(t, []int{3}, 0, 0, 12))
+	values(t, p.Grad()) // both computed: the clip's graph is its own
+	values(t, q.Grad())
+	writers := map[int][]string{}
+	e.beforeCompute = func(g *ggmlcgo.Graph) {
+		for i, x := range []*Tensor{p, q} {
+			buf, err := x.grad.handle.Tensor()
+			require.NoError(t, err)
+			for _, n := range g.Nodes() {
+				if n.Data() == buf.Data() {
+					writers[i] = append(writers[i], n.OpName())
+				}
+			}
+		}
+	}
+	norm, err := e.ClipGradNorm([]*Tensor{p, q}, 6.5)
+	require.NoError(t, err)
+	n, err := norm.Item()
+	require.NoError(t, err)
+	assert.InDelta(t, 13, n, 1e-5)
+	assert.Len(t, writers, 2)
+	for i, ops := range writers {
+		assert.Equal(t, []string{"MUL"}, ops, "parameter %d", i)
+	}
+	assertClose(t, []float64{1.5, 2}, values(t, p.Grad()), 1e-5, "halved")
+	assertClose(t, []float64{0, 0, 6}, values(t, q.Grad()), 1e-5, "halved")
 }

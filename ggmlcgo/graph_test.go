@@ -56,3 +56,29 @@ func TestGraphOfIsExpandOfEveryRoot(t *testing.T) {
 	_, _, err = GraphOf([]Tensor{scaled, {}})
 	assert.Error(t, err)
 }
+
+// MulInplace writes the product into its first operand's memory (the
+// result is a view of it), broadcasting the second, and refuses a second
+// operand that does not broadcast.
+func TestMulInplaceWritesItsOperand(t *testing.T) {
+	b := cpu(t, 1)
+	ctx, err := NewContext(8, 0)
+	require.NoError(t, err)
+	defer ctx.Free()
+	in := place(t, b, ctx, [][]float32{{1, 2, 3}, {0.5}}, []int64{3}, []int64{1})
+	y, err := ctx.MulInplace(in[0], in[1])
+	require.NoError(t, err)
+	assert.True(t, y.IsView())
+	assert.Equal(t, in[0], y.ViewSrc())
+	require.NoError(t, y.InitView())
+	g, gctx, err := GraphOf([]Tensor{y})
+	require.NoError(t, err)
+	defer gctx.Free()
+	require.NoError(t, b.Compute(g))
+	out := make([]byte, 12)
+	require.NoError(t, in[0].Get(out))
+	assert.Equal(t, []float32{0.5, 1, 1.5}, bytesf32(out))
+
+	_, err = ctx.MulInplace(in[1], in[0])
+	assert.ErrorContains(t, err, "mul_inplace: cannot broadcast")
+}

@@ -213,6 +213,12 @@ func (c *Context) Sub(a, b Tensor) (Tensor, error) { return c.binary("sub", a, b
 func (c *Context) Mul(a, b Tensor) (Tensor, error) { return c.binary("mul", a, b, cMul) }
 func (c *Context) Div(a, b Tensor) (Tensor, error) { return c.binary("div", a, b, cDiv) }
 
+// MulInplace is Mul written into a's own memory: one kernel where Mul and
+// a copy back would be two (a gradient scaled in place by clipping).
+func (c *Context) MulInplace(a, b Tensor) (Tensor, error) {
+	return c.binary("mul_inplace", a, b, cMulInplace)
+}
+
 // Repeat tiles a up to ne; every dim of a must divide ne's.
 func (c *Context) Repeat(a Tensor, ne [MaxDims]int64) (Tensor, error) {
 	if err := c.checkOp("repeat", a); err != nil {

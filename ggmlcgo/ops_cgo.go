@@ -51,7 +51,8 @@ func cSumRows(c cctx, a ctensor) ctensor { return C.ggml_sum_rows(c, a) }
 func cSoftMax(c cctx, a ctensor) ctensor { return C.ggml_soft_max(c, a) }
 func cArgmax(c cctx, a ctensor) ctensor  { return C.ggml_argmax(c, a) }
 
-func cAdd(c cctx, a, b ctensor) ctensor { return C.ggml_add(c, a, b) }
-func cSub(c cctx, a, b ctensor) ctensor { return C.ggml_sub(c, a, b) }
-func cMul(c cctx, a, b ctensor) ctensor { return C.ggml_mul(c, a, b) }
-func cDiv(c cctx, a, b ctensor) ctensor { return C.ggml_div(c, a, b) }
+func cAdd(c cctx, a, b ctensor) ctensor        { return C.ggml_add(c, a, b) }
+func cSub(c cctx, a, b ctensor) ctensor        { return C.ggml_sub(c, a, b) }
+func cMul(c cctx, a, b ctensor) ctensor        { return C.ggml_mul(c, a, b) }
+func cMulInplace(c cctx, a, b ctensor) ctensor { return C.ggml_mul_inplace(c, a, b) }
+func cDiv(c cctx, a, b ctensor) ctensor        { return C.ggml_div(c, a, b) }
