@@ -36,11 +36,9 @@ func cpuAsDevice(t *testing.T, size int64) (*Backend, Buffer, *Context, Tensor) 
 // waits; a graph bound for another lane does not wait for the busy one, and
 // waiting for one graph finishes the graphs launched before it, not after.
 func TestAsyncComputesAreWaitedFor(t *testing.T) {
-	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	b, _, ga, ya, gb, yb := twoGraphs(t)
 	r := b.replay
 	require.GreaterOrEqual(t, len(r.lanes), 2, "the CPU device opens more lanes")
-	ga, ya := scaleGraph(t, ctx, buf, x, 2, 1)
-	gb, yb := scaleGraph(t, ctx, buf, x, 3, 2)
 
 	require.NoError(t, b.Compute(ga))
 	first := b.Launches()
@@ -100,11 +98,9 @@ func TestAsyncComputesAreWaitedFor(t *testing.T) {
 // Where the device has no events (or GGLUA_LANE_EVENTS=0), a graph bound
 // for another lane waits for the busy one on the host.
 func TestLanesSettleWithoutEvents(t *testing.T) {
-	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	b, x, ga, _, gb, _ := twoGraphs(t)
 	r := b.replay
 	require.True(t, r.setOrder(lanesSettle))
-	ga, _ := scaleGraph(t, ctx, buf, x, 2, 1)
-	gb, _ := scaleGraph(t, ctx, buf, x, 3, 2)
 	require.NoError(t, b.Compute(ga))
 	first := b.Launches()
 	require.NoError(t, b.Compute(gb))
@@ -123,10 +119,8 @@ func TestLanesSettleWithoutEvents(t *testing.T) {
 // A lane that waited for another's work waits again once that lane has
 // launched more, and only then.
 func TestALaneWaitsAgainAfterANewLaunch(t *testing.T) {
-	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	b, _, ga, _, gb, _ := twoGraphs(t)
 	r := b.replay
-	ga, _ := scaleGraph(t, ctx, buf, x, 2, 1)
-	gb, _ := scaleGraph(t, ctx, buf, x, 3, 2)
 	r.trace(true)
 	for range 2 {
 		require.NoError(t, b.Compute(ga))
@@ -145,8 +139,7 @@ func TestALaneWaitsAgainAfterANewLaunch(t *testing.T) {
 // CPU) waits for the writes queued on that other's before it computes,
 // node by node too (ComputeEach).
 func TestOtherBackendsQueuedWritesAreWaitedFor(t *testing.T) {
-	dev, buf, ctx, x := cpuAsDevice(t, 4096)
-	ga, _ := scaleGraph(t, ctx, buf, x, 2, 1)
+	dev, x, ga, _, _, _ := twoGraphs(t)
 	plain := cpu(t, 1)
 	_, g := doubling(t, plain)
 	for _, compute := range []func() error{
@@ -169,10 +162,8 @@ func TestOtherBackendsQueuedWritesAreWaitedFor(t *testing.T) {
 // deferred to the next wait, and so are the writes after it (a queued one
 // would land before the deferred one).
 func TestWritesQueueBehindTheGraphs(t *testing.T) {
-	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	b, x, ga, ya, gb, _ := twoGraphs(t)
 	r := b.replay
-	ga, ya := scaleGraph(t, ctx, buf, x, 2, 1)
-	gb, _ := scaleGraph(t, ctx, buf, x, 3, 2)
 	small, ok := b.hostStaging(2 * uploadAlign) // room for two writes
 	require.True(t, ok)
 	b.upload.buf = small
@@ -241,16 +232,23 @@ func TestUploadRoom(t *testing.T) {
 	}
 }
 
-// scaleGraph is a graph computing x*s into slot (256-byte steps) of buf.
-func scaleGraph(t *testing.T, ctx *Context, buf Buffer, x Tensor, s float32, slot int64) (*Graph, Tensor) {
+// twoGraphs is a CPU computing as a device (cpuAsDevice) and two graphs
+// of its x: ga = 2x into ya and gb = 3x into yb, which go to two lanes.
+func twoGraphs(t *testing.T) (b *Backend, x Tensor, ga *Graph, ya Tensor, gb *Graph, yb Tensor) {
 	t.Helper()
-	y, err := ctx.Scale(x, s)
-	require.NoError(t, err)
-	require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()+slot*256))
-	g, err := ctx.NewGraph(4)
-	require.NoError(t, err)
-	require.NoError(t, g.Expand(y))
-	return g, y
+	b, buf, ctx, x := cpuAsDevice(t, 4096)
+	graph := func(s float32, slot int64) (*Graph, Tensor) {
+		y, err := ctx.Scale(x, s)
+		require.NoError(t, err)
+		require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()+slot*256))
+		g, err := ctx.NewGraph(4)
+		require.NoError(t, err)
+		require.NoError(t, g.Expand(y))
+		return g, y
+	}
+	ga, ya = graph(2, 1)
+	gb, yb = graph(3, 2)
+	return b, x, ga, ya, gb, yb
 }
 
 // Closing a backend with queued work waits for it first (its buffers go,
