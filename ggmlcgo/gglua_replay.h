@@ -30,18 +30,17 @@ enum gglua_lane_order { GGLUA_LANES_SETTLE, GGLUA_LANES_EVENTS, GGLUA_LANES_FINI
 // has none.
 bool gglua_replay_order(struct gglua_replay * r, ggml_backend_t * lanes, int n, enum gglua_lane_order order);
 
-// gglua_replay_compute runs g on the lane whose last graph is identical to
-// g, else on the lane used least recently, after the work queued on the
-// other lanes (gglua_replay_order), numbered launch (never less than the
-// last):
-// replayed from the lane's captured CUDA graph when its last graph was
-// captured; captured when g repeats its last graph; launched node by node
-// otherwise. lanes are the lanes' backends (n of them, at most
-// GGLUA_REPLAY_LANES, all on one device). scratch is a one-node graph of
-// the device's memory, computed to make ggml capture afresh. enabled =
-// false launches every graph node by node on the first lane. async returns
-// once g's kernels are queued (gglua_replay_wait waits for them); else it
-// returns when g is done.
+// gglua_replay_compute runs g, numbered launch (never less than the last
+// launch's number), on the lane whose last graph is identical to g, else on
+// the lane used least recently, after the work queued on the other lanes
+// (gglua_replay_order): replayed from the lane's captured CUDA graph when
+// its last graph was captured; captured when g repeats its last graph;
+// launched node by node otherwise. lanes are the lanes' backends (n of
+// them, at most GGLUA_REPLAY_LANES, all on one device). scratch is a
+// one-node graph of the device's memory, computed to make ggml capture
+// afresh. enabled = false launches every graph node by node on the first
+// lane. async returns once g's kernels are queued (gglua_replay_wait waits
+// for them); else it returns when g is done.
 enum ggml_status gglua_replay_compute(struct gglua_replay * r, ggml_backend_t * lanes, int n,
                                       struct ggml_cgraph * g, struct ggml_cgraph * scratch, bool enabled, bool async,
                                       int64_t launch);

@@ -36,10 +36,11 @@
 // are not ordered with each other, so a graph launched on one lane first
 // makes its stream wait for the work queued on every other busy lane (a
 // CUDA event recorded there): the device runs the graphs in the order they
-// were launched, and the host does not wait at a launch. (Where a device
-// has no events, or GGLUA_LANE_EVENTS=0, the host waits for the other
-// lanes instead: settle.) The Go side waits (gglua_replay_wait, or
-// gglua_replay_wait_for one graph) before the host touches device memory.
+// were launched, and the host does not wait at a launch. (On a device
+// other than CUDA, or with GGLUA_LANE_EVENTS=0, the host waits for the
+// other lanes instead, settle: graph_replay.go's laneOrder.) The Go side
+// waits (gglua_replay_wait, or gglua_replay_wait_for one graph) before the
+// host touches device memory.
 //
 // Launches are numbered by the caller. Since each launch follows all the
 // work queued before it, a lane that is done has finished every graph up
