@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+	"math"
 	"math/rand"
 	"strings"
 	"testing"
@@ -388,34 +390,62 @@ func TestInGraphSumsOfBF16Weights(t *testing.T) {
 }
 
 // TestInGraphSumsThenClipping: clipping after backward scales the
-// gradients in place (here by 1: max_norm far above their norm), and a
-// gradient is its bucket slice: the clip must read the sum, not move the
-// slice's write past it. Against the sums between computes, with the same
-// "sum" (times 3).
+// gradients in place, and a gradient is its bucket slice: the norm must be
+// of the sums and the scaling must follow them, not move the slice's write
+// past them. With the sums in the graph and between computes (each "sum"
+// times 3, so the averages are 1.5 times one process's gradients), in
+// buckets of every size and eagerly too, against the norm and clipped
+// gradients worked out here from one process's.
 func TestInGraphSumsThenClipping(t *testing.T) {
-	var got [2][][]float32
-	for k, inGraph := range []bool{true, false} {
-		e := newEngine(t)
-		params := mlpParams(t, e)
-		if inGraph {
-			require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
-		} else {
-			require.NoError(t, e.SetDataParallel(params, 2, func(b Buffer) error {
-				v := unsafe.Slice((*float32)(b.Data), b.Count)
-				for i := range v {
-					v[i] *= 3
-				}
-				return nil
-			}, nil))
+	const maxNorm = 0.3
+	summed := refGrads(t)
+	var sq float64
+	for i := range summed {
+		summed[i] = scaledBy(1.5, summed[i])
+		for _, v := range summed[i] {
+			sq += float64(v) * float64(v)
 		}
-		for step := 0; step < 2; step++ {
-			mlpBackward(t, e, params, false)
-			_, err := e.ClipGradNorm(params, 1e6) // writes every gradient (times 1)
-			require.NoError(t, err)
-		}
-		got[k] = gradsOf(t, params)
 	}
-	assertScaled(t, 1, got[1], got[0])
+	norm := math.Sqrt(sq)
+	coef := float32(maxNorm / (norm + 1e-6))
+	require.Less(t, coef, float32(1), "the test clips")
+	for _, inGraph := range []bool{true, false} {
+		for _, bucket := range []int64{graphBucketBytes, 4} {
+			for _, eager := range []bool{false, true} {
+				name := fmt.Sprintf("in graph %v, bucket %d, eager %v", inGraph, bucket, eager)
+				func() {
+					defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+					graphBucketBytes = bucket
+					e := newEngine(t)
+					e.SetEager(eager)
+					params := mlpParams(t, e)
+					if inGraph {
+						require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+					} else {
+						require.NoError(t, e.SetDataParallel(params, 2, func(b Buffer) error {
+							v := unsafe.Slice((*float32)(b.Data), b.Count)
+							for i := range v {
+								v[i] *= 3
+							}
+							return nil
+						}, nil))
+					}
+					for step := 0; step < 2; step++ {
+						mlpBackward(t, e, params, false)
+						n, err := e.ClipGradNorm(params, maxNorm)
+						require.NoError(t, err)
+						got := gradsOf(t, params)
+						v, err := n.Item()
+						require.NoError(t, err)
+						assert.InDelta(t, norm, v, 1e-4*norm, name)
+						for i := range summed {
+							assert.InDeltaSlice(t, scaledBy(coef, summed[i]), got[i], 1e-5, "%s, param %d", name, i)
+						}
+					}
+				}()
+			}
+		}
+	}
 }
 
 // TestAGradientReadAfterASplitBackwardIsTheSum: a compute in the middle of
