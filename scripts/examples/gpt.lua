@@ -155,7 +155,8 @@ for step = 1, steps do
   local lr = opt:get_lr()                                      -- this step's rate
   opt:step()
   sched:step()
-  last_loss = dist.all_reduce(tensor{loss:item()}, "avg"):item() -- the whole batch's
+  -- the whole batch's (NCCL sums device memory: to_gpu, a no-op on the CPU)
+  last_loss = dist.all_reduce(to_gpu(tensor{loss:item()}), "avg"):item()
   first_loss = first_loss or last_loss
   if step == 1 or step % math.max(1, math.floor(steps / 8)) == 0 then
     say("step %4d  loss %.4f  lr %.5f  grad norm %.3f", step, last_loss, lr, norm:item())
