@@ -28,10 +28,15 @@ return function(step, steps)
     local function at(q) return 1000 * s[math.max(1, math.ceil(q * #s))] end
     return string.format("%.2f/%.2f/%.2f", at(0.5), at(0.9), at(1))
   end
+  -- the slowest step's number: a one-off cost (a late capture, a pause)
+  -- shows as one step, a rank's slow device as many
+  local slowest = 1
+  for i = 2, steps do if wall[i] > wall[slowest] then slowest = i end end
   return {
     seconds = seconds, loss = loss, stats = last,
     computes = (last.compute_seconds - first.compute_seconds) / steps,
     collectives = (last.grad_reduce_seconds - first.grad_reduce_seconds) / steps,
-    spread = string.format("ms a step p50/p90/max: wall %s, computes %s, collectives %s", spread(wall), spread(comp), spread(coll)),
+    spread = string.format("ms a step p50/p90/max: wall %s, computes %s, collectives %s; slowest step %d of %d",
+      spread(wall), spread(comp), spread(coll), slowest, steps),
   }
 end
