@@ -222,6 +222,9 @@ func (dp *dataParallel) ready(e *Engine) error {
 	params, bound := dp.params, bucketBytes
 	if dp.inGraph(e) {
 		params, bound = make([]*Tensor, 0, len(dp.params)), graphBucketBytes
+		if dp.coll.BucketBytes > 0 {
+			bound = dp.coll.BucketBytes
+		}
 		for i := len(dp.params) - 1; i >= 0; i-- {
 			params = append(params, dp.params[i])
 		}

@@ -41,6 +41,9 @@ type GraphCollective struct {
 	C        unsafe.Pointer // a gglua_collective, alive for as long as the engine may use it
 	OnDevice bool           // it sums device memory (NCCL), else host memory (MPI)
 	Err      func() error   // the first failure its nodes recorded, or nil
+	// BucketBytes bounds one bucket (PyTorch DDP's bucket_cap_mb); 0:
+	// graphBucketBytes.
+	BucketBytes int64
 }
 
 // graphBucketBytes bounds one bucket of in-graph sums: PyTorch DDP's 25 MB,

@@ -579,3 +579,23 @@ func TestNoSyncAccumulatesThenSumsOnce(t *testing.T) {
 		assert.Equal(t, 1, sums+calls, "in graph %v: one sum", inGraph)
 	}
 }
+
+// A collective's BucketBytes (dist.data_parallel's bucket_cap_mb) bounds
+// the buckets in place of the default, and the averages stay the same.
+func TestBucketBytesBoundTheBuckets(t *testing.T) {
+	want := refGrads(t)
+	for _, c := range []struct {
+		bytes   int64
+		buckets int
+	}{{0, 1}, {4, 6}, {1 << 30, 1}} {
+		e := newEngine(t)
+		params := mlpParams(t, e)
+		require.Len(t, params, 6)
+		coll := scaleCollective(t, 3)
+		coll.BucketBytes = c.bytes
+		require.NoError(t, e.SetDataParallel(params, 2, nil, coll))
+		mlpBackward(t, e, params, false)
+		assertScaled(t, 1.5, want, gradsOf(t, params))
+		assert.Len(t, e.dp.buckets, c.buckets, "bucket bytes %d", c.bytes)
+	}
+}

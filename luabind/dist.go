@@ -228,6 +228,7 @@ func (env *Env) distBarrier(L *lua.LState) int {
 func (env *Env) distDataParallel(L *lua.LState) int {
 	const fn = "dist.data_parallel"
 	params := modelParameters(L, fn, 1)
+	bucket := bucketBytes(L, fn, 2)
 	c := comm(L, fn)
 	if c == nil {
 		L.Push(L.Get(1))
@@ -245,7 +246,7 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 		if err != nil {
 			argError(L, fn, "%s", err.Error())
 		}
-		coll = &core.GraphCollective{C: p, OnDevice: c.OnDevice(), Err: failed}
+		coll = &core.GraphCollective{C: p, OnDevice: c.OnDevice(), Err: failed, BucketBytes: bucket}
 	}
 	err := env.Engine.SetDataParallel(params, c.Size(), func(b core.Buffer) error {
 		if b.OnDevice != c.OnDevice() {
@@ -258,6 +259,23 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 	}
 	L.Push(L.Get(1))
 	return 1
+}
+
+// bucketBytes reads argument n, data_parallel's options: bucket_cap_mb,
+// the size of a bucket of gradients summed at once in the backward's graph
+// (PyTorch DDP's, in MiB as there; default 25). 0: the default.
+func bucketBytes(L *lua.LState, fn string, n int) int64 {
+	o := readOpts(L, fn, n)
+	mb := o.number("bucket_cap_mb", 0)
+	o.done()
+	const most = 1 << 20 // MiB: a TiB bucket is a typo, and int64 bytes stay exact
+	if o.has("bucket_cap_mb") && !(mb > 0 && mb <= most) {
+		argError(L, fn, "option bucket_cap_mb must be > 0 and at most %d (MiB), got %g", most, mb)
+	}
+	if !o.has("bucket_cap_mb") {
+		return 0
+	}
+	return max(1, int64(mb*(1<<20)))
 }
 
 // distNoSync is dist.no_sync(fn): fn runs with the gradients' sums held

@@ -101,7 +101,8 @@ local model = GPT(cfg)
 -- pool each step: 83 against 116 ms a step at the small size);
 -- GPT_BENCH_HOST=1 leaves them on the host to measure that.
 if os.getenv("GPT_BENCH_HOST") ~= "1" then model:to_gpu("persistent") end
-if world > 1 then model = dist.data_parallel(model) end
+-- BUCKET_CAP_MB: data_parallel's bucket size (unset: PyTorch DDP's 25 MiB)
+if world > 1 then model = dist.data_parallel(model, {bucket_cap_mb = tonumber(os.getenv("BUCKET_CAP_MB"))}) end
 local nparams = 0
 for _, p in ipairs(model:parameters()) do nparams = nparams + p:numel() end
 

@@ -22,7 +22,8 @@ if mode:find("bf16") then
 else
   model:to_gpu("persistent")
 end
-if world > 1 then model = dist.data_parallel(model) end
+-- BUCKET_CAP_MB: data_parallel's bucket size (unset: PyTorch DDP's 25 MiB)
+if world > 1 then model = dist.data_parallel(model, {bucket_cap_mb = tonumber(os.getenv("BUCKET_CAP_MB"))}) end
 local opt = optim.adam(model:parameters(), {lr = 1e-4})
 local global = batch
 batch = math.floor(batch / world)
