@@ -9,11 +9,17 @@ import (
 // setGrad replaces p's gradient by g: in place for a persistent gradient
 // buffer (no new memory), by reference otherwise.
 func (e *Engine) setGrad(p, g *Tensor) error {
-	if p.grad != nil && p.grad.handle != nil && p.persistent() {
+	if p.hasGradBuffer() {
 		return e.writeInPlace(p.grad, g)
 	}
 	p.grad = g
 	return nil
+}
+
+// hasGradBuffer reports whether p's gradient is a persistent buffer of
+// its own, written in place (a resident parameter's).
+func (p *Tensor) hasGradBuffer() bool {
+	return p.grad != nil && p.grad.handle != nil && p.persistent()
 }
 
 // ClipGradNorm scales the gradients of params so that their global L2 norm
@@ -81,7 +87,7 @@ func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error
 // two, for every parameter of every step).
 func (e *Engine) scaleGrad(p, coef *Tensor) error {
 	g := p.Grad()
-	if g != p.grad || g.handle == nil || !p.persistent() || g.dtype != ggmlcgo.F32 {
+	if !p.hasGradBuffer() || g.dtype != ggmlcgo.F32 {
 		scaled, err := e.Mul(g, coef)
 		if err != nil {
 			return err

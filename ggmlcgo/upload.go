@@ -137,7 +137,6 @@ func (b *Backend) queueWriteLocked(t Tensor, data []byte) bool {
 	if !b.staged(&b.upload.buf, uploadBytes) {
 		return false
 	}
-	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))
 	off := b.upload.room(n)
 	if off < 0 {
 		return false
@@ -190,7 +189,9 @@ func (b *Backend) hostStaging(size int) (Buffer, bool) {
 
 // releaseUploadsLocked frees the pinned memory of the copies following
 // launches up to done, which are done (b.mu is held); math.MaxInt64: all
-// of b's queued work is.
+// of b's queued work is. Every call that moves gglua_replay_done (a
+// compute, WaitFor, a full wait) is followed by one, so the ring is
+// current when a write looks for room.
 func (b *Backend) releaseUploadsLocked(done int64) {
 	b.upload.release(done)
 	if len(b.upload.live) == 0 && b.upload.counted {
