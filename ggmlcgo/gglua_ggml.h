@@ -64,13 +64,15 @@
     X(GGML_BACKEND_DEVICE_TYPE_IGPU, 2)       \
     X(GGML_BACKEND_DEVICE_TYPE_ACCEL, 3)
 
-// The ops that only describe memory: ggml computes nothing for them.
+// The ops that only describe memory (ggml computes nothing for them), and
+// the custom op (whose parameters graph_replay.c reads field by field).
 #define GGLUA_ENUM_GGML_OP(X) \
     X(GGML_OP_NONE, 0)          \
     X(GGML_OP_RESHAPE, 36)      \
     X(GGML_OP_VIEW, 37)         \
     X(GGML_OP_PERMUTE, 38)      \
-    X(GGML_OP_TRANSPOSE, 39)
+    X(GGML_OP_TRANSPOSE, 39)    \
+    X(GGML_OP_CUSTOM, 89)
 
 #define GGLUA_ENUM_GGUF_TYPE(X) \
     X(GGUF_TYPE_UINT8, 0)       \
@@ -228,6 +230,16 @@ struct ggml_tensor * ggml_opt_step_adamw(struct ggml_context * ctx, struct ggml_
 struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);
 struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
 typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+// What ggml_custom_4d stores in its node's op_params: ggml-impl.h's
+// struct ggml_custom_op_params (not in ggml's public headers, so not in
+// abi_check.c; graph_replay.c asserts its layout). ggml copies the struct
+// whole, padding after n_tasks included, which C leaves unset: a node's
+// parameters must be read field by field.
+struct gglua_custom_op_params {
+    ggml_custom_op_t fun;
+    int n_tasks;
+    void * userdata;
+};
 struct ggml_tensor * ggml_custom_4d(struct ggml_context * ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3,
                                     struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);
 struct ggml_tensor * ggml_custom_inplace(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor ** args, int n_args, ggml_custom_op_t fun, int n_tasks, void * userdata);

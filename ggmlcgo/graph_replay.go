@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"unsafe"
 )
 
 // replayer lets a device backend replay a repeated graph (a training step)
@@ -162,12 +163,24 @@ type ReplayCounts struct{ Replayed, Captured, Launched int64 }
 func (b *Backend) Replays() ReplayCounts {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.replayCountsLocked()
+}
+
+func (b *Backend) replayCountsLocked() ReplayCounts {
 	if b.replay == nil || b.replay.state == nil {
 		return ReplayCounts{}
 	}
 	var rp, cp, ln C.int64_t
 	C.gglua_replay_counts(b.replay.state, &rp, &cp, &ln)
 	return ReplayCounts{Replayed: int64(rp), Captured: int64(cp), Launched: int64(ln)}
+}
+
+// scribbleCustomPadding writes v into the unused bytes after a custom
+// node's n_tasks, which ggml leaves as its stack held them (for tests).
+func scribbleCustomPadding(t Tensor, v uint32) {
+	var p C.struct_gglua_custom_op_params
+	at := unsafe.Add(unsafe.Pointer(&t.p.op_params[0]), unsafe.Offsetof(p.n_tasks)+unsafe.Sizeof(p.n_tasks))
+	*(*uint32)(at) = v
 }
 
 // busyLanes is the lanes with queued work, lane k as bit k (for tests).

@@ -106,3 +106,41 @@ func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
 	assert.Equal(t, after.Launched+2, b.Replays().Launched, "GGLUA_CUDA_GRAPHS=0 launches every graph")
 	assert.Equal(t, after.Replayed, b.Replays().Replayed)
 }
+
+// TestReplayIgnoresACustomNodesPadding: ggml copies a custom node's
+// parameters with the bytes after n_tasks unset, so two identical graphs
+// of gglua's kernels may differ there; they still replay (else most
+// backward steps were launched node by node).
+func TestReplayIgnoresACustomNodesPadding(t *testing.T) {
+	b := cpu(t, 1)
+	r, err := newReplayer(b)
+	require.NoError(t, err)
+	b.replay = r // freed by Close
+	buf, err := b.BufferType().Alloc(4096)
+	require.NoError(t, err)
+	defer buf.Free()
+	step := func(padding uint32) []float32 {
+		ctx, err := NewContext(8, 8)
+		require.NoError(t, err)
+		defer ctx.Free()
+		x, err := ctx.NewTensor(F32, []int64{4})
+		require.NoError(t, err)
+		require.NoError(t, buf.PlaceAt(x, buf.FirstOffset()))
+		require.NoError(t, x.Set(f32bytes(-1, 2, -3, 4)))
+		y, err := ctx.ReluKernel(x)
+		require.NoError(t, err)
+		scribbleCustomPadding(y, padding)
+		g, err := ctx.NewGraph(8)
+		require.NoError(t, err)
+		require.NoError(t, g.Expand(y))
+		require.NoError(t, buf.PlaceAt(y, buf.FirstOffset()+256))
+		require.NoError(t, b.Compute(g))
+		out := make([]byte, 16)
+		require.NoError(t, y.Get(out))
+		return bytesf32(out)
+	}
+	for i, padding := range []uint32{0, 0x7f00, 0xdeadbeef} {
+		assert.Equal(t, []float32{0, 2, 0, 4}, step(padding))
+		assert.Equal(t, ReplayCounts{Launched: 1, Captured: min(int64(i), 1), Replayed: max(int64(i)-1, 0)}, b.Replays(), "step %d", i)
+	}
+}
