@@ -124,6 +124,7 @@ type gradBucket struct {
 	flat   *Tensor   // persistent f32 [n]
 	params []*Tensor // in order
 	slices []*Tensor // params[i]'s gradient's place in flat: persistent tensors sharing its memory
+	offs   []int64   // slices[i] starts at flat's element offs[i]
 }
 
 // SetDataParallel makes every later Backward average the gradients of
@@ -268,9 +269,7 @@ func (e *Engine) newBucket(meta *ggmlcgo.Context, params []*Tensor, n int64) (gr
 	}
 	var off int64
 	for _, p := range params {
-		ne := ne4(p.shape)
-		nb := [ggmlcgo.MaxDims - 1]int64{4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]}
-		v, err := meta.View(flat, ne, nb, 4*off)
+		v, err := sliceOf(meta, flat, p.shape, off)
 		if err == nil {
 			err = v.InitView()
 		}
@@ -278,9 +277,18 @@ func (e *Engine) newBucket(meta *ggmlcgo.Context, params []*Tensor, n int64) (gr
 			return gradBucket{}, fmt.Errorf("data parallel: gradient bucket: %w", err)
 		}
 		b.slices = append(b.slices, &Tensor{shape: p.Shape(), dtype: ggmlcgo.F32, handle: h.Alias(v, p.shape), engine: e})
+		b.offs = append(b.offs, off)
 		off += p.Numel()
 	}
 	return b, nil
+}
+
+// sliceOf is the view of a bucket's flat f32 buffer (flat, its tensor or
+// a node writing it) that holds a gradient of shape from element off.
+func sliceOf(c *ggmlcgo.Context, flat ggmlcgo.Tensor, shape []int, off int64) (ggmlcgo.Tensor, error) {
+	ne := ne4(shape)
+	nb := [ggmlcgo.MaxDims - 1]int64{4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]}
+	return c.View(flat, ne, nb, 4*off)
 }
 
 // NoSync runs fn with the gradients' sums held back: a Backward inside adds

@@ -18,13 +18,14 @@ import (
 //     backward makes (the last layer's), as PyTorch DDP's buckets;
 //  2. Backward visits the tape in reverse topological order, so it reaches
 //     a parameter once every op that read it has added its gradient: the
-//     gradient is final there, and its copy into its bucket slice, times
-//     1/world (DDP divides before the sum too), is queued at once
-//     (gradSums.final);
+//     gradient is final there, and its copy into its bucket slice is
+//     queued at once (gradSums.final);
 //  3. once a bucket's gradients are all copied, and every bucket before it
-//     queued, its AllReduce is queued: on a GPU it runs on a stream of its
-//     own while the backward goes on. Every process queues the buckets in
-//     the same order, whatever order its gradients came in;
+//     queued, its AllReduceMean is queued (the sum times 1/world: NCCL's
+//     average, which divides before the sum as DDP does): on a GPU it runs
+//     on a stream of its own while the backward goes on. Every process
+//     queues the buckets in the same order, whatever order its gradients
+//     came in;
 //  4. at the end of Backward, the buckets left (a parameter this process
 //     gave no gradient adds zeros, or its accumulated .grad) are queued,
 //     and a join waits for the sums. Each parameter's .grad is then its
@@ -63,7 +64,7 @@ type gradSums struct {
 	done   map[*Tensor]bool // parameters whose slice write is queued
 	left   []int            // per bucket, its parameters not yet done
 	next   int              // the first bucket whose sum is not queued
-	sums   []*Tensor        // the AllReduce nodes queued (and the join)
+	sums   []*Tensor        // the AllReduceMean nodes queued (and the join)
 	writes []sliceWrite     // the bucket slices' queued writes
 }
 
@@ -116,11 +117,10 @@ func (s *gradSums) final(p, g *Tensor) error {
 	return nil
 }
 
-// write queues p's slice = what p.grad would become, times 1/world (as
-// DDP divides a bucket before its all-reduce, so the sum is the average):
-// g, plus p.grad where backward accumulates (no zero_grad since the last
-// step; after a step, p.grad is this very slice), or zeros where neither
-// is.
+// write queues p's slice = what p.grad would become: g, plus p.grad where
+// backward accumulates (no zero_grad since the last step; after a step,
+// p.grad is this very slice), or zeros where neither is. (The bucket's
+// all-reduce averages it: one copy per gradient, not a scaling and a copy.)
 func (s *gradSums) write(p, g *Tensor) error {
 	e := s.e
 	s.done[p] = true
@@ -133,6 +133,8 @@ func (s *gradSums) write(p, g *Tensor) error {
 		g, err = e.Add(p.grad, g)
 	case g != nil:
 		g, err = e.Contiguous(g)
+	case acc && p.grad == slice:
+		return nil // the slice holds p's gradient already
 	case acc:
 		g = p.grad
 	default:
@@ -141,15 +143,7 @@ func (s *gradSums) write(p, g *Tensor) error {
 	if err != nil {
 		return err
 	}
-	k := 1 / float32(s.dp.world)
-	err = e.inPlace(slice, []*Tensor{g}, func(c ctx, base node, in []node) (node, error) {
-		v, err := c.Scale(in[0], k)
-		if err != nil {
-			return v, err
-		}
-		return c.Cpy(v, base)
-	})
-	if err != nil || !slice.pending {
+	if err := e.writeInPlace(slice, g); err != nil || !slice.pending {
 		return err
 	}
 	// The write must run where it is, before its bucket's sum, which reads
@@ -204,12 +198,12 @@ func (dp *dataParallel) ownGrads(e *Engine) (func(), error) {
 	}, nil
 }
 
-// queueSum queues bucket k's AllReduce.
+// queueSum queues bucket k's AllReduceMean.
 func (s *gradSums) queueSum(k int) error {
 	coll := s.dp.coll.C
 	s.dp.queued = true // before newOp, which may compute at once (eager mode)
 	sum, err := s.e.newOp("all_reduce", []int{1}, []*Tensor{s.dp.buckets[k].flat}, func(c ctx, in []node) (node, error) {
-		return c.AllReduce(in[0], coll)
+		return c.AllReduceMean(in[0], coll)
 	})
 	if err != nil {
 		return err

@@ -15,11 +15,13 @@ import (
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
-// scaleCollective is an in-graph collective whose "sum" multiplies by k,
-// as k processes holding the same gradients would sum them.
+// scaleCollective is an in-graph collective of two processes (the world
+// every test here gives SetDataParallel) whose "sum" multiplies by k, as k
+// processes holding the same gradients would sum them: its average is the
+// gradients times k/2.
 func scaleCollective(t *testing.T, k float32) *GraphCollective {
 	t.Helper()
-	p, free, err := ggmlcgo.NewScaleCollective(k)
+	p, free, err := ggmlcgo.NewScaleCollective(k, 2)
 	require.NoError(t, err)
 	t.Cleanup(free)
 	return &GraphCollective{C: p}
@@ -186,6 +188,32 @@ func TestInGraphSumsAverage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInGraphSumsKeepAnAccumulatedGradient: without zero_grad, a
+// parameter the second backward does not reach keeps what its gradient
+// (its bucket slice) accumulated, averaged again with its bucket.
+func TestInGraphSumsKeepAnAccumulatedGradient(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	w := host(t, []int{2}, 5, 6)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+	require.NoError(t, e.SetDataParallel(append(params, w), 2, nil, scaleCollective(t, 3)))
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		sq, err := e.Mul(w, w)
+		if err == nil {
+			loss, err = e.Sum(sq)
+		}
+		return err
+	}))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	assertValues(t, []float32{15, 18}, w.Grad()) // 1.5 · 2w
+	mlpBackward(t, e, params, true)
+	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
+	assertValues(t, []float32{22.5, 27}, w.Grad())
 }
 
 // TestInGraphSumsOverlapTheBackward: the last layer's bucket is summed
@@ -444,6 +472,53 @@ func TestInGraphSumsThenClipping(t *testing.T) {
 					}
 				}()
 			}
+		}
+	}
+}
+
+// TestClippingSomeParametersOfABucket: clipping a subset of the
+// data-parallel parameters scales whole buckets as one tensor only where
+// every gradient in them is clipped: the norm is the subset's, and the
+// gradients outside it (sharing a bucket with one inside) keep their
+// values, eager or lazy.
+func TestClippingSomeParametersOfABucket(t *testing.T) {
+	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
+	graphBucketBytes = 100 // buckets [b3 W3 b2] [W2] [b1] [W1]
+	const maxNorm = 0.1
+	summed := refGrads(t)
+	var sq float64
+	for i := range summed {
+		summed[i] = scaledBy(1.5, summed[i])
+		for _, v := range summed[i] {
+			if i < 4 {
+				sq += float64(v) * float64(v)
+			}
+		}
+	}
+	norm := math.Sqrt(sq)
+	coef := float32(maxNorm / (norm + 1e-6))
+	require.Less(t, coef, float32(1), "the test clips")
+	for _, eager := range []bool{false, true} {
+		e := newEngine(t)
+		e.SetEager(eager)
+		params := mlpParams(t, e)
+		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		mlpBackward(t, e, params, false)
+		n, err := e.ClipGradNorm(params[:4], maxNorm)
+		require.NoError(t, err)
+		require.Len(t, e.dp.buckets, 4)
+		flats, _ := e.dp.wholeGradBuckets(params[:4])
+		assert.Len(t, flats, 3, "[W2] [b1] [W1] are whole")
+		v, err := n.Item()
+		require.NoError(t, err)
+		assert.InDelta(t, norm, v, 1e-4*norm, "eager %v", eager)
+		got := gradsOf(t, params)
+		for i := range summed {
+			k := float32(1)
+			if i < 4 {
+				k = coef
+			}
+			assert.InDeltaSlice(t, scaledBy(k, summed[i]), got[i], 1e-5, "eager %v, param %d", eager, i)
 		}
 	}
 }

@@ -113,9 +113,12 @@ static int gglua_mpi_host_sum(void *data, int64_t count, void *arg) {
 	(void) arg;
 	return gglua_mpi_allreduce_all(data, count, 0);
 }
-static gglua_collective *gglua_mpi_collective(void) {
+static gglua_collective *gglua_mpi_collective(int world) {
 	gglua_collective *c = calloc(1, sizeof *c);
-	if (c) c->host_sum = gglua_mpi_host_sum;
+	if (c) {
+		c->host_sum = gglua_mpi_host_sum;
+		c->world = world;
+	}
 	return c;
 }
 static int gglua_mpi_bcast(void *buf, int count, int root) { return M.Bcast(buf, count, M.float32, root, M.world); }
@@ -239,7 +242,7 @@ func (c *mpiComm) GraphCollective(stalled func() time.Duration) (unsafe.Pointer,
 	mpi.Lock()
 	defer mpi.Unlock()
 	if c.coll == nil {
-		if c.coll = C.gglua_mpi_collective(); c.coll == nil {
+		if c.coll = C.gglua_mpi_collective(C.int(c.size)); c.coll == nil {
 			return nil, nil, errors.New("MPI: out of memory")
 		}
 	}

@@ -148,11 +148,12 @@ static int gglua_nccl_run(gglua_nccl_comm comm, int device, int op, const void *
 
 // gglua_nccl_collective is comm's gglua_collective: ncclAllReduce, which
 // gglua-kernels.cu queues from inside a graph compute.
-static gglua_collective *gglua_nccl_collective(gglua_nccl_comm comm) {
+static gglua_collective *gglua_nccl_collective(gglua_nccl_comm comm, int world) {
 	gglua_collective *c = calloc(1, sizeof *c);
 	if (c) {
 		c->device_all_reduce = N.AllReduce;
 		c->comm = comm;
+		c->world = world;
 	}
 	return c;
 }
@@ -287,7 +288,7 @@ func (c *ncclComm) GraphCollective(stalled func() time.Duration) (unsafe.Pointer
 		return nil, nil, errors.New("the NCCL communicator was closed")
 	}
 	if c.coll == nil {
-		if c.coll = C.gglua_nccl_collective(c.comm); c.coll == nil {
+		if c.coll = C.gglua_nccl_collective(c.comm, C.int(c.size)); c.coll == nil {
 			return nil, nil, errors.New("NCCL: out of memory")
 		}
 		go c.watch(stalled)

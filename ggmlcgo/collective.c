@@ -1,7 +1,8 @@
 // The CPU side of gglua's in-graph collectives (gglua_collective.h): a
-// node that sums its operand across processes in place, and the node that
-// closes a graph's sums (a device waits there for its collective stream;
-// the CPU's sums are done by then).
+// node that replaces its operand by its mean across the processes (the
+// sum, then divided by their number), and the node that closes a graph's
+// sums (a device waits there for its collective stream; the CPU's sums are
+// done by then).
 #include "gglua_collective.h"
 #include "gglua_ops.h"
 
@@ -21,10 +22,19 @@ void gglua_all_reduce_f32(struct ggml_tensor * dst, int ith, int nth, void * use
         return;
     }
     const struct ggml_tensor * a = dst->src[0];
-    const int rc = c->host_sum(a->data, ggml_nelements(a), c->host_arg);
+    const int64_t n = ggml_nelements(a);
+    const int rc = c->world < 1 ? -1 : c->host_sum(a->data, n, c->host_arg);
     if (rc != 0) {
         c->error = rc;
         c->error_kind = GGLUA_COLLECTIVE_HOST;
+        return;
+    }
+    // As NCCL's average of floats, times 1/world (a power of two's is
+    // exact: then the same as dividing first, as PyTorch DDP does).
+    const float k = 1.0f / (float) c->world;
+    float * v = a->data;
+    for (int64_t i = 0; i < n; i++) {
+        v[i] *= k;
     }
 }
 

@@ -2,13 +2,14 @@ package ggmlcgo
 
 // #include <stdlib.h>
 // #include "gglua_ops.h"
-// static gglua_collective * gglua_new_scale_collective(float k) {
+// static gglua_collective * gglua_new_scale_collective(float k, int world) {
 //     gglua_collective * c = calloc(1, sizeof *c);
 //     float * arg = malloc(sizeof *arg);
 //     if (!c || !arg) { free(c); free(arg); return NULL; }
 //     *arg = k;
 //     c->host_sum = gglua_scale_sum;
 //     c->host_arg = arg;
+//     c->world = world;
 //     return c;
 // }
 // static void gglua_free_scale_collective(gglua_collective * c) {
@@ -22,8 +23,8 @@ import (
 	"unsafe"
 )
 
-// In-graph collectives: data parallelism sums the gradients inside the
-// backward's graph (core/data_parallel.go), with nodes that call a
+// In-graph collectives: data parallelism averages the gradients inside
+// the backward's graph (core/data_parallel.go), with nodes that call a
 // collective library through a gglua_collective (gglua_collective.h),
 // C memory that package dist fills. On the CPU the node calls MPI in
 // order with the graph's other nodes; on a CUDA device whose library has
@@ -31,13 +32,14 @@ import (
 // which the rest of the backward overlaps, and the join node makes the
 // graph's stream wait for it.
 
-// AllReduce is a node that sums a (contiguous f32, in a buffer outside
-// the graph's: it is changed in place) across processes with the
-// gglua_collective at coll, when the graph computes it. Its own result is
-// one float; the nodes that read a's sums come after it in the graph
-// (queued after it) and after an AllReduceJoin. coll must outlive every
-// graph that computes the node.
-func (c *Context) AllReduce(a Tensor, coll unsafe.Pointer) (Tensor, error) {
+// AllReduceMean is a node that replaces a (contiguous f32, in a buffer
+// outside the graph's: it is changed in place) by its mean across the
+// processes of the gglua_collective at coll, when the graph computes it:
+// NCCL's average on a device, MPI's sum divided by the processes' number
+// on the CPU. Its own result is one float; the nodes that read a's means
+// come after it in the graph (queued after it) and after an
+// AllReduceJoin. coll must outlive every graph that computes the node.
+func (c *Context) AllReduceMean(a Tensor, coll unsafe.Pointer) (Tensor, error) {
 	if err := c.checkPackedF32("all_reduce", a); err != nil {
 		return Tensor{}, err
 	}
@@ -74,11 +76,11 @@ const (
 	CollectiveCUDA   = int(C.GGLUA_COLLECTIVE_CUDA)
 )
 
-// NewScaleCollective is a host collective whose sum multiplies by k: the
-// sum over k processes that hold the same values, for tests and a job of
-// one process. free releases it.
-func NewScaleCollective(k float32) (coll unsafe.Pointer, free func(), err error) {
-	p := C.gglua_new_scale_collective(C.float(k))
+// NewScaleCollective is a host collective of world processes whose sum
+// multiplies by k (the sum over k processes that hold the same values),
+// for tests and a job of one process. free releases it.
+func NewScaleCollective(k float32, world int) (coll unsafe.Pointer, free func(), err error) {
+	p := C.gglua_new_scale_collective(C.float(k), C.int(world))
 	if p == nil {
 		return nil, nil, errors.New("scale collective: out of memory")
 	}

@@ -1,6 +1,6 @@
 // gglua_collective.h - a collective that a graph node runs: data
-// parallelism's gradient sums inside the backward's graph, so that they
-// overlap the rest of the backward (core/data_parallel.go). Package dist
+// parallelism's gradient averages inside the backward's graph, so that
+// they overlap the rest of the backward (core/data_parallel.go). Package dist
 // fills one per communicator; ggmlcgo's CPU node (collective.c) calls
 // host_sum, and on a CUDA device gglua-kernels.cu queues device_all_reduce
 // on a stream of its own. Plain C: the CUDA build includes it too.
@@ -15,12 +15,16 @@ typedef struct gglua_collective {
     // the collective takes device memory.
     int (*host_sum)(void * data, int64_t count, void * arg);
     void * host_arg;
-    // device_all_reduce is ncclAllReduce (NCCL's ABI: f32 is 7, sum 0) on
-    // comm; NULL where the collective takes host memory.
+    // device_all_reduce is ncclAllReduce (NCCL's ABI: f32 is 7, sum 0,
+    // avg 4) on comm; NULL where the collective takes host memory.
     int (*device_all_reduce)(const void * send, void * recv, size_t count, int datatype, int op, void * comm, void * stream);
     void * comm;
+    // world is the number of processes: a host all_reduce node divides
+    // host_sum's sum by it (a device's asks NCCL for the average).
+    int world;
     // The device's side, made by gglua-kernels.cu at first use: the stream
-    // the sums run on, and the events that fork to it and join back.
+    // the sums run on (of the device's highest priority), and the events
+    // that fork to it and join back.
     void * stream;
     void * fork;
     void * join;

@@ -424,11 +424,21 @@ static bool gglua_collective_failed(gglua_collective * c, int kind, int code) {
     return code != 0;
 }
 
-// gglua_all_reduce queues the sum of dst's operand across the processes
-// (in place) on the collective's own stream, after everything queued on
-// stream so far: the graph's later nodes (the rest of the backward) run
-// on beside it until gglua_all_reduce_join. Inside a CUDA graph capture
-// the fork and the NCCL call are captured too (NCCL supports that).
+// gglua_all_reduce queues the average of dst's operand across the
+// processes (in place, ncclAvg: f32 times 1/world before the sum, as
+// PyTorch DDP divides) on the collective's own stream, after everything
+// queued on stream so far: the graph's later nodes (the rest of the
+// backward) run on beside it until gglua_all_reduce_join. Inside a CUDA
+// graph capture the fork and the NCCL call are captured too (NCCL supports
+// that).
+//
+// The stream has the device's highest priority. The backward's GEMMs fill
+// every SM with blocks waiting their turn, and at equal priority NCCL's
+// blocks would start only as the GEMM in flight ran out of them, so that
+// the sums ran mostly after the backward instead of beside it; at a higher
+// priority they take their SMs (about one a channel) as soon as any frees.
+// (A CUDA graph keeps each kernel's priority only when instantiated to:
+// hook-kernels.cmake makes ggml-cuda do so.)
 static void gglua_all_reduce(cudaStream_t stream, ggml_tensor * dst) {
     gglua_collective * c = gglua_collective_of(dst);
     if (c->error != 0) {
@@ -441,7 +451,9 @@ static void gglua_all_reduce(cudaStream_t stream, ggml_tensor * dst) {
     if (c->stream == nullptr) {
         cudaStream_t s;
         cudaEvent_t fork, join;
-        if (gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) ||
+        int lowest, highest;
+        if (gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaDeviceGetStreamPriorityRange(&lowest, &highest)) ||
+            gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest)) ||
             gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaEventCreateWithFlags(&fork, cudaEventDisableTiming)) ||
             gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaEventCreateWithFlags(&join, cudaEventDisableTiming))) {
             return;
@@ -457,7 +469,7 @@ static void gglua_all_reduce(cudaStream_t stream, ggml_tensor * dst) {
     }
     c->forked = 1; // side now waits on stream: the join must follow, whatever comes next
     const ggml_tensor * a = dst->src[0];
-    if (gglua_collective_failed(c, GGLUA_COLLECTIVE_DEVICE, c->device_all_reduce(a->data, a->data, (size_t) ggml_nelements(a), 7, 0, c->comm, side))) {
+    if (gglua_collective_failed(c, GGLUA_COLLECTIVE_DEVICE, c->device_all_reduce(a->data, a->data, (size_t) ggml_nelements(a), 7, 4, c->comm, side))) {
         return;
     }
     gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaMemsetAsync(dst->data, 0, sizeof(float), stream));

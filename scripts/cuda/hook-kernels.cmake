@@ -7,7 +7,9 @@
 # in-graph collectives' struct) to the copy's ggml-cuda folder (its CMakeLists
 # globs *.cu), and inserts three lines into the copy's ggml-cuda.cu: the
 # header, a GGML_OP_CUSTOM case in ggml_cuda_compute_forward and one in the
-# device's supports_op. Each insertion point must be found exactly once, so
+# device's supports_op; and it instantiates CUDA graphs with their kernels'
+# own priorities (the gradients' sums run at a higher one). Each insertion
+# point must be found exactly once, so
 # a ggml that has moved them stops the build with a clear error instead of
 # building a library without the kernels. gglua asks the library whether it
 # runs each kernel (ggmlcgo's Backend.HasKernel) and composes ggml's own ops
@@ -23,6 +25,26 @@ function(gglua_insert_before var anchor text)
     message(FATAL_ERROR "hook-kernels: ggml-cuda.cu (${GGML_DIR}) has changed: this text is not in it exactly once:\n${anchor}")
   endif()
   string(REPLACE "${anchor}" "${text}${anchor}" out "${${var}}")
+  set(${var} "${out}" PARENT_SCOPE)
+endfunction()
+
+# gglua_replace_all replaces every one of count occurrences of anchor by
+# text; any other count stops the build, as gglua_insert_before does.
+function(gglua_replace_all var anchor text count)
+  string(LENGTH "${anchor}" len)
+  set(rest "${${var}}")
+  set(found 0)
+  string(FIND "${rest}" "${anchor}" at)
+  while(NOT at EQUAL -1)
+    math(EXPR found "${found} + 1")
+    math(EXPR at "${at} + ${len}")
+    string(SUBSTRING "${rest}" ${at} -1 rest)
+    string(FIND "${rest}" "${anchor}" at)
+  endwhile()
+  if(NOT found EQUAL count)
+    message(FATAL_ERROR "hook-kernels: ggml-cuda.cu (${GGML_DIR}) has changed: this text is in it ${found} times, not ${count}:\n${anchor}")
+  endif()
+  string(REPLACE "${anchor}" "${text}" out "${${var}}")
   set(${var} "${out}" PARENT_SCOPE)
 endfunction()
 
@@ -68,6 +90,13 @@ gglua_insert_before(cu [=[        case GGML_OP_CROSS_ENTROPY_LOSS:
 ]=] [=[        case GGML_OP_CUSTOM:
             return gglua_cuda_supports(op);
 ]=])
+# A CUDA graph runs its kernels at the priority of the stream it is
+# launched on unless instantiated to use each kernel node's own, which
+# capture copies from the stream it was captured on: so that the gradients'
+# sums, captured on the collective's high-priority stream
+# (gglua-kernels.cu), keep their priority inside the step's CUDA graph.
+gglua_replace_all(cu [=[cudaGraphInstantiate(&cuda_ctx->cuda_graph->instance, cuda_ctx->cuda_graph->graph, NULL, NULL, 0)]=]
+  [=[cudaGraphInstantiateWithFlags(&cuda_ctx->cuda_graph->instance, cuda_ctx->cuda_graph->graph, cudaGraphInstantiateFlagUseNodePriority)]=] 2)
 gglua_write_if_changed("${GGLUA_GGML_COPY}/src/ggml-cuda/ggml-cuda.cu" "${cu}")
 foreach(f gglua-kernels.cu gglua-kernels.cuh ../../ggmlcgo/gglua_collective.h)
   get_filename_component(_name "${f}" NAME)
