@@ -151,8 +151,13 @@ func (b *Backend) waitLocked() {
 	}
 	started := time.Now()
 	if r := b.replay; r != nil && r.state != nil {
-		defer blocked()()
+		done := int64(C.gglua_replay_done(r.state))
+		end := blocked()
 		C.gglua_replay_wait(r.state, &r.lanes[0], C.int(len(r.lanes)))
+		end()
+		if slowCompute > 0 {
+			b.reportSlowWait(started, done, b.launches)
+		}
 	}
 	b.waited += time.Since(started)
 	b.setQueued(false)
@@ -241,10 +246,13 @@ func (b *Backend) WaitFor(launch int64) {
 	if !b.queued || launch <= int64(C.gglua_replay_done(r.state)) {
 		return
 	}
-	started := time.Now()
+	started, done := time.Now(), int64(C.gglua_replay_done(r.state))
 	end := blocked()
 	C.gglua_replay_wait_for(r.state, &r.lanes[0], C.int(len(r.lanes)), C.int64_t(launch))
 	end()
+	if slowCompute > 0 {
+		b.reportSlowWait(started, done, launch)
+	}
 	b.waited += time.Since(started)
 	b.setQueued(r.busyLanes() != 0)
 	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))

@@ -49,6 +49,7 @@ type Backend struct {
 	// launches counts the graphs computed: each is numbered (async.go's
 	// Done and WaitFor).
 	launches int64
+	ran      launchLog  // how the last launches ran (GGLUA_SLOW_COMPUTE_MS)
 	later    laterReads // copies GetLater queued (read_later.go)
 	upload   uploads    // writes queued on the device's stream (upload.go)
 	// kernels: which of gglua's kernel sets a device's library has
@@ -188,6 +189,10 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 	if err := b.checkGraph(g); err != nil {
 		return err
 	}
+	var clock computeClock
+	if slowCompute > 0 {
+		clock.start = time.Now()
+	}
 	if b.async {
 		// No other goroutine's deferred write may land between the wait
 		// for this graph's inputs and its launch (async.go).
@@ -219,7 +224,13 @@ func (b *Backend) ComputeContext(ctx context.Context, g *Graph) error {
 			}
 		}()
 	}
+	if slowCompute > 0 {
+		clock.launching(b)
+	}
 	status := b.graphCompute(g, true, b.async)
+	if slowCompute > 0 {
+		clock.done(b, g)
+	}
 	if finished != nil {
 		close(finished)
 		<-watcherDone // the watcher can no longer raise the flag

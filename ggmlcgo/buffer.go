@@ -40,6 +40,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -65,7 +66,9 @@ func (bt BufferType) Alloc(size int64) (Buffer, error) {
 	if size < 1 || size > MaxTensorBytes {
 		return Buffer{}, fmt.Errorf("buffer alloc: bad size %d", size)
 	}
+	started := time.Now()
 	p := C.ggml_backend_buft_alloc_buffer(bt.p, C.size_t(size))
+	reportSlowCall("allocating", size, started)
 	if p == nil {
 		return Buffer{}, fmt.Errorf("buffer alloc: %s could not allocate %d bytes", bt.Name(), size)
 	}
@@ -94,7 +97,9 @@ func (b Buffer) Bytes() []byte {
 func (b Buffer) Free() {
 	if b.p != nil {
 		WaitDevices()
+		started, size := time.Now(), b.Size()
 		C.ggml_backend_buffer_free(b.p)
+		reportSlowCall("freeing", size, started)
 	}
 }
 
