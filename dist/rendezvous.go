@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -40,8 +41,14 @@ func serveRendezvous(addr string, world int, payload []byte, deadline time.Time)
 		return fmt.Errorf("rendezvous: %w", err)
 	}
 	// Rank 0 listens on every interface: MASTER_ADDR is how the others
-	// reach it, which need not be an address it can bind.
+	// reach it, which need not be an address it can bind. A port in use
+	// is tried again for a moment: a rank's dial that met itself (see
+	// joinRendezvous) holds it until it sees so.
 	ln, err := net.Listen("tcp", net.JoinHostPort("", port))
+	for until := time.Now().Add(listenRetry); err != nil && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(until); {
+		time.Sleep(50 * time.Millisecond)
+		ln, err = net.Listen("tcp", net.JoinHostPort("", port))
+	}
 	if err != nil {
 		return fmt.Errorf("rendezvous: rank 0 cannot listen on port %s (MASTER_PORT): %w", port, err)
 	}
@@ -92,13 +99,25 @@ func serveRendezvous(addr string, world int, payload []byte, deadline time.Time)
 	return nil
 }
 
+// listenRetry is how long rank 0 tries again to listen on a port in use.
+const listenRetry = 3 * time.Second
+
 func joinRendezvous(addr string, rank, world int, deadline time.Time) ([]byte, error) {
 	var c net.Conn
 	var err error
 	for {
 		d := net.Dialer{Deadline: deadline}
-		if c, err = d.Dial("tcp", addr); err == nil {
+		if c, err = d.Dial("tcp", addr); err == nil && !selfConnected(c) {
 			break
+		}
+		if err == nil {
+			// Dialing a local port nothing listens on can connect the
+			// socket to itself, when the kernel picks that very port as
+			// its source (TCP's simultaneous open): it would hold rank
+			// 0's port and talk to itself. (Seen: gglua --nproc's port is
+			// the kernel's choice, in the range source ports come from.)
+			c.Close()
+			err = errors.New("connected to itself")
 		}
 		if time.Now().Add(100 * time.Millisecond).After(deadline) {
 			return nil, fmt.Errorf("rendezvous: rank %d could not reach rank 0 at %s (MASTER_ADDR:MASTER_PORT) before the timeout: %w", rank, addr, err)
@@ -115,6 +134,11 @@ func joinRendezvous(addr string, rank, world int, deadline time.Time) ([]byte, e
 		return nil, fmt.Errorf("rendezvous: rank %d got nothing from rank 0 at %s (it failed, or timed out waiting for the others): %w", rank, addr, err)
 	}
 	return p, nil
+}
+
+// selfConnected reports whether c is a TCP socket connected to itself.
+func selfConnected(c net.Conn) bool {
+	return c.LocalAddr().String() == c.RemoteAddr().String()
 }
 
 // maxPayload bounds what a rank accepts (an NCCL id is 128 bytes).

@@ -76,3 +76,46 @@ func TestRendezvousRefusesAMismatchedWorld(t *testing.T) {
 	require.Error(t, e2)
 	assert.Contains(t, e1.Error()+e2.Error(), "a process has WORLD_SIZE=3, rank 0 has 2")
 }
+
+// TestRendezvousWaitsForABusyPort: rank 0 tries its port again while
+// something holds it for a moment (a rank's dial that met itself), and
+// the rendezvous goes through once it is free.
+func TestRendezvousWaitsForABusyPort(t *testing.T) {
+	addr := freeAddr(t)
+	holder, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Rendezvous(addr, 0, 2, []byte("id"), 10*time.Second)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, holder.Close())
+	time.Sleep(300 * time.Millisecond)
+	got, err := Rendezvous(addr, 1, 2, nil, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("id"), got)
+	require.NoError(t, <-done)
+}
+
+// TestASocketConnectedToItselfIsSeen: a TCP dial from a local port to
+// that same port with nothing listening connects the socket to itself
+// (simultaneous open), which a rank must not take for rank 0.
+func TestASocketConnectedToItselfIsSeen(t *testing.T) {
+	addr := freeAddr(t)
+	local, err := net.ResolveTCPAddr("tcp", addr)
+	require.NoError(t, err)
+	d := net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}
+	self, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer self.Close()
+	assert.True(t, selfConnected(self))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	other, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer other.Close()
+	assert.False(t, selfConnected(other))
+}
