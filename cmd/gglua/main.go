@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	goruntime "runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -37,31 +36,10 @@ func main() {
 		}
 		os.Exit(launch(n, rest, os.Stdout, os.Stderr))
 	}
-	stop := startProfile(os.Getenv("GGLUA_CPUPROFILE"), os.Stderr)
+	stop := startProfiles(os.Stderr) // profile.go
 	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(finishDist(code))
-}
-
-// startProfile writes a Go CPU profile of the run to path (when set) for
-// `go tool pprof`: where a step's host time goes (graph building, Lua,
-// cgo calls into ggml). It returns the function that ends it.
-func startProfile(path string, stderr io.Writer) func() {
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "gglua: GGLUA_CPUPROFILE: %v\n", err)
-		return func() {}
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
 }
 
 type cliFlags struct {
