@@ -132,6 +132,9 @@ func (dp *dataParallel) wholeGradBuckets(params []*Tensor) (flats []*gradBucket,
 // scaleBucket multiplies a whole bucket of gradients by coef in place, one
 // kernel. Each slice (a gradient) then becomes a view of that product (no
 // kernel), so what reads a gradient, or a read of it, follows the scaling.
+// A slice's queued update (p.grad:mul_, clip_grad_value, a no_sync
+// backward's sum) stays queued where it is: the norm and the product read
+// the flat buffer, not it, and come after it in the graph.
 func (e *Engine) scaleBucket(b *gradBucket, coef *Tensor) error {
 	err := e.inPlace(b.flat, []*Tensor{coef}, func(c ctx, base node, in []node) (node, error) {
 		return c.MulInplace(base, in[0])
@@ -139,6 +142,10 @@ func (e *Engine) scaleBucket(b *gradBucket, coef *Tensor) error {
 	for i, sl := range b.slices {
 		if err != nil {
 			return err
+		}
+		if sl.pending && e.pending[sl.queued] == sl {
+			e.holdAt(sl, sl.queued)
+			sl.pending = false // inPlace then leaves the hold where it is
 		}
 		err = e.inPlace(sl, []*Tensor{b.flat}, func(c ctx, _ node, in []node) (node, error) {
 			return sliceOf(c, in[0], sl.shape, b.offs[i])

@@ -157,6 +157,10 @@ func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) e
 	if world < 1 || (sum == nil && coll == nil) {
 		return errors.New("data parallel: needs a world size >= 1 and a collective")
 	}
+	if coll != nil && ggmlcgo.CollectiveWorld(coll.C) != world {
+		// The in-graph sums average over the collective's processes.
+		return fmt.Errorf("data parallel: the collective has %d processes, not %d", ggmlcgo.CollectiveWorld(coll.C), world)
+	}
 	seen := map[*Tensor]bool{}
 	dp := &dataParallel{world: world, sum: sum, coll: coll}
 	for i, p := range params {

@@ -69,7 +69,7 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 		sums := 0
 		e.beforeCompute = func(g *ggmlcgo.Graph) {
 			for _, n := range g.Nodes() {
-				if n.Name() == "all_reduce" {
+				if n.Name() == "all_reduce_mean" {
 					sums++
 				}
 			}

@@ -133,8 +133,8 @@ func (s *gradSums) write(p, g *Tensor) error {
 		g, err = e.Add(p.grad, g)
 	case g != nil:
 		g, err = e.Contiguous(g)
-	case acc && p.grad == slice:
-		return nil // the slice holds p's gradient already
+	case acc && p.grad == slice && !slice.pending:
+		return nil // the slice holds p's gradient already (a queued update of it needs its hold below)
 	case acc:
 		g = p.grad
 	default:
@@ -151,10 +151,7 @@ func (s *gradSums) write(p, g *Tensor) error {
 	// (clipping the gradient, which is this slice) chains after it and
 	// moves the slice's place in the queue to the end, past the sum. So a
 	// second root holds the write here (the graph computes a node once).
-	hold := &Tensor{shape: slice.shape, dtype: slice.dtype, handle: slice.handle, engine: e,
-		node: slice.node, pending: true, passGen: slice.passGen, queued: len(e.pending)}
-	e.pending = append(e.pending, hold)
-	s.writes = append(s.writes, sliceWrite{slice, hold})
+	s.writes = append(s.writes, sliceWrite{slice, e.holdAt(slice, len(e.pending))})
 	return nil
 }
 
@@ -202,7 +199,7 @@ func (dp *dataParallel) ownGrads(e *Engine) (func(), error) {
 func (s *gradSums) queueSum(k int) error {
 	coll := s.dp.coll.C
 	s.dp.queued = true // before newOp, which may compute at once (eager mode)
-	sum, err := s.e.newOp("all_reduce", []int{1}, []*Tensor{s.dp.buckets[k].flat}, func(c ctx, in []node) (node, error) {
+	sum, err := s.e.newOp("all_reduce_mean", []int{1}, []*Tensor{s.dp.buckets[k].flat}, func(c ctx, in []node) (node, error) {
 		return c.AllReduceMean(in[0], coll)
 	})
 	if err != nil {
@@ -279,7 +276,7 @@ func (e *Engine) unqueue(t *Tensor) {
 	t.pending, t.node = false, ggmlcgo.Tensor{}
 }
 
-// joinOpenSums adds a join after g's last all_reduce where none follows
+// joinOpenSums adds a join after g's last all_reduce_mean where none follows
 // it: a backward's pending work split across computes (maxPending, eager
 // mode) must not end a graph with a sum forked to the collective's own
 // stream and not joined (a device's CUDA graph capture must join every
@@ -293,7 +290,7 @@ func (e *Engine) joinOpenSums(g *ggmlcgo.Graph) error {
 		switch nodes[i].Name() {
 		case "all_reduce_join":
 			return nil
-		case "all_reduce":
+		case "all_reduce_mean":
 			c, err := e.nodeContext()
 			if err != nil {
 				return err

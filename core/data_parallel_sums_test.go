@@ -253,7 +253,7 @@ func TestInGraphSumsOverlapTheBackward(t *testing.T) {
 	first := -1
 	for i, n := range nodes {
 		switch {
-		case strings.HasSuffix(n, " all_reduce"):
+		case strings.HasSuffix(n, " all_reduce_mean"):
 			sums++
 			if first < 0 {
 				first = i
@@ -352,14 +352,14 @@ func TestInGraphSumsInSplitGraphsAreJoined(t *testing.T) {
 	e.beforeCompute = func(g *ggmlcgo.Graph) {
 		last := ""
 		for _, n := range g.Nodes() {
-			if name := n.Name(); name == "all_reduce" || name == "all_reduce_join" {
+			if name := n.Name(); name == "all_reduce_mean" || name == "all_reduce_join" {
 				last = name
 			}
 		}
 		if last != "" {
 			withSums++
 		}
-		if last == "all_reduce" {
+		if last == "all_reduce_mean" {
 			open++
 		}
 	}
@@ -638,7 +638,7 @@ func TestNoSyncAccumulatesThenSumsOnce(t *testing.T) {
 		sums := 0
 		e.beforeCompute = func(g *ggmlcgo.Graph) {
 			for _, n := range g.Nodes() {
-				if n.Name() == "all_reduce" {
+				if n.Name() == "all_reduce_mean" {
 					sums++
 				}
 			}
@@ -673,4 +673,16 @@ func TestBucketBytesBoundTheBuckets(t *testing.T) {
 		assertScaled(t, 1.5, want, gradsOf(t, params))
 		assert.Len(t, e.dp.buckets, c.buckets, "bucket bytes %d", c.bytes)
 	}
+}
+
+// TestTheCollectiveMustHaveTheWorldsProcesses: the in-graph mean divides
+// by the collective's own count of processes, so a world size that
+// differs is refused rather than averaged wrong.
+func TestTheCollectiveMustHaveTheWorldsProcesses(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	err := e.SetDataParallel(params, 3, nil, scaleCollective(t, 3))
+	assert.ErrorContains(t, err, "data parallel: the collective has 2 processes, not 3")
+	assert.Nil(t, e.dp)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
 }

@@ -248,6 +248,22 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 	return nil
 }
 
+// holdAt queues a second root for pending t's current node at queue place
+// at (len(e.pending): last), so that the graph computes that node there
+// even after t's own place moves on (an in-place update of t re-queues t
+// last, and the node it chains after would otherwise go with it or, where
+// nothing reads it, not be computed at all).
+func (e *Engine) holdAt(t *Tensor, at int) *Tensor {
+	h := &Tensor{shape: t.shape, dtype: t.dtype, handle: t.handle, engine: e,
+		node: t.node, pending: true, passGen: t.passGen, queued: at}
+	if at == len(e.pending) {
+		e.pending = append(e.pending, h)
+	} else {
+		e.pending[at] = h
+	}
+	return h
+}
+
 // constants is a [len(vals)] tensor holding vals: numbers that change
 // every step (learning rates, bias corrections). On the CPU it is one
 // pending node holding the numbers. On a device they are uploaded into the

@@ -8,6 +8,9 @@ package dist
 #include <stdlib.h>
 
 #include "gglua_collective.h"
+#if GGLUA_COLLECTIVE_LAYOUT != 2
+#error "ggmlcgo/gglua_collective.h changed: update what dist fills, then GGLUA_COLLECTIVE_LAYOUT here"
+#endif
 
 // Open MPI's handles are pointers to its predefined objects; every handle
 // below is a void* obtained with dlsym. MPI_IN_PLACE is ((void *) 1) in

@@ -11,6 +11,9 @@ package dist
 #include <time.h>
 
 #include "gglua_collective.h"
+#if GGLUA_COLLECTIVE_LAYOUT != 2
+#error "ggmlcgo/gglua_collective.h changed: update what dist fills, then GGLUA_COLLECTIVE_LAYOUT here"
+#endif
 
 // NCCL's types as its ABI has them: enums are ints, a communicator is a
 // pointer, the unique id 128 bytes passed by value. ncclFloat32 is 7,

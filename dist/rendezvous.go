@@ -45,7 +45,11 @@ func serveRendezvous(addr string, world int, payload []byte, deadline time.Time)
 	// is tried again for a moment: a rank's dial that met itself (see
 	// joinRendezvous) holds it until it sees so.
 	ln, err := net.Listen("tcp", net.JoinHostPort("", port))
-	for until := time.Now().Add(listenRetry); err != nil && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(until); {
+	until := time.Now().Add(listenRetry)
+	if until.After(deadline) {
+		until = deadline
+	}
+	for err != nil && errors.Is(err, syscall.EADDRINUSE) && time.Now().Before(until) {
 		time.Sleep(50 * time.Millisecond)
 		ln, err = net.Listen("tcp", net.JoinHostPort("", port))
 	}

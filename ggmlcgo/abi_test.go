@@ -28,7 +28,7 @@ func compileABI(t *testing.T, headerDir string) (string, error) {
 		cc = "gcc"
 	}
 	cmd := exec.Command(cc, "-std=c11", "-fsyntax-only", "-Wall", "-Werror",
-		"-I", ggmlInclude(t), "-I", headerDir, filepath.Join("testdata", "abi_check.c"))
+		"-I", ggmlInclude(t), "-I", filepath.Join(ggmlInclude(t), "..", "src"), "-I", headerDir, filepath.Join("testdata", "abi_check.c"))
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -151,7 +151,10 @@ func (b *Backend) waitLocked() {
 	}
 	started := time.Now()
 	if r := b.replay; r != nil && r.state != nil {
-		done := int64(C.gglua_replay_done(r.state))
+		var done int64
+		if slowCompute > 0 {
+			done = int64(C.gglua_replay_done(r.state))
+		}
 		end := blocked()
 		C.gglua_replay_wait(r.state, &r.lanes[0], C.int(len(r.lanes)))
 		end()
@@ -246,7 +249,10 @@ func (b *Backend) WaitFor(launch int64) {
 	if !b.queued || launch <= int64(C.gglua_replay_done(r.state)) {
 		return
 	}
-	started, done := time.Now(), int64(C.gglua_replay_done(r.state))
+	started, done := time.Now(), int64(0)
+	if slowCompute > 0 {
+		done = int64(C.gglua_replay_done(r.state))
+	}
 	end := blocked()
 	C.gglua_replay_wait_for(r.state, &r.lanes[0], C.int(len(r.lanes)), C.int64_t(launch))
 	end()

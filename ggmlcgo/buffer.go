@@ -66,7 +66,10 @@ func (bt BufferType) Alloc(size int64) (Buffer, error) {
 	if size < 1 || size > MaxTensorBytes {
 		return Buffer{}, fmt.Errorf("buffer alloc: bad size %d", size)
 	}
-	started := time.Now()
+	var started time.Time
+	if slowCompute > 0 {
+		started = time.Now()
+	}
 	p := C.ggml_backend_buft_alloc_buffer(bt.p, C.size_t(size))
 	reportSlowCall("allocating", size, started)
 	if p == nil {
@@ -97,6 +100,10 @@ func (b Buffer) Bytes() []byte {
 func (b Buffer) Free() {
 	if b.p != nil {
 		WaitDevices()
+		if slowCompute == 0 {
+			C.ggml_backend_buffer_free(b.p)
+			return
+		}
 		started, size := time.Now(), b.Size()
 		C.ggml_backend_buffer_free(b.p)
 		reportSlowCall("freeing", size, started)

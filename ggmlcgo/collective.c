@@ -65,7 +65,7 @@ static gglua_collective gglua_collective_probe;
 struct ggml_tensor * gglua_all_reduce_node(struct ggml_context * ctx, struct ggml_tensor * a, gglua_collective * c) {
     struct ggml_tensor * args[1] = {a};
     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, 1, 1, 1, 1, args, 1, gglua_all_reduce_f32, 1, c ? c : &gglua_collective_probe);
-    ggml_set_name(t, "all_reduce");
+    ggml_set_name(t, "all_reduce_mean");
     return t;
 }
 

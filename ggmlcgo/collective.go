@@ -40,11 +40,11 @@ import (
 // come after it in the graph (queued after it) and after an
 // AllReduceJoin. coll must outlive every graph that computes the node.
 func (c *Context) AllReduceMean(a Tensor, coll unsafe.Pointer) (Tensor, error) {
-	if err := c.checkPackedF32("all_reduce", a); err != nil {
+	if err := c.checkPackedF32("all_reduce_mean", a); err != nil {
 		return Tensor{}, err
 	}
 	if coll == nil {
-		return Tensor{}, errors.New("all_reduce: no collective")
+		return Tensor{}, errors.New("all_reduce_mean: no collective")
 	}
 	return result(C.gglua_all_reduce_node(c.p, a.p, (*C.gglua_collective)(coll)))
 }
@@ -67,6 +67,12 @@ func (c *Context) AllReduceJoin(after Tensor, coll unsafe.Pointer) (Tensor, erro
 func CollectiveError(coll unsafe.Pointer) (kind, code int) {
 	k := (*C.gglua_collective)(coll)
 	return int(k.error_kind), int(k.error)
+}
+
+// CollectiveWorld is the number of processes of the collective at coll
+// (its mean divides by it).
+func CollectiveWorld(coll unsafe.Pointer) int {
+	return int((*C.gglua_collective)(coll).world)
 }
 
 // The kinds of CollectiveError.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestAllReduceAveragesInPlace: an all_reduce node changes its operand, a
+// TestAllReduceAveragesInPlace: an all_reduce_mean node changes its operand, a
 // buffer outside the graph's, in place with the collective's mean: its sum
 // (here times 3, as three processes holding the same values would sum)
 // over its processes (here 2), on every thread count; a strided operand or
@@ -24,7 +24,7 @@ func TestAllReduceAveragesInPlace(t *testing.T) {
 		defer free()
 		sum, err := ctx.AllReduceMean(in[0], coll)
 		require.NoError(t, err)
-		assert.Equal(t, "all_reduce", sum.Name())
+		assert.Equal(t, "all_reduce_mean", sum.Name())
 		join, err := ctx.AllReduceJoin(sum, coll)
 		require.NoError(t, err)
 		assert.Equal(t, "all_reduce_join", join.Name())
@@ -35,7 +35,7 @@ func TestAllReduceAveragesInPlace(t *testing.T) {
 		column, err := ctx.View(wide, [MaxDims]int64{1, 2, 1, 1}, [MaxDims - 1]int64{8, 16, 16}, 0)
 		require.NoError(t, err)
 		_, err = ctx.AllReduceMean(column, coll)
-		assert.ErrorContains(t, err, "all_reduce: the kernel needs a contiguous operand")
+		assert.ErrorContains(t, err, "all_reduce_mean: the kernel needs a contiguous operand")
 
 		_, _ = computeBoth(t, b, ctx, join, in[1])
 		got := make([]byte, in[0].Nbytes())

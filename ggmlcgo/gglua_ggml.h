@@ -231,8 +231,8 @@ struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);
 struct ggml_tensor * ggml_cast(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_type type);
 typedef void (*ggml_custom_op_t)(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 // What ggml_custom_4d stores in its node's op_params: ggml-impl.h's
-// struct ggml_custom_op_params (not in ggml's public headers, so not in
-// abi_check.c; graph_replay.c asserts its layout). ggml copies the struct
+// struct ggml_custom_op_params (not in ggml's public headers; abi_check.c
+// includes that one from ggml's sources to compare). ggml copies the struct
 // whole, padding after n_tasks included, which C leaves unset: a node's
 // parameters must be read field by field.
 struct gglua_custom_op_params {

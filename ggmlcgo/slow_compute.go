@@ -86,7 +86,7 @@ func (b *Backend) reportSlowWait(started time.Time, done, upTo int64) {
 		return
 	}
 	var ran []string
-	for l := max(done+1, upTo-int64(len(b.ran))+1); l <= upTo; l++ {
+	for l := max(done+1, b.launches-int64(len(b.ran))+1); l <= upTo; l++ { // the log keeps the last launches
 		ran = append(ran, fmt.Sprintf("%d %s", l, b.ran[l%int64(len(b.ran))]))
 	}
 	fmt.Fprintf(slowComputeOut, "gglua: slow wait: %.1f ms for the device's graphs %v\n", ms(took), ran)

@@ -2,7 +2,9 @@ package ggmlcgo
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +96,48 @@ func TestSlowBuffersAreReported(t *testing.T) {
 	require.NoError(t, err)
 	buf.Free()
 	assert.Regexp(t, `^gglua: slow buffer: [0-9.]+ ms allocating 4096 bytes\ngglua: slow buffer: [0-9.]+ ms freeing 4096 bytes\n$`, out.String())
+}
+
+// TestSlowWaitsNameOnlyLaunchesTheLogKeeps: after more launches than the
+// log keeps, a wait names the last ones only, each by its own number, and
+// a wait for an older one names none.
+func TestSlowWaitsNameOnlyLaunchesTheLogKeeps(t *testing.T) {
+	defer func(d time.Duration, w io.Writer) { slowCompute, slowComputeOut = d, w }(slowCompute, slowComputeOut)
+	var out bytes.Buffer
+	slowComputeOut = &out
+	slowCompute = time.Hour
+	b := cpu(t, 1)
+	require.NoError(t, b.ComputeAsDevice())
+	ctx, err := NewContext(32, 32)
+	require.NoError(t, err)
+	defer ctx.Free()
+	in := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})
+	y, err := ctx.Scale(in[0], 2)
+	require.NoError(t, err)
+	g, err := ctx.NewGraph(8)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(y))
+	ga := NewGallocr(b.BufferType())
+	defer ga.Free()
+	require.NoError(t, ga.AllocGraph(g))
+	const n = 20
+	for i := 0; i < n; i++ {
+		require.NoError(t, b.Compute(g))
+	}
+	slowCompute = time.Nanosecond
+	b.Wait()
+	var launches []string
+	for l := n - len(b.ran) + 1; l <= n; l++ {
+		launches = append(launches, fmt.Sprintf(`%d (replayed|captured|launched|computed)`, l))
+	}
+	assert.Regexp(t, `^gglua: slow wait: [0-9.]+ ms for the device's graphs \[`+strings.Join(launches, " ")+`\]\n$`, out.String())
+
+	out.Reset()
+	slowCompute = time.Hour
+	for i := 0; i < n; i++ {
+		require.NoError(t, b.Compute(g))
+	}
+	slowCompute = time.Nanosecond
+	b.WaitFor(n + 3) // launches the log no longer holds: none named
+	assert.Regexp(t, `^gglua: slow wait: [0-9.]+ ms for the device's graphs \[\]\n$`, out.String())
 }

@@ -10,6 +10,7 @@
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 #include "gguf.h"
+#include "ggml-impl.h" // ggml's own sources: the custom op's parameter struct
 
 #define GGLUA_ABI_CHECK
 #include "gglua_ggml.h"
@@ -75,3 +76,14 @@ SAME_FIELD(ggml_threadpool_params, paused)
 SAME_SIZE(gguf_init_params)
 SAME_FIELD(gguf_init_params, no_alloc)
 SAME_FIELD(gguf_init_params, ctx)
+
+// A custom node's parameters (ggml-impl.h), which graph_replay.c reads
+// field by field.
+#define SAME_CUSTOM_FIELD(f)                                                                                \
+    static_assert(offsetof(struct ggml_custom_op_params, f) == offsetof(struct gglua_custom_op_params, f) && \
+                      sizeof(((struct ggml_custom_op_params *)0)->f) == sizeof(((struct gglua_custom_op_params *)0)->f), \
+                  "field ggml_custom_op_params." #f " differs from ggml");
+static_assert(sizeof(struct ggml_custom_op_params) == sizeof(struct gglua_custom_op_params), "sizeof(struct ggml_custom_op_params) differs from ggml");
+SAME_CUSTOM_FIELD(fun)
+SAME_CUSTOM_FIELD(n_tasks)
+SAME_CUSTOM_FIELD(userdata)

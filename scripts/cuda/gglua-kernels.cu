@@ -403,11 +403,11 @@ static gglua_collective * gglua_collective_of(const ggml_tensor * dst) {
     return (gglua_collective *) p.userdata;
 }
 
-// gglua_is_collective reports whether dst is an all_reduce node (of a
+// gglua_is_collective reports whether dst is an all_reduce_mean node (of a
 // contiguous f32 operand) or, join, an all_reduce_join: one f32 result.
 static bool gglua_is_collective(const ggml_tensor * dst, bool join) {
     const ggml_tensor * a = dst->src[0];
-    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, join ? "all_reduce_join" : "all_reduce") != 0 || dst->type != GGML_TYPE_F32 ||
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, join ? "all_reduce_join" : "all_reduce_mean") != 0 || dst->type != GGML_TYPE_F32 ||
         ggml_nelements(dst) != 1 || a == nullptr || !gglua_only_srcs(dst, 1) || gglua_collective_of(dst) == nullptr) {
         return false;
     }
