@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
@@ -84,21 +83,8 @@ func TestClipValueThenBucketClip(t *testing.T) {
 // moves the update past the bucket's sum.
 func TestAnUnreachedGradientsQueuedUpdateIsSummed(t *testing.T) {
 	e := newEngine(t)
-	params := mlpParams(t, e)
-	w := host(t, []int{2}, 5, 6)
-	require.NoError(t, w.SetRequiresGrad(true))
-	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
-	require.NoError(t, e.SetDataParallel(append(params, w), 2, nil, scaleCollective(t, 3)))
-	var loss *Tensor
-	require.NoError(t, e.WithGradTape(func() error {
-		sq, err := e.Mul(w, w)
-		if err == nil {
-			loss, err = e.Sum(sq)
-		}
-		return err
-	}))
-	_, err := e.Backward(loss)
-	require.NoError(t, err)
+	params, w := mlpAndW(t, e)
+	backwardOfSquares(t, e, w)
 	assertValues(t, []float32{15, 18}, w.Grad())
 	require.NoError(t, e.NoGrad(func() error {
 		h, err := e.Scale(w.Grad(), 0.5)
@@ -109,7 +95,7 @@ func TestAnUnreachedGradientsQueuedUpdateIsSummed(t *testing.T) {
 	}))
 	mlpBackward(t, e, params, true) // w not reached: 7.5, 9 averaged -> 11.25, 13.5
 	// per-parameter clip of w only (its bucket is not whole)
-	_, err = e.ClipGradNorm([]*Tensor{w}, float32(math.Inf(1)))
+	_, err := e.ClipGradNorm([]*Tensor{w}, float32(math.Inf(1)))
 	require.NoError(t, err)
 	assertValues(t, []float32{11.25, 13.5}, w.Grad())
 }
@@ -124,27 +110,13 @@ func TestNoSyncThenABackwardThatSkipsAParameter(t *testing.T) {
 
 func noSyncSkip(t *testing.T, clip string) {
 	e := newEngine(t)
-	params := mlpParams(t, e)
-	w := host(t, []int{2}, 5, 6)
-	require.NoError(t, w.SetRequiresGrad(true))
-	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
-	require.NoError(t, e.SetDataParallel(append(params, w), 2, nil, scaleCollective(t, 3)))
-	wLoss := func() *Tensor {
-		sq, err := e.Mul(w, w)
-		require.NoError(t, err)
-		l, err := e.Sum(sq)
-		require.NoError(t, err)
-		return l
-	}
-	var l1 *Tensor
-	require.NoError(t, e.WithGradTape(func() error { l1 = wLoss(); return nil }))
-	_, err := e.Backward(l1)
-	require.NoError(t, err)
+	params, w := mlpAndW(t, e)
+	backwardOfSquares(t, e, w)
 	assertValues(t, []float32{15, 18}, w.Grad())
 	ZeroGrad(append(params, w)) // an ordinary step: zero_grad keeps the slices as buffers
 	var lw, lm *Tensor
 	require.NoError(t, e.WithGradTape(func() error {
-		lw = wLoss()
+		lw = squares(t, e, w)
 		h := mlpBatch(t)
 		for l := 0; l < len(params); l += 2 {
 			var err error
@@ -161,7 +133,7 @@ func noSyncSkip(t *testing.T, clip string) {
 		return err
 	}))
 	require.NoError(t, e.NoSync(func() error { _, err := e.Backward(lw); return err }))
-	_, err = e.Backward(lm)
+	_, err := e.Backward(lm)
 	require.NoError(t, err)
 	switch clip {
 	case "w":

@@ -61,6 +61,38 @@ func shapeNumel(shape []int) int {
 	return n
 }
 
+// mlpAndW is the MLP's parameters and one more, w = {5, 6}, all resident
+// and data-parallel over two processes whose "sum" is times 3.
+func mlpAndW(t *testing.T, e *Engine) ([]*Tensor, *Tensor) {
+	t.Helper()
+	params := mlpParams(t, e)
+	w := host(t, []int{2}, 5, 6)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
+	require.NoError(t, e.SetDataParallel(append(params, w), 2, nil, scaleCollective(t, 3)))
+	return params, w
+}
+
+// squares is sum(w·w), recorded on the tape if one is on.
+func squares(t *testing.T, e *Engine, w *Tensor) *Tensor {
+	t.Helper()
+	sq, err := e.Mul(w, w)
+	require.NoError(t, err)
+	loss, err := e.Sum(sq)
+	require.NoError(t, err)
+	return loss
+}
+
+// backwardOfSquares runs backward of squares(w) on a tape of its own: w's
+// gradient gains 2w, whose average over the collective is 1.5 · 2w.
+func backwardOfSquares(t *testing.T, e *Engine, w *Tensor) {
+	t.Helper()
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error { loss = squares(t, e, w); return nil }))
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+}
+
 // mlpBackward runs backward of the MLP's cross-entropy on a fixed batch,
 // with grads zeroed first unless accumulate.
 func mlpBackward(t *testing.T, e *Engine, params []*Tensor, accumulate bool) {
@@ -165,11 +197,7 @@ func TestInGraphSumsAverage(t *testing.T) {
 			wantAcc := gradsOf(t, refParams)
 
 			e := newEngine(t)
-			params := mlpParams(t, e)
-			unused := host(t, []int{2}, 5, 6)
-			require.NoError(t, unused.SetRequiresGrad(true))
-			require.NoError(t, unused.MoveToDevice(e, residency.Persistent))
-			require.NoError(t, e.SetDataParallel(append(params, unused), 2, nil, scaleCollective(t, 3)))
+			params, unused := mlpAndW(t, e)
 			mlpBackward(t, e, params, false)
 			got := gradsOf(t, params)
 			assertScaled(t, 1.5, want, got)
@@ -195,21 +223,8 @@ func TestInGraphSumsAverage(t *testing.T) {
 // (its bucket slice) accumulated, averaged again with its bucket.
 func TestInGraphSumsKeepAnAccumulatedGradient(t *testing.T) {
 	e := newEngine(t)
-	params := mlpParams(t, e)
-	w := host(t, []int{2}, 5, 6)
-	require.NoError(t, w.SetRequiresGrad(true))
-	require.NoError(t, w.MoveToDevice(e, residency.Persistent))
-	require.NoError(t, e.SetDataParallel(append(params, w), 2, nil, scaleCollective(t, 3)))
-	var loss *Tensor
-	require.NoError(t, e.WithGradTape(func() error {
-		sq, err := e.Mul(w, w)
-		if err == nil {
-			loss, err = e.Sum(sq)
-		}
-		return err
-	}))
-	_, err := e.Backward(loss)
-	require.NoError(t, err)
+	params, w := mlpAndW(t, e)
+	backwardOfSquares(t, e, w)
 	assertValues(t, []float32{15, 18}, w.Grad()) // 1.5 · 2w
 	mlpBackward(t, e, params, true)
 	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))

@@ -7,6 +7,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// replayingCPU is a CPU backend that decides replays as a device does,
+// and a buffer of 4 KiB on it for a step's tensors.
+func replayingCPU(t *testing.T) (*Backend, Buffer) {
+	t.Helper()
+	b := cpu(t, 1)
+	r, err := newReplayer(b)
+	require.NoError(t, err)
+	b.replay = r // freed by Close
+	buf, err := b.BufferType().Alloc(4096)
+	require.NoError(t, err)
+	t.Cleanup(buf.Free)
+	return b, buf
+}
+
 // The replay decision is made in C whatever the backend: on the CPU the
 // hints it passes are ignored, so the counts and values here check when a
 // graph would be replayed, captured or launched on a GPU: only a graph
@@ -14,13 +28,7 @@ import (
 // computed in turn all replay), and a fourth graph displaces the lane used
 // least recently.
 func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
-	b := cpu(t, 1)
-	r, err := newReplayer(b)
-	require.NoError(t, err)
-	b.replay = r // freed by Close
-	buf, err := b.BufferType().Alloc(4096)
-	require.NoError(t, err)
-	defer buf.Free()
+	b, buf := replayingCPU(t)
 	const size = 256 // a slot per tensor, a multiple of any alignment
 
 	// step builds y = clamp(x·s, lo, hi) in a fresh context, every tensor at
@@ -112,13 +120,7 @@ func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
 // of gglua's kernels may differ there; they still replay (else most
 // backward steps were launched node by node).
 func TestReplayIgnoresACustomNodesPadding(t *testing.T) {
-	b := cpu(t, 1)
-	r, err := newReplayer(b)
-	require.NoError(t, err)
-	b.replay = r // freed by Close
-	buf, err := b.BufferType().Alloc(4096)
-	require.NoError(t, err)
-	defer buf.Free()
+	b, buf := replayingCPU(t)
 	step := func(padding uint32) []float32 {
 		ctx, err := NewContext(8, 8)
 		require.NoError(t, err)

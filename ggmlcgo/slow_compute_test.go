@@ -3,7 +3,6 @@ package ggmlcgo
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +23,43 @@ func TestSlowComputeThreshold(t *testing.T) {
 	}
 }
 
+// slowReports makes the reports go to a buffer, over threshold, until the
+// test ends.
+func slowReports(t *testing.T, threshold time.Duration) *bytes.Buffer {
+	t.Helper()
+	d, w := slowCompute, slowComputeOut
+	t.Cleanup(func() { slowCompute, slowComputeOut = d, w })
+	var out bytes.Buffer
+	slowCompute, slowComputeOut = threshold, &out
+	return &out
+}
+
+// deviceGraph is a CPU computing as a device and a one-node graph placed
+// for it, to compute again and again.
+func deviceGraph(t *testing.T) (*Backend, *Graph) {
+	t.Helper()
+	b := cpu(t, 1)
+	require.NoError(t, b.ComputeAsDevice())
+	ctx, err := NewContext(32, 32)
+	require.NoError(t, err)
+	t.Cleanup(ctx.Free)
+	in := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})
+	y, err := ctx.Scale(in[0], 2)
+	require.NoError(t, err)
+	g, err := ctx.NewGraph(8)
+	require.NoError(t, err)
+	require.NoError(t, g.Expand(y))
+	ga := NewGallocr(b.BufferType())
+	t.Cleanup(ga.Free)
+	require.NoError(t, ga.AllocGraph(g))
+	return b, g
+}
+
 // TestSlowComputesAreReported: over the threshold a compute prints one
 // line with its parts and how it ran (the CPU has no CUDA graphs: it just
 // computed); under it, nothing.
 func TestSlowComputesAreReported(t *testing.T) {
-	defer func(d time.Duration, w io.Writer) { slowCompute, slowComputeOut = d, w }(slowCompute, slowComputeOut)
-	var out bytes.Buffer
-	slowComputeOut = &out
+	out := slowReports(t, time.Hour)
 	b := cpu(t, 1)
 	ctx, err := NewContext(32, 32)
 	require.NoError(t, err)
@@ -39,7 +68,6 @@ func TestSlowComputesAreReported(t *testing.T) {
 
 	// Each compute its own node: computeBoth's allocator frees the
 	// memory it placed a node in.
-	slowCompute = time.Hour
 	y, err := ctx.Scale(in[0], 2)
 	require.NoError(t, err)
 	computeBoth(t, b, ctx, y, in[0])
@@ -56,24 +84,8 @@ func TestSlowComputesAreReported(t *testing.T) {
 // threshold names each graph waited for and how it ran (a CPU computing
 // as a device keeps the books a GPU does).
 func TestSlowWaitsAreReported(t *testing.T) {
-	defer func(d time.Duration, w io.Writer) { slowCompute, slowComputeOut = d, w }(slowCompute, slowComputeOut)
-	var out bytes.Buffer
-	slowComputeOut = &out
-	slowCompute = time.Hour
-	b := cpu(t, 1)
-	require.NoError(t, b.ComputeAsDevice())
-	ctx, err := NewContext(32, 32)
-	require.NoError(t, err)
-	defer ctx.Free()
-	in := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})
-	y, err := ctx.Scale(in[0], 2)
-	require.NoError(t, err)
-	g, err := ctx.NewGraph(8)
-	require.NoError(t, err)
-	require.NoError(t, g.Expand(y))
-	ga := NewGallocr(b.BufferType())
-	defer ga.Free()
-	require.NoError(t, ga.AllocGraph(g))
+	out := slowReports(t, time.Hour)
+	b, g := deviceGraph(t)
 	require.NoError(t, b.Compute(g))
 	b.Wait()
 	assert.Empty(t, out.String())
@@ -87,10 +99,7 @@ func TestSlowWaitsAreReported(t *testing.T) {
 // TestSlowBuffersAreReported: a buffer's allocation or release over the
 // threshold is reported with its size.
 func TestSlowBuffersAreReported(t *testing.T) {
-	defer func(d time.Duration, w io.Writer) { slowCompute, slowComputeOut = d, w }(slowCompute, slowComputeOut)
-	var out bytes.Buffer
-	slowComputeOut = &out
-	slowCompute = time.Nanosecond
+	out := slowReports(t, time.Nanosecond)
 	b := cpu(t, 1)
 	buf, err := b.BufferType().Alloc(4096)
 	require.NoError(t, err)
@@ -102,24 +111,8 @@ func TestSlowBuffersAreReported(t *testing.T) {
 // log keeps, a wait names the last ones only, each by its own number, and
 // a wait for an older one names none.
 func TestSlowWaitsNameOnlyLaunchesTheLogKeeps(t *testing.T) {
-	defer func(d time.Duration, w io.Writer) { slowCompute, slowComputeOut = d, w }(slowCompute, slowComputeOut)
-	var out bytes.Buffer
-	slowComputeOut = &out
-	slowCompute = time.Hour
-	b := cpu(t, 1)
-	require.NoError(t, b.ComputeAsDevice())
-	ctx, err := NewContext(32, 32)
-	require.NoError(t, err)
-	defer ctx.Free()
-	in := place(t, b, ctx, [][]float32{{1, 2}}, []int64{2})
-	y, err := ctx.Scale(in[0], 2)
-	require.NoError(t, err)
-	g, err := ctx.NewGraph(8)
-	require.NoError(t, err)
-	require.NoError(t, g.Expand(y))
-	ga := NewGallocr(b.BufferType())
-	defer ga.Free()
-	require.NoError(t, ga.AllocGraph(g))
+	out := slowReports(t, time.Hour)
+	b, g := deviceGraph(t)
 	const n = 20
 	for i := 0; i < n; i++ {
 		require.NoError(t, b.Compute(g))
