@@ -136,9 +136,7 @@ func (dp *dataParallel) wholeGradBuckets(params []*Tensor) (flats []*gradBucket,
 // backward's sum) stays queued where it is: the norm and the product read
 // the flat buffer, not it, and come after it in the graph.
 func (e *Engine) scaleBucket(b *gradBucket, coef *Tensor) error {
-	err := e.inPlace(b.flat, []*Tensor{coef}, func(c ctx, base node, in []node) (node, error) {
-		return c.MulInplace(base, in[0])
-	})
+	err := e.mulInPlace(b.flat, coef)
 	for i, sl := range b.slices {
 		if err != nil {
 			return err
@@ -166,7 +164,13 @@ func (e *Engine) scaleGrad(p, coef *Tensor) error {
 		}
 		return e.setGrad(p, scaled)
 	}
-	return e.inPlace(g, []*Tensor{coef}, func(c ctx, base node, in []node) (node, error) {
+	return e.mulInPlace(g, coef)
+}
+
+// mulInPlace queues dst (a placed f32 tensor) times k (one element, or
+// dst's shape), written into dst's own memory: one kernel.
+func (e *Engine) mulInPlace(dst, k *Tensor) error {
+	return e.inPlace(dst, []*Tensor{k}, func(c ctx, base node, in []node) (node, error) {
 		return c.MulInplace(base, in[0])
 	})
 }

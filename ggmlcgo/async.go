@@ -149,20 +149,9 @@ func (b *Backend) waitLocked() {
 	if !b.queued {
 		return
 	}
-	started := time.Now()
 	if r := b.replay; r != nil && r.state != nil {
-		var done int64
-		if slowCompute > 0 {
-			done = int64(C.gglua_replay_done(r.state))
-		}
-		end := blocked()
-		C.gglua_replay_wait(r.state, &r.lanes[0], C.int(len(r.lanes)))
-		end()
-		if slowCompute > 0 {
-			b.reportSlowWait(started, done, b.launches)
-		}
+		b.blockOn(b.launches, func() { C.gglua_replay_wait(r.state, &r.lanes[0], C.int(len(r.lanes))) })
 	}
-	b.waited += time.Since(started)
 	b.setQueued(false)
 }
 
@@ -249,19 +238,27 @@ func (b *Backend) WaitFor(launch int64) {
 	if !b.queued || launch <= int64(C.gglua_replay_done(r.state)) {
 		return
 	}
-	started, done := time.Now(), int64(0)
-	if slowCompute > 0 {
-		done = int64(C.gglua_replay_done(r.state))
-	}
-	end := blocked()
-	C.gglua_replay_wait_for(r.state, &r.lanes[0], C.int(len(r.lanes)), C.int64_t(launch))
-	end()
-	if slowCompute > 0 {
-		b.reportSlowWait(started, done, launch)
-	}
-	b.waited += time.Since(started)
+	b.blockOn(launch, func() { C.gglua_replay_wait_for(r.state, &r.lanes[0], C.int(len(r.lanes)), C.int64_t(launch)) })
 	b.setQueued(r.busyLanes() != 0)
 	b.releaseUploadsLocked(int64(C.gglua_replay_done(r.state)))
+}
+
+// blockOn runs wait, a wait for b's graphs up to launch upTo: the host is
+// marked blocked meanwhile (DeviceBlockedFor), the time is added to b's
+// WaitTime, and a slow wait is reported (b.mu is held, b has a replayer).
+func (b *Backend) blockOn(upTo int64, wait func()) {
+	var done int64
+	if slowCompute > 0 {
+		done = int64(C.gglua_replay_done(b.replay.state))
+	}
+	started := time.Now()
+	end := blocked()
+	wait()
+	end()
+	if slowCompute > 0 {
+		b.reportSlowWait(started, done, upTo)
+	}
+	b.waited += time.Since(started)
 }
 
 // blockedSince is when the host began to wait for a device's work (unix

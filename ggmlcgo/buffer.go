@@ -100,11 +100,11 @@ func (b Buffer) Bytes() []byte {
 func (b Buffer) Free() {
 	if b.p != nil {
 		WaitDevices()
-		if slowCompute == 0 {
-			C.ggml_backend_buffer_free(b.p)
-			return
+		var started time.Time
+		var size int64
+		if slowCompute > 0 {
+			started, size = time.Now(), b.Size()
 		}
-		started, size := time.Now(), b.Size()
 		C.ggml_backend_buffer_free(b.p)
 		reportSlowCall("freeing", size, started)
 	}

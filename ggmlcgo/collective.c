@@ -6,6 +6,13 @@
 #include "gglua_collective.h"
 #include "gglua_ops.h"
 
+// scale multiplies count floats at v by k.
+static void scale(float * v, int64_t count, float k) {
+    for (int64_t i = 0; i < count; i++) {
+        v[i] *= k;
+    }
+}
+
 void gglua_all_reduce_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) nth;
     gglua_collective * c = userdata;
@@ -31,11 +38,7 @@ void gglua_all_reduce_f32(struct ggml_tensor * dst, int ith, int nth, void * use
     }
     // As NCCL's average of floats, times 1/world (a power of two's is
     // exact: then the same as dividing first, as PyTorch DDP does).
-    const float k = 1.0f / (float) c->world;
-    float * v = a->data;
-    for (int64_t i = 0; i < n; i++) {
-        v[i] *= k;
-    }
+    scale(a->data, n, 1.0f / (float) c->world);
 }
 
 void gglua_all_reduce_join_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
@@ -50,11 +53,7 @@ void gglua_all_reduce_join_f32(struct ggml_tensor * dst, int ith, int nth, void 
 // times *(float *) arg, as the sum of that many processes holding the same
 // values would be.
 int gglua_scale_sum(void * data, int64_t count, void * arg) {
-    const float k = *(const float *) arg;
-    float * v = data;
-    for (int64_t i = 0; i < count; i++) {
-        v[i] *= k;
-    }
+    scale(data, count, *(const float *) arg);
     return 0;
 }
 

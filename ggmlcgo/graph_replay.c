@@ -45,6 +45,7 @@
 // Launches are numbered by the caller. Since each launch follows all the
 // work queued before it, a lane that is done has finished every graph up
 // to its last: `done` is the last launch known finished.
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,9 +125,10 @@ static bool put_tensor(struct record * r, const struct ggml_tensor * t) {
     return ok;
 }
 
-_Static_assert(sizeof(struct gglua_custom_op_params) % sizeof(int64_t) == 0 &&
-                   sizeof(struct gglua_custom_op_params) < GGLUA_MAX_OP_PARAMS,
-               "a custom node's parameters are whole words of op_params");
+// The bytes between a custom node's n_tasks and userdata: padding.
+#define CUSTOM_PAD_AT (offsetof(struct gglua_custom_op_params, n_tasks) + sizeof(int))
+#define CUSTOM_PAD_LEN (offsetof(struct gglua_custom_op_params, userdata) - CUSTOM_PAD_AT)
+_Static_assert(sizeof(struct gglua_custom_op_params) <= GGLUA_MAX_OP_PARAMS, "a custom node's parameters fit op_params");
 
 // describe writes everything about g that its kernels depend on.
 static bool describe(struct record * r, struct ggml_cgraph * g) {
@@ -136,25 +138,17 @@ static bool describe(struct record * r, struct ggml_cgraph * g) {
     for (int i = 0; i < n && ok; i++) {
         const struct ggml_tensor * t = ggml_graph_node(g, i);
         ok = put_tensor(r, t) && put(r, t->op) && put(r, t->flags);
+        int64_t params[GGLUA_MAX_OP_PARAMS / sizeof(int64_t)];
+        memcpy(params, t->op_params, sizeof params);
         if (t->op == GGML_OP_CUSTOM) {
-            // The struct's fields, not its bytes: the padding after
-            // n_tasks is whatever ggml's stack held, and would make
-            // identical graphs differ (most steps' backward graphs, with
-            // gglua's kernels, were launched node by node).
-            struct gglua_custom_op_params p;
-            memcpy(&p, t->op_params, sizeof p);
-            ok = ok && put(r, (int64_t) (intptr_t) p.fun) && put(r, p.n_tasks) && put(r, (int64_t) (intptr_t) p.userdata);
-            int64_t rest[(GGLUA_MAX_OP_PARAMS - sizeof p) / sizeof(int64_t)]; // zeros, as ggml made them
-            memcpy(rest, (const char *) t->op_params + sizeof p, sizeof rest);
-            for (size_t k = 0; k < sizeof rest / sizeof rest[0]; k++) {
-                ok = ok && put(r, rest[k]);
-            }
-        } else {
-            int64_t params[GGLUA_MAX_OP_PARAMS / sizeof(int64_t)];
-            memcpy(params, t->op_params, sizeof params);
-            for (size_t k = 0; k < sizeof params / sizeof params[0]; k++) {
-                ok = ok && put(r, params[k]);
-            }
+            // The struct's fields, not its padding: ggml copies the struct
+            // whole, the bytes after n_tasks whatever its stack held, which
+            // would make identical graphs differ (most steps' backward
+            // graphs, with gglua's kernels, were launched node by node).
+            memset((char *) params + CUSTOM_PAD_AT, 0, CUSTOM_PAD_LEN);
+        }
+        for (size_t k = 0; k < sizeof params / sizeof params[0]; k++) {
+            ok = ok && put(r, params[k]);
         }
         for (int s = 0; s < GGLUA_MAX_SRC && ok; s++) {
             if (t->src[s]) {

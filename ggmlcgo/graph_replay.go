@@ -175,13 +175,19 @@ func (b *Backend) replayCountsLocked() ReplayCounts {
 	return ReplayCounts{Replayed: int64(rp), Captured: int64(cp), Launched: int64(ln)}
 }
 
-// scribbleCustomPadding writes v into the unused bytes after a custom
-// node's n_tasks, which ggml leaves as its stack held them (for tests).
-func scribbleCustomPadding(t Tensor, v uint32) {
-	var p C.struct_gglua_custom_op_params
-	at := unsafe.Add(unsafe.Pointer(&t.p.op_params[0]), unsafe.Offsetof(p.n_tasks)+unsafe.Sizeof(p.n_tasks))
-	*(*uint32)(at) = v
+// opParamWord is the 32-bit word at byte off of t's op parameters (for
+// tests).
+func opParamWord(t Tensor, off uintptr) *uint32 {
+	return (*uint32)(unsafe.Add(unsafe.Pointer(&t.p.op_params[0]), off))
 }
+
+// customPadding, customNTasks and customUserdata are where a custom
+// node's parameters hold the padding after n_tasks (which ggml leaves as
+// its stack held it), n_tasks and userdata (for tests).
+var customPadding, customNTasks, customUserdata = func() (uintptr, uintptr, uintptr) {
+	var p C.struct_gglua_custom_op_params
+	return unsafe.Offsetof(p.n_tasks) + unsafe.Sizeof(p.n_tasks), unsafe.Offsetof(p.n_tasks), unsafe.Offsetof(p.userdata)
+}()
 
 // busyLanes is the lanes with queued work, lane k as bit k (for tests).
 func (r *replayer) busyLanes() int { return int(C.gglua_replay_busy(r.state)) }

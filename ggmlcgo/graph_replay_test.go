@@ -118,10 +118,13 @@ func TestReplayOnlyAGraphIdenticalToTheLast(t *testing.T) {
 // TestReplayIgnoresACustomNodesPadding: ggml copies a custom node's
 // parameters with the bytes after n_tasks unset, so two identical graphs
 // of gglua's kernels may differ there; they still replay (else most
-// backward steps were launched node by node).
+// backward steps were launched node by node). Every other word of the
+// parameters (n_tasks, userdata, the zeros after the struct) still makes
+// a graph another.
 func TestReplayIgnoresACustomNodesPadding(t *testing.T) {
-	b, buf := replayingCPU(t)
-	step := func(padding uint32) []float32 {
+	// step computes relu of a placed input with one word of the node's
+	// parameters (at byte off) set to v.
+	step := func(b *Backend, buf Buffer, off uintptr, v uint32) []float32 {
 		ctx, err := NewContext(8, 8)
 		require.NoError(t, err)
 		defer ctx.Free()
@@ -131,7 +134,7 @@ func TestReplayIgnoresACustomNodesPadding(t *testing.T) {
 		require.NoError(t, x.Set(f32bytes(-1, 2, -3, 4)))
 		y, err := ctx.ReluKernel(x)
 		require.NoError(t, err)
-		scribbleCustomPadding(y, padding)
+		*opParamWord(y, off) = v
 		g, err := ctx.NewGraph(8)
 		require.NoError(t, err)
 		require.NoError(t, g.Expand(y))
@@ -141,8 +144,22 @@ func TestReplayIgnoresACustomNodesPadding(t *testing.T) {
 		require.NoError(t, y.Get(out))
 		return bytesf32(out)
 	}
+	b, buf := replayingCPU(t)
 	for i, padding := range []uint32{0, 0x7f00, 0xdeadbeef} {
-		assert.Equal(t, []float32{0, 2, 0, 4}, step(padding))
+		assert.Equal(t, []float32{0, 2, 0, 4}, step(b, buf, customPadding, padding))
 		assert.Equal(t, ReplayCounts{Launched: 1, Captured: min(int64(i), 1), Replayed: max(int64(i)-1, 0)}, b.Replays(), "step %d", i)
+	}
+	// Relu's kernel runs with any thread count and reads no userdata, so
+	// only the record sees these.
+	for _, c := range []struct {
+		name   string
+		off    uintptr
+		before uint32
+	}{{"n_tasks", customNTasks, 0xffffffff}, {"userdata", customUserdata, 0}, {"a word after the struct", 56, 0}} {
+		b, buf := replayingCPU(t)
+		step(b, buf, c.off, c.before)
+		step(b, buf, c.off, c.before)
+		step(b, buf, c.off, 1)
+		assert.Equal(t, ReplayCounts{Launched: 2, Captured: 1}, b.Replays(), c.name)
 	}
 }
