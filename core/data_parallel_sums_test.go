@@ -146,6 +146,28 @@ func refGrads(t *testing.T, dtype ...ggmlcgo.Type) [][]float32 {
 	return gradsOf(t, params)
 }
 
+// averagedRef is refGrads as the collective that multiplies by 3 averages
+// them over two processes: 1.5 times one process's.
+func averagedRef(t *testing.T, dtype ...ggmlcgo.Type) [][]float32 {
+	t.Helper()
+	grads := refGrads(t, dtype...)
+	for i := range grads {
+		grads[i] = scaledBy(1.5, grads[i])
+	}
+	return grads
+}
+
+// l2Norm is the L2 norm of all of grads, in float64.
+func l2Norm(grads [][]float32) float64 {
+	var sq float64
+	for _, g := range grads {
+		for _, v := range g {
+			sq += float64(v) * float64(v)
+		}
+	}
+	return math.Sqrt(sq)
+}
+
 // assertScaled checks got = k·want, element by element.
 func assertScaled(t *testing.T, k float32, want, got [][]float32) {
 	t.Helper()
@@ -441,15 +463,8 @@ func TestInGraphSumsOfBF16Weights(t *testing.T) {
 // gradients worked out here from one process's.
 func TestInGraphSumsThenClipping(t *testing.T) {
 	const maxNorm = 0.3
-	summed := refGrads(t)
-	var sq float64
-	for i := range summed {
-		summed[i] = scaledBy(1.5, summed[i])
-		for _, v := range summed[i] {
-			sq += float64(v) * float64(v)
-		}
-	}
-	norm := math.Sqrt(sq)
+	summed := averagedRef(t)
+	norm := l2Norm(summed)
 	coef := float32(maxNorm / (norm + 1e-6))
 	require.Less(t, coef, float32(1), "the test clips")
 	for _, inGraph := range []bool{true, false} {
@@ -500,17 +515,8 @@ func TestClippingSomeParametersOfABucket(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 100 // buckets [b3 W3 b2] [W2] [b1] [W1]
 	const maxNorm = 0.1
-	summed := refGrads(t)
-	var sq float64
-	for i := range summed {
-		summed[i] = scaledBy(1.5, summed[i])
-		for _, v := range summed[i] {
-			if i < 4 {
-				sq += float64(v) * float64(v)
-			}
-		}
-	}
-	norm := math.Sqrt(sq)
+	summed := averagedRef(t)
+	norm := l2Norm(summed[:4])
 	coef := float32(maxNorm / (norm + 1e-6))
 	require.Less(t, coef, float32(1), "the test clips")
 	for _, eager := range []bool{false, true} {
