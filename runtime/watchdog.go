@@ -100,37 +100,37 @@ func watchHeap(limit int64, trip func()) (stop func()) {
 	}
 }
 
-// watch samples the heap while there are calls to watch.
+// collect is the collection the watchdog asks for (a variable so that a
+// test can make one that does not end).
+var collect = goruntime.GC
+
+// watch samples the heap while there are calls to watch. A collection it
+// asks for runs on a goroutine of its own while the sampling goes on: it
+// cannot end while the script's goroutine is inside one long copy (a
+// concatenation of hundreds of megabytes, slower still where page faults
+// are dear), and meanwhile the heap may pass a limit's certain size,
+// which must end the call before the copy after it begins.
 func watch() {
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
-	var check []*heapWatch
-	for range tick.C {
+	var collected chan []*heapWatch // while a collection runs: the watches to judge after it
+	for {
+		var judge []*heapWatch
+		select {
+		case <-tick.C:
+		case judge = <-collected:
+			collected = nil
+		}
+		heap, live := heapSample()
+		var check []*heapWatch
 		watchdog.mu.Lock()
 		if len(watchdog.watches) == 0 {
+			// A collection still running sends into its buffer and ends.
 			watchdog.running = false
 			watchdog.mu.Unlock()
 			return
 		}
-		heap, live := heapSample()
-		check = check[:0]
-		for w := range watchdog.watches {
-			switch {
-			case live-w.baseLive > w.limit, w.certain > 0 && heap > w.certain:
-				delete(watchdog.watches, w)
-				w.trip()
-			case heap > w.next:
-				check = append(check, w)
-			}
-		}
-		watchdog.mu.Unlock()
-		if len(check) == 0 {
-			continue
-		}
-		goruntime.GC() // much of what is over may be garbage
-		heap, live = heapSample()
-		watchdog.mu.Lock()
-		for _, w := range check {
+		for _, w := range judge {
 			if _, ok := watchdog.watches[w]; !ok {
 				continue
 			}
@@ -144,6 +144,22 @@ func watch() {
 				w.next = max(w.base+w.limit, heap+w.limit/8)
 			}
 		}
+		for w := range watchdog.watches {
+			switch {
+			case live-w.baseLive > w.limit, w.certain > 0 && heap > w.certain:
+				delete(watchdog.watches, w)
+				w.trip()
+			case heap > w.next && collected == nil:
+				check = append(check, w)
+			}
+		}
 		watchdog.mu.Unlock()
+		if len(check) > 0 { // much of what is over may be garbage
+			collected = make(chan []*heapWatch, 1)
+			go func(done chan<- []*heapWatch) {
+				collect()
+				done <- check
+			}(collected)
+		}
 	}
 }

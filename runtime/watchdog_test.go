@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	goruntime "runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,4 +66,43 @@ func TestHeapLimitDefaults(t *testing.T) {
 		assert.Equal(t, c.want, rt.heapLimit, "%+v", c.opts)
 		rt.Close()
 	}
+}
+
+// TestWatchdogSamplesWhileItCollects: a collection the watchdog asks for
+// may not end while the script copies one huge string; the heap passing
+// the limit's certain size meanwhile still trips it.
+func TestWatchdogSamplesWhileItCollects(t *testing.T) {
+	// No collection of the runtime's own before the watchdog's: one
+	// would find the first allocation live and trip at once.
+	defer debug.SetGCPercent(debug.SetGCPercent(1000))
+	const limit = 16 << 20
+	release := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	collect = func() {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	defer func() { collect = goruntime.GC }()
+	defer close(release)
+
+	var tripped atomic.Bool
+	stop := watchHeap(limit, func() { tripped.Store(true) })
+	defer stop()
+	sink = append(sink, make([]byte, limit+limit/2)) // over the limit: the watchdog collects
+	select {
+	case <-asked:
+	case <-time.After(time.Second):
+		t.Fatal("the watchdog did not collect when the heap passed its limit")
+	}
+	assert.False(t, tripped.Load(), "not over for certain yet")
+	sink = append(sink, make([]byte, garbageFactor()*limit)) // past limit × (1 + GOGC/100) while the collection hangs
+	deadline := time.Now().Add(time.Second)
+	for !tripped.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.True(t, tripped.Load(), "the certain size trips during a collection")
+	sink = nil
 }
