@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -179,6 +180,15 @@ func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) e
 	}
 	e.dp = dp
 	return nil
+}
+
+// DataParallelParams returns the parameters whose gradients every
+// Backward averages (nil: none).
+func (e *Engine) DataParallelParams() []*Tensor {
+	if e.dp == nil {
+		return nil
+	}
+	return slices.Clone(e.dp.params)
 }
 
 // dropGrads forgets every parameter's gradient: after a failed or dropped
