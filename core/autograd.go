@@ -189,6 +189,11 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
 	built = true
+	if e.averages() {
+		if err := e.keepUnusedGrads(); err != nil {
+			return nil, fmt.Errorf("backward: %w", err)
+		}
+	}
 	out := map[*Tensor]*Tensor{}
 	for _, leaf := range leaves {
 		out[leaf] = leaf.grad

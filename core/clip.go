@@ -46,7 +46,7 @@ func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error
 			return err
 		}
 		for _, f := range flats {
-			if err := add(f.flat); err != nil {
+			if err := add(f.grads); err != nil {
 				return err
 			}
 		}
@@ -136,7 +136,7 @@ func (dp *dataParallel) wholeGradBuckets(params []*Tensor) (flats []*gradBucket,
 // backward's sum) stays queued where it is: the norm and the product read
 // the flat buffer, not it, and come after it in the graph.
 func (e *Engine) scaleBucket(b *gradBucket, coef *Tensor) error {
-	err := e.mulInPlace(b.flat, coef)
+	err := e.mulInPlace(b.grads, coef)
 	for i, sl := range b.slices {
 		if err != nil {
 			return err
@@ -145,7 +145,7 @@ func (e *Engine) scaleBucket(b *gradBucket, coef *Tensor) error {
 			e.holdAt(sl, sl.queued)
 			sl.pending = false // inPlace then leaves the hold where it is
 		}
-		err = e.inPlace(sl, []*Tensor{b.flat}, func(c ctx, _ node, in []node) (node, error) {
+		err = e.inPlace(sl, []*Tensor{b.grads}, func(c ctx, _ node, in []node) (node, error) {
 			return sliceOf(c, in[0], sl.shape, b.offs[i])
 		})
 	}

@@ -115,6 +115,16 @@ type dataParallel struct {
 	queued  bool             // in-graph sums are pending (data_parallel_sums.go)
 	summing bool             // a Backward is queueing in-graph sums
 	paused  int              // inside NoSync: Backward accumulates locally
+	flags   *Tensor          // the used flags: [len(params)] after the last bucket's gradients, summed with them
+	flagAt  map[*Tensor]int  // each parameter's flag
+	unused  []unusedGrad     // this Backward's parameters that got no gradient here
+}
+
+// unusedGrad is a parameter this process gave no gradient, and the .grad
+// it had before the Backward.
+type unusedGrad struct {
+	p, grad *Tensor
+	zero    bool
 }
 
 // slot is a parameter's place: bucket k, index i in it.
@@ -122,10 +132,12 @@ type slot struct{ k, i int }
 
 // gradBucket is one flat buffer and its parameters' slices of it.
 type gradBucket struct {
-	flat   *Tensor   // persistent f32 [n]
+	flat   *Tensor   // persistent f32 [n] (the last bucket: [n + len(params)], the used flags after)
+	grads  *Tensor   // flat's gradients: flat, or a view of its first n elements
 	params []*Tensor // in order
 	slices []*Tensor // params[i]'s gradient's place in flat: persistent tensors sharing its memory
 	offs   []int64   // slices[i] starts at flat's element offs[i]
+	flags  *Tensor   // the last bucket's used flags (else nil)
 }
 
 // SetDataParallel makes every later Backward average the gradients of
@@ -134,7 +146,8 @@ type gradBucket struct {
 // with sum between graph computes (nil params: stop). Every
 // process must call Backward equally often (each call is a collective), and
 // a parameter that got no gradient on this process adds zeros, so all of
-// them get the average, as DDP with find_unused_parameters does.
+// them get the average, and one that no process gave a gradient keeps the
+// .grad it had (keepUnusedGrads), as DDP with find_unused_parameters does.
 func (e *Engine) SetDataParallel(params []*Tensor, world int, sum func(Buffer) error, coll *GraphCollective) error {
 	if e.dp != nil {
 		// Pending averages read the buckets through the views freed below
@@ -214,18 +227,18 @@ func (dp *dataParallel) ready(e *Engine) error {
 	}
 	dp.free()
 	dp.buckets = nil
-	meta, err := ggmlcgo.NewContext(len(dp.params)+1, 0)
+	meta, err := ggmlcgo.NewContext(len(dp.params)+3, 0)
 	if err != nil {
 		return err
 	}
 	dp.meta = meta
 	var group []*Tensor
 	var bytes int64
-	flush := func() error {
+	flush := func(flags int64) error {
 		if len(group) == 0 {
 			return nil
 		}
-		b, err := e.newBucket(meta, group, bytes/4)
+		b, err := e.newBucket(meta, group, bytes/4, flags)
 		if err != nil {
 			return err
 		}
@@ -246,15 +259,20 @@ func (dp *dataParallel) ready(e *Engine) error {
 	}
 	for _, p := range params {
 		if n := 4 * p.Numel(); bytes > 0 && bytes+n > bound {
-			if err := flush(); err != nil {
+			if err := flush(0); err != nil {
 				return err
 			}
 		}
 		group = append(group, p)
 		bytes += 4 * p.Numel()
 	}
-	if err := flush(); err != nil {
+	if err := flush(int64(len(dp.params))); err != nil { // the last bucket carries the used flags
 		return err
+	}
+	dp.flags = dp.buckets[len(dp.buckets)-1].flags
+	dp.flagAt = map[*Tensor]int{}
+	for i, p := range dp.params {
+		dp.flagAt[p] = i
 	}
 	dp.place, dp.slices = map[*Tensor]slot{}, map[*Tensor]bool{}
 	for k, b := range dp.buckets {
@@ -267,32 +285,48 @@ func (dp *dataParallel) ready(e *Engine) error {
 }
 
 // newBucket allocates a flat buffer of n elements for params and their
-// slices of it, in order.
-func (e *Engine) newBucket(meta *ggmlcgo.Context, params []*Tensor, n int64) (gradBucket, error) {
-	h, err := e.res.Alloc(residency.Request{Shape: []int{int(n)}, Scope: residency.Persistent})
+// slices of it, in order, and flags more for the used flags (0: none).
+func (e *Engine) newBucket(meta *ggmlcgo.Context, params []*Tensor, n, flags int64) (gradBucket, error) {
+	h, err := e.res.Alloc(residency.Request{Shape: []int{int(n + flags)}, Scope: residency.Persistent})
 	if err == nil {
 		err = h.Zero()
 	}
 	if err != nil {
 		return gradBucket{}, fmt.Errorf("data parallel: gradient bucket: %w", err)
 	}
-	b := gradBucket{flat: &Tensor{shape: []int{int(n)}, dtype: ggmlcgo.F32, handle: h, engine: e}, params: params}
+	b := gradBucket{flat: &Tensor{shape: []int{int(n + flags)}, dtype: ggmlcgo.F32, handle: h, engine: e}, params: params}
 	flat, err := h.Tensor()
 	if err != nil {
 		return gradBucket{}, err
 	}
-	var off int64
-	for _, p := range params {
-		v, err := sliceOf(meta, flat, p.shape, off)
+	alias := func(shape []int, off int64) (*Tensor, error) {
+		v, err := sliceOf(meta, flat, shape, off)
 		if err == nil {
 			err = v.InitView()
 		}
 		if err != nil {
-			return gradBucket{}, fmt.Errorf("data parallel: gradient bucket: %w", err)
+			return nil, fmt.Errorf("data parallel: gradient bucket: %w", err)
 		}
-		b.slices = append(b.slices, &Tensor{shape: p.Shape(), dtype: ggmlcgo.F32, handle: h.Alias(v, p.shape), engine: e})
+		return &Tensor{shape: slices.Clone(shape), dtype: ggmlcgo.F32, handle: h.Alias(v, shape), engine: e}, nil
+	}
+	var off int64
+	for _, p := range params {
+		sl, err := alias(p.shape, off)
+		if err != nil {
+			return gradBucket{}, err
+		}
+		b.slices = append(b.slices, sl)
 		b.offs = append(b.offs, off)
 		off += p.Numel()
+	}
+	b.grads = b.flat
+	if flags > 0 {
+		if b.grads, err = alias([]int{int(n)}, 0); err != nil {
+			return gradBucket{}, err
+		}
+		if b.flags, err = alias([]int{int(flags)}, n); err != nil {
+			return gradBucket{}, err
+		}
 	}
 	return b, nil
 }
@@ -330,10 +364,12 @@ func (e *Engine) averageGrads() error {
 	if err := dp.ready(e); err != nil {
 		return err
 	}
+	dp.unused = nil
 	for _, b := range dp.buckets {
 		for i, p := range b.params {
 			g := p.grad
 			if g == nil || p.gradZero { // no gradient here: this process adds zeros
+				dp.unused = append(dp.unused, unusedGrad{p, p.grad, p.gradZero})
 				z, err := e.fillLike(b.slices[i], 0)
 				if err != nil {
 					return err
@@ -345,6 +381,9 @@ func (e *Engine) averageGrads() error {
 			}
 		}
 	}
+	if err := dp.writeFlags(e); err != nil {
+		return err
+	}
 	if err := e.Realize(); err != nil {
 		return err
 	}
@@ -353,6 +392,59 @@ func (e *Engine) averageGrads() error {
 	// optimizer) while a device still computes the gradients.
 	dp.due = true
 	return dp.setAverages(e)
+}
+
+// writeFlags queues the used flags' write: 1 for each parameter with a
+// gradient here, 0 for dp.unused. Summed across the processes with the
+// last bucket, a flag is 0 only where no process had a gradient.
+func (dp *dataParallel) writeFlags(e *Engine) error {
+	var flags *Tensor
+	var err error
+	if len(dp.unused) == 0 { // the common case: a fill, no upload
+		flags, err = e.fillLike(dp.flags, 1)
+	} else {
+		vals := make([]float32, len(dp.params))
+		for i := range vals {
+			vals[i] = 1
+		}
+		for _, u := range dp.unused {
+			vals[dp.flagAt[u.p]] = 0
+		}
+		flags, err = e.constants(vals)
+	}
+	if err != nil {
+		return err
+	}
+	return e.writeInPlace(dp.flags, flags)
+}
+
+// keepUnusedGrads gives back their .grad to the parameters that no process
+// gave a gradient in this Backward: they had the average of zeros, which
+// an optimizer would step with (Adam's moments, weight decay), where one
+// process alone leaves them untouched and skips them. PyTorch DDP with
+// find_unused_parameters does the same. Finding out takes the sums'
+// result, so a process with unused parameters computes its step here; one
+// that used them all (the usual case) does not wait.
+func (e *Engine) keepUnusedGrads() error {
+	dp := e.dp
+	unused := dp.unused
+	dp.unused = nil
+	if len(unused) == 0 {
+		return nil
+	}
+	if err := e.Realize(); err != nil {
+		return err
+	}
+	used, err := dp.flags.Float32s()
+	if err != nil {
+		return err
+	}
+	for _, u := range unused {
+		if used[dp.flagAt[u.p]] == 0 {
+			u.p.grad, u.p.gradZero = u.grad, u.zero
+		}
+	}
+	return nil
 }
 
 // setAverages queues each parameter's gradient = its bucket slice (the

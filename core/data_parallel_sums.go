@@ -84,6 +84,7 @@ func (e *Engine) startSums() (*gradSums, error) {
 		return nil, err
 	}
 	s := &gradSums{e: e, dp: dp, done: map[*Tensor]bool{}}
+	dp.unused = nil
 	dp.summing = true // until finish or abandon
 	for _, b := range dp.buckets {
 		s.left = append(s.left, len(b.params))
@@ -137,7 +138,8 @@ func (s *gradSums) write(p, g *Tensor) error {
 		return nil // the slice holds p's gradient already (a queued update of it needs its hold below)
 	case acc:
 		g = p.grad
-	default:
+	default: // no gradient here: this process adds zeros
+		s.dp.unused = append(s.dp.unused, unusedGrad{p, p.grad, p.gradZero})
 		g, err = e.fillLike(slice, 0)
 	}
 	if err != nil {
@@ -195,8 +197,16 @@ func (dp *dataParallel) ownGrads(e *Engine) (func(), error) {
 	}, nil
 }
 
-// queueSum queues bucket k's AllReduceMean.
+// queueSum queues bucket k's AllReduceMean. The last bucket is queued
+// once every parameter is final, and carries the used flags.
 func (s *gradSums) queueSum(k int) error {
+	if k == len(s.dp.buckets)-1 {
+		if err := s.dp.writeFlags(s.e); err != nil {
+			return err
+		}
+		// Held where it is, as a slice's write, so that abandon unqueues it.
+		s.writes = append(s.writes, sliceWrite{s.dp.flags, s.e.holdAt(s.dp.flags, len(s.e.pending))})
+	}
 	coll := s.dp.coll.C
 	s.dp.queued = true // before newOp, which may compute at once (eager mode)
 	sum, err := s.e.newOp("all_reduce_mean", []int{1}, []*Tensor{s.dp.buckets[k].flat}, func(c ctx, in []node) (node, error) {

@@ -1,0 +1,42 @@
+package tests
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestParametersNoRankUsedKeepNoGradient: under mpirun, a parameter no
+// rank puts in its loss has no gradient and Adam leaves it, as in one
+// process (with the average of zeros for a gradient Adam would go on
+// moving it); one only rank 0 uses gets the average on every rank. Summing
+// in the graph and between computes.
+func TestParametersNoRankUsedKeepNoGradient(t *testing.T) {
+	alone, errOut, code := runJob(t, nil, gglua, "dist/unused_params.lua")
+	require.Equal(t, 0, code, errOut)
+	one := strings.Split(strings.TrimSpace(alone), "\n")
+	for _, sums := range []string{"graph", "between"} {
+		t.Run(sums, func(t *testing.T) {
+			out, errOut, code, ranks := mpirun(t, []string{"GGLUA_DIST_SUMS=" + sums}, 2, "dist/unused_params.lua")
+			require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
+			for step := 1; step <= 3; step++ {
+				key := "QGRAD" + strconv.Itoa(step)
+				assert.Equal(t, field(t, one, key), field(t, r0, key), "%s: q's gradient as alone", key)
+				assert.Equal(t, field(t, r0, key), field(t, r1, key), key)
+				key = "RGRAD" + strconv.Itoa(step)
+				assert.NotEqual(t, "nil", field(t, r1, key), "%s: rank 0 used r, so rank 1 has its average", key)
+				assert.Equal(t, field(t, r0, key), field(t, r1, key), key)
+			}
+			assert.Equal(t, "nil", field(t, r0, "QGRAD2"))
+			assert.InDeltaSlice(t, floats(t, field(t, one, "Q")), floats(t, field(t, r0, "Q")), 1e-6, "q: Adam stepped it at step 1 only")
+			assert.InDeltaSlice(t, floats(t, field(t, one, "P")), floats(t, field(t, r0, "P")), 1e-6, "p")
+			for _, k := range []string{"P", "Q", "R"} {
+				assert.Equal(t, field(t, r0, k), field(t, r1, k), "the ranks' %s", k)
+			}
+		})
+	}
+}
