@@ -97,7 +97,18 @@ func (e *Engine) NoGrad(fn func() error) error {
 // every leaf that requires grad, adding it to their .grad (until ZeroGrad).
 // It returns the leaves it reached with their gradients. The leaves' .grad
 // change only once every gradient op was built, so a failure changes none.
-func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
+func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
+	built := false // every gradient op was built
+	if e.averages() {
+		if e.dp.broken != nil {
+			return nil, fmt.Errorf("backward: %w", e.dp.broken)
+		}
+		defer func() {
+			if !built {
+				e.dp.outOfStep(err)
+			}
+		}()
+	}
 	if loss.Numel() != 1 {
 		return nil, shapeErrorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
 	}
@@ -121,7 +132,6 @@ func (e *Engine) Backward(loss *Tensor) (map[*Tensor]*Tensor, error) {
 	}
 	grads := map[*Tensor]*Tensor{loss: seed}
 	var sums *gradSums // data parallel, summing in this graph (data_parallel_sums.go)
-	built := false     // every gradient op was built
 	if e.averages() && e.dp.inGraph(e) {
 		if sums, err = e.startSums(); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)

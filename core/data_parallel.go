@@ -118,6 +118,7 @@ type dataParallel struct {
 	flags   *Tensor          // the used flags: [len(params)] after the last bucket's gradients, summed with them
 	flagAt  map[*Tensor]int  // each parameter's flag
 	unused  []unusedGrad     // this Backward's parameters that got no gradient here
+	broken  error            // a Backward that averaged failed here (outOfStep)
 }
 
 // unusedGrad is a parameter this process gave no gradient, and the .grad
@@ -202,6 +203,21 @@ func (e *Engine) DataParallelParams() []*Tensor {
 		return nil
 	}
 	return slices.Clone(e.dp.params)
+}
+
+// outOfStep records that a Backward that was to average failed or
+// panicked (err nil) on this process. The other processes may have run
+// that step's sums, which now wait for this one's; the next sums here
+// would pair with them and mix two steps' gradients. So every later
+// Backward, and the end of the script (FinishCollectives), report it: the
+// process ends with an error and its launcher ends the job, as PyTorch's
+// DDP refuses the next iteration after an unfinished reduction.
+func (dp *dataParallel) outOfStep(err error) {
+	cause := "it panicked"
+	if err != nil {
+		cause = err.Error()
+	}
+	dp.broken = fmt.Errorf("data parallel: a backward failed on this process (%s), so its gradient sums are out of step with the other processes' (each must run every backward): end the job, or turn data parallelism off and on again", cause)
 }
 
 // dropGrads forgets every parameter's gradient: after a failed or dropped
@@ -491,6 +507,9 @@ func (e *Engine) reduceGrads() error {
 // leave the others waiting in theirs (a rank 0 that reads the weights to
 // save them after the last step, say).
 func (e *Engine) FinishCollectives() error {
+	if e.dp != nil && e.dp.broken != nil {
+		return e.dp.broken
+	}
 	if err := e.sumsDue(); err != nil {
 		return err
 	}

@@ -40,11 +40,12 @@ func TestAFailedInGraphSumDropsTheGradients(t *testing.T) {
 }
 
 // TestAFailedBackwardLeavesNoSum: a backward that fails after some buckets'
-// sums were queued (its first layer's input changed in place) drops them,
-// so the next step runs exactly one sum per bucket (a stray one would be a
-// collective the other processes do not run) and its gradients are right;
-// the gradients it would have added to (they are bucket slices) stay, in
-// eager mode too.
+// sums were queued (its first layer's input changed in place) drops them
+// (a stray one would be a collective the other processes do not run); the
+// gradients it would have added to (they are bucket slices) stay, in eager
+// mode too. The other processes may have run that step's sums, so the
+// next backward, and the script's end, refuse with an error that says so;
+// data parallelism turned off and on again works, one sum per bucket.
 func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 4 // a bucket per parameter
@@ -62,10 +63,6 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 		require.NoError(t, x.MoveToDevice(e, residency.Persistent))
 		loss := mlpLoss(t, e, params, x, mlpLabels, e.Relu) // no zero_grad: backward would add
 		require.NoError(t, e.Assign(x, mlpBatch(t)))
-		_, err := e.Backward(loss)
-		require.ErrorContains(t, err, "changed in place")
-		assertScaled(t, 1.5, want, gradsOf(t, params)) // the gradients as they were
-
 		sums := 0
 		e.beforeCompute = func(g *ggmlcgo.Graph) {
 			for _, n := range g.Nodes() {
@@ -74,10 +71,24 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 				}
 			}
 		}
+		_, err := e.Backward(loss)
+		require.ErrorContains(t, err, "changed in place")
+		assertScaled(t, 1.5, want, gradsOf(t, params)) // the gradients as they were
+		assert.Zero(t, sums, "eager %v: no sum of the failed backward runs", eager)
+
+		_, err = e.Backward(mlpLoss(t, e, params, mlpBatch(t), mlpLabels, e.Relu))
+		assert.ErrorContains(t, err, "out of step with the other processes'")
+		assert.ErrorContains(t, err, "changed in place", "names the first failure")
+		assert.ErrorContains(t, e.FinishCollectives(), "out of step")
+		assert.Zero(t, sums)
+
+		require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
+		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
 		mlpBackward(t, e, params, false)
 		got := gradsOf(t, params)
 		assert.Equal(t, len(params), sums, "eager %v: one sum per bucket", eager)
 		assertScaled(t, 1.5, want, got)
+		require.NoError(t, e.FinishCollectives())
 	}
 }
 
@@ -116,7 +127,8 @@ func TestACancelledComputeDropsTheInGraphSums(t *testing.T) {
 
 // TestABackwardThatFailsOrPanicsEndsItsSums: a gradient that fails or
 // panics inside a backward that sums in its graph ends its sums (none
-// stays queued, eager mode computes again).
+// stays queued, eager mode computes again), and the script's end reports
+// the collectives out of step.
 func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 4 // a bucket per parameter: the last layer's sums queued before the failure
@@ -144,6 +156,8 @@ func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
 		}()
 		assert.False(t, e.summing(), "panics %v", panics)
 		assert.False(t, e.dp.queued, "panics %v: a queued sum left", panics)
+		cause := map[bool]string{true: "it panicked", false: assert.AnError.Error()}[panics]
+		assert.ErrorContains(t, e.FinishCollectives(), cause+"), so its gradient sums are out of step")
 		e.SetEager(true)
 		_, err := e.Add(params[1], params[1])
 		require.NoError(t, err)

@@ -40,3 +40,20 @@ func TestParametersNoRankUsedKeepNoGradient(t *testing.T) {
 		})
 	}
 }
+
+// TestABackwardThatFailsOnOneRankEndsTheJob: rank 1's backward fails and
+// the script catches it; its next backward and its end report the sums out
+// of step, and the job ends with an error instead of hanging (or summing
+// rank 1's step 3 with rank 0's step 2).
+func TestABackwardThatFailsOnOneRankEndsTheJob(t *testing.T) {
+	for _, sums := range []string{"graph", "between"} {
+		t.Run(sums, func(t *testing.T) {
+			out, errOut, code, ranks := mpirun(t, []string{"GGLUA_DIST_SUMS=" + sums}, 2, "dist/failed_backward.lua")
+			require.NotEqual(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			r1 := ranks.rankLines(t, 1)
+			assert.Contains(t, field(t, r1, "STEP2"), "false")
+			assert.Contains(t, field(t, r1, "STEP3"), "out of step with the other processes'")
+			assert.Contains(t, errOut, "gradient sums are out of step", "the script's end reports it")
+		})
+	}
+}
