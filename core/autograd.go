@@ -301,3 +301,39 @@ func ZeroGrad(params []*Tensor) {
 		p.gradZero = true
 	}
 }
+
+// ZeroGradToZeros is torch's zero_grad(set_to_none=False): every gradient
+// that exists becomes zeros, in place (whoever holds it sees the zeros),
+// and one that does not stays absent. An optimizer then steps a parameter
+// whose gradient is zeros (Adam's moments decay, weight decay applies),
+// where it skips one without a gradient.
+func ZeroGradToZeros(params []*Tensor) error {
+	for _, p := range params {
+		g := p.Grad()
+		if g == nil {
+			continue
+		}
+		if g.base == nil && g.host != nil && !g.pending { // a host gradient: its storage
+			clear(g.host)
+			g.version++
+			continue
+		}
+		e := g.engine
+		if e != nil && g.handle == nil && g.pending { // a pending result has its buffer once computed
+			if err := e.Realize(); err != nil {
+				return fmt.Errorf("zero_grad: %w", err)
+			}
+		}
+		if e == nil || g.handle == nil {
+			return fmt.Errorf("zero_grad: the gradient of a parameter of shape %s is neither on the host nor placed", ShapeString(p.shape))
+		}
+		z, err := e.fillLike(g, 0)
+		if err == nil {
+			err = e.writeInPlace(g, z)
+		}
+		if err != nil {
+			return fmt.Errorf("zero_grad: %w", err)
+		}
+	}
+	return nil
+}

@@ -226,7 +226,7 @@ end
 
 function Module:eval() return self:train(false) end
 
-function Module:zero_grad() tensor.zero_grad(self:parameters()) end
+function Module:zero_grad(set_to_none) tensor.zero_grad(self:parameters(), set_to_none) end
 
 -- register_buffer keeps a tensor that is state but not a parameter (a
 -- running mean): state_dict and load_state_dict carry it, to_gpu moves it,

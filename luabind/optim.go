@@ -382,8 +382,32 @@ func (env *Env) paramGroup(L *lua.LState, o stepper, g int) *lua.LTable {
 	return tbl
 }
 
-func (o optimizer) step(L *lua.LState) int     { raise(L, o.o.Step()); return 0 }
-func (o optimizer) zeroGrad(L *lua.LState) int { o.o.ZeroGrad(); return 0 }
+func (o optimizer) step(L *lua.LState) int { raise(L, o.o.Step()); return 0 }
+func (o optimizer) zeroGrad(L *lua.LState) int {
+	zeroGrads(L, "optimizer:zero_grad", o.o.Params(), 2)
+	return 0
+}
+
+// zeroGrads is zero_grad with its argument n, set_to_none (true by
+// default, as in torch 2): a boolean or {set_to_none = ...}. true: the
+// gradients go (the next backward sets them); false: each gradient that
+// exists becomes zeros in place.
+func zeroGrads(L *lua.LState, fn string, params []*core.Tensor, n int) {
+	none := true
+	switch v := L.Get(n).(type) {
+	case lua.LBool:
+		none = bool(v)
+	default:
+		o := readOpts(L, fn, n)
+		none = o.boolean("set_to_none", true)
+		o.done()
+	}
+	if none {
+		core.ZeroGrad(params)
+		return
+	}
+	raise(L, core.ZeroGradToZeros(params))
+}
 
 // groupArg reads an optional 1-based group number at n (def when absent).
 func (o optimizer) groupArg(L *lua.LState, fn string, n, def int) int {

@@ -102,7 +102,7 @@ func tensorRequiresGrad(L *lua.LState) int {
 }
 
 func tensorZeroGrad(L *lua.LState) int {
-	core.ZeroGrad(paramsArg(L, "tensor.zero_grad"))
+	zeroGrads(L, "tensor.zero_grad", paramsArg(L, "tensor.zero_grad"), 2)
 	return 0
 }
 

@@ -141,3 +141,57 @@ do
   ok, err = pcall(s4.load_state_dict, s4, c:state_dict())
   assert(not ok and err:find("cosine"), tostring(err))
 end
+
+-- zero_grad(set_to_none): true (the default, as torch 2) takes the
+-- gradients away, and Adam skips a parameter without one; false makes each
+-- gradient zeros in place (a reference held to it sees them), and Adam
+-- steps with them: its moments decay, so the weight still moves.
+do
+  local function adam_then(zero)
+    local w = tensor.param(to_gpu(tensor{1, 2}, "persistent"))
+    local opt = optim.adam({w}, {lr = 0.1})
+    backward(with_grad_tape(function() return (w * w):sum() end))
+    opt:step()
+    local held = w.grad
+    zero(opt, w)
+    opt:step()
+    return w:totable(), w.grad, held
+  end
+  -- Adam by hand: step 1 with g = 2w, step 2 with g = 0.
+  local function by_hand(w0, steps)
+    local out = {}
+    for i, x in ipairs(w0) do
+      local m, v, g = 0, 0, 2 * x
+      for t = 1, steps do
+        if t == 2 then g = 0 end
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        x = x - 0.1 * (m / (1 - 0.9 ^ t)) / (math.sqrt(v / (1 - 0.999 ^ t)) + 1e-8)
+      end
+      out[i] = x
+    end
+    return out
+  end
+  local function close(a, b)
+    for i = 1, #a do assert(math.abs(a[i] - b[i]) < 1e-5, ("%d: %.7f vs %.7f"):format(i, a[i], b[i])) end
+  end
+  local w, g = adam_then(function(opt) opt:zero_grad() end)
+  assert(g == nil)
+  close(w, by_hand({1, 2}, 1))
+  for _, zero in ipairs({
+    function(opt) opt:zero_grad(false) end,
+    function(opt) opt:zero_grad({set_to_none = false}) end,
+    function(_, p) tensor.zero_grad({p}, false) end,
+  }) do
+    local w2, g2, held = adam_then(zero)
+    assert(g2 ~= nil, "set_to_none=false keeps a gradient")
+    close(g2:totable(), {0, 0})
+    close(held:totable(), {0, 0})
+    close(w2, by_hand({1, 2}, 2))
+  end
+  local lin = nn.Linear(2, 1)
+  backward(with_grad_tape(function() return lin(tensor{{1, 2}}):sum() end))
+  lin:zero_grad(false)
+  close(lin.weight.grad:totable()[1], {0, 0})
+  local ok, err = pcall(function() optim.sgd({lin.weight}, {lr = 1}):zero_grad({set_to_nne = false}) end)
+  assert(not ok and err:find("set_to_nne"), err)
+end
