@@ -66,26 +66,32 @@ func TestRealizedValuesAreLeavesAndReadValuesOutliveTheStep(t *testing.T) {
 	assert.ErrorContains(t, err, "reset of the pass pool")
 }
 
+// TestKeptValuesFromOutsideATapeSurviveSteps: data prepared before the
+// loop and held outlives every step's pass reset, also in eager mode,
+// where it is computed before its caller holds it.
 func TestKeptValuesFromOutsideATapeSurviveSteps(t *testing.T) {
-	e := newEngine(t)
-	x := host(t, []int{3}, 1, 2, 3)
-	y, err := e.AddScalar(x, 1) // data prepared before the loop
-	require.NoError(t, err)
-	y.Hold()
-	w := host(t, []int{3}, 1, 1, 1)
-	require.NoError(t, w.SetRequiresGrad(true))
-	for step := 0; step < 3; step++ {
-		var loss *Tensor
-		require.NoError(t, e.WithGradTape(func() error {
-			var err error
-			loss, err = sumOf(e)(e.Mul(w, y))
-			return err
-		}))
-		v, err := loss.Item()
+	for _, eager := range []bool{false, true} {
+		e := newEngine(t)
+		e.SetEager(eager)
+		x := host(t, []int{3}, 1, 2, 3)
+		y, err := e.AddScalar(x, 1) // data prepared before the loop
 		require.NoError(t, err)
-		assert.Equal(t, float32(9), v, "step %d", step)
+		y.Hold()
+		w := host(t, []int{3}, 1, 1, 1)
+		require.NoError(t, w.SetRequiresGrad(true))
+		for step := 0; step < 3; step++ {
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				loss, err = sumOf(e)(e.Mul(w, y))
+				return err
+			}), "eager %v, step %d", eager, step)
+			v, err := loss.Item()
+			require.NoError(t, err)
+			assert.Equal(t, float32(9), v, "eager %v, step %d", eager, step)
+		}
+		assert.Equal(t, []float32{2, 3, 4}, values(t, y))
 	}
-	assert.Equal(t, []float32{2, 3, 4}, values(t, y))
 }
 
 // A value kept beyond its step (held, computed outside a tape) gets its host

@@ -393,7 +393,18 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 // a tape are a step's activations and are not copied.
 func (t *Tensor) Hold() {
 	t.held = true
-	t.storage().held = true // a view's values are its base's
+	s := t.storage() // a view's values are its base's
+	s.held = true
+	// Computed already (eager mode computes each op as it is made, before
+	// its caller can hold it): the copy Realize makes of a held value is
+	// made now.
+	if h := s.handle; s.result && !s.pending && !s.inTape && h != nil && h.Live() &&
+		h.Scope() == residency.Pass && !h.HasHostCopy() && !h.KeepHostCopyLater() {
+		raw := make([]byte, h.Nbytes())
+		if err := h.Read(raw); err == nil {
+			h.KeepHostCopy(raw)
+		}
+	}
 }
 
 // SetHostDtype gives a host tensor a storage dtype (f16/bf16): its values

@@ -218,6 +218,10 @@ func (h *Handle) Zero() error {
 // on its way.
 func (h *Handle) DropHostCopy() { h.host, h.late = nil, nil }
 
+// HasHostCopy reports whether a host copy is kept or on its way, without
+// waiting for one.
+func (h *Handle) HasHostCopy() bool { return h.host != nil || h.late != nil }
+
 // HostCopy is the host copy kept by KeepHostCopy (nil if none). One on its
 // way (KeepHostCopyLater) is waited for.
 func (h *Handle) HostCopy() []byte {
