@@ -18,6 +18,21 @@ const (
 	Min
 )
 
+// String is the name ParseOp reads.
+func (o Op) String() string {
+	switch o {
+	case Sum:
+		return "sum"
+	case Avg:
+		return "avg"
+	case Max:
+		return "max"
+	case Min:
+		return "min"
+	}
+	return fmt.Sprintf("op %d", int(o))
+}
+
 // ParseOp reads "sum", "avg", "max" or "min".
 func ParseOp(s string) (Op, error) {
 	switch strings.ToLower(s) {
