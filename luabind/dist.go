@@ -2,7 +2,10 @@ package luabind
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,20 +116,13 @@ func comm(L *lua.LState, fn string) dist.Comm {
 	return nil
 }
 
-// lend lends c the memory of t, refusing memory of the wrong kind.
-//
-// Alone (c nil) nothing is sent, but t is still checked as a collective
-// would check it, so that a script that runs alone does not fail only at
-// scale (a view, an i32 tensor).
+// lend lends c (not nil) the memory of t, refusing memory of the wrong
+// kind. The caller has checked t with lendable and agreed with the other
+// ranks first, so a refusal here is a failure of the library.
 func (env *Env) lend(L *lua.LState, fn string, c dist.Comm, t *core.Tensor, write bool, use func(core.Buffer) error) {
 	err := env.Engine.WithBuffer(t, write, func(b core.Buffer) error {
-		switch {
-		case c == nil:
-			return nil
-		case b.OnDevice && !c.OnDevice():
-			return fmt.Errorf("MPI reduces host memory, this tensor is on %s", t.Device())
-		case !b.OnDevice && c.OnDevice():
-			return fmt.Errorf("NCCL reduces GPU memory, this tensor is on the host: move it with to_gpu(t) first")
+		if err := memoryKind(c, t, b); err != nil {
+			return err
 		}
 		return use(b)
 	})
@@ -135,16 +131,61 @@ func (env *Env) lend(L *lua.LState, fn string, c dist.Comm, t *core.Tensor, writ
 	}
 }
 
+// tensorArg reads argument 1, the tensor a collective lends c (nil: alone),
+// and what this rank refuses of it (nil: nothing), for agree.
+func (env *Env) tensorArg(L *lua.LState, fn string, c dist.Comm, write bool) (*core.Tensor, func()) {
+	t := toTensor(L.Get(1))
+	if t == nil {
+		return nil, func() { checkTensor(L, fn, 1) }
+	}
+	if err := env.lendable(c, t, write); err != nil {
+		return t, func() { argError(L, fn, "%s", err.Error()) }
+	}
+	return t, nil
+}
+
+// orElse is the first refusal of two.
+func orElse(first, then func()) func() {
+	if first != nil {
+		return first
+	}
+	return then
+}
+
+// alone raises this rank's refusal, if any: a job of one refuses what a
+// collective would (so that a script does not fail only at scale).
+func alone(refuse func()) {
+	if refuse != nil {
+		refuse()
+	}
+}
+
+// tensorText describes a collective's tensor for agree's messages.
+func tensorText(t *core.Tensor) string {
+	if t == nil {
+		return "no tensor"
+	}
+	return "a tensor of shape " + shapeText(t.Shape())
+}
+
 // distAllReduce is dist.all_reduce(t [, op]): t becomes the sum (avg, max,
 // min) of every process's t, in place; it returns t.
 func (env *Env) distAllReduce(L *lua.LState) int {
-	t := checkTensor(L, "dist.all_reduce", 1)
+	const fn = "dist.all_reduce"
+	c := comm(L, fn)
+	t, refuse := env.tensorArg(L, fn, c, true)
 	op, err := dist.ParseOp(L.OptString(2, "sum"))
 	if err != nil {
-		argError(L, "dist.all_reduce", "argument 2: %s", err.Error())
+		refuse = orElse(refuse, func() { argError(L, fn, "argument 2: %s", err.Error()) })
 	}
-	c := comm(L, "dist.all_reduce")
-	env.lend(L, "dist.all_reduce", c, t, true, func(b core.Buffer) error { return c.AllReduce(b.Data, b.Count, op) })
+	if c == nil {
+		alone(refuse)
+	} else {
+		h := tensorHeader(callAllReduce, t)
+		h[fOp] = uint64(op) + 1
+		env.agree(L, fn, c, h, refuse, fmt.Sprintf("%s with op %q", tensorText(t), op), "a tensor of the same shape and dtype, and the same op")
+		env.lend(L, fn, c, t, true, func(b core.Buffer) error { return c.AllReduce(b.Data, b.Count, op) })
+	}
 	L.Push(L.Get(1))
 	return 1
 }
@@ -152,35 +193,52 @@ func (env *Env) distAllReduce(L *lua.LState) int {
 // distBroadcast is dist.broadcast(t [, src]): t takes rank src's value (src
 // 0-based, as ranks are; 0 by default), in place; it returns t.
 func (env *Env) distBroadcast(L *lua.LState) int {
-	t := checkTensor(L, "dist.broadcast", 1)
+	const fn = "dist.broadcast"
+	c := comm(L, fn)
+	t, refuse := env.tensorArg(L, fn, c, true)
 	src := 0
-	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
-		src = checkInteger(L, "dist.broadcast", 2)
+	if v := L.Get(2); v != lua.LNil {
+		if n, ok := v.(lua.LNumber); ok && float64(n) == math.Trunc(float64(n)) && math.Abs(float64(n)) <= 1<<53 {
+			src = int(n)
+		} else {
+			refuse = orElse(refuse, func() { checkInteger(L, fn, 2) })
+		}
 	}
-	world := distPlace(L, "dist.broadcast").World
-	if src < 0 || src >= world {
-		argError(L, "dist.broadcast", "argument 2: src %d is not a rank (ranks count from 0 to %d)", src, world-1)
+	if world := distPlace(L, fn).World; src < 0 || src >= world {
+		refuse = orElse(refuse, func() {
+			argError(L, fn, "argument 2: src %d is not a rank (ranks count from 0 to %d)", src, world-1)
+		})
 	}
-	c := comm(L, "dist.broadcast")
-	env.lend(L, "dist.broadcast", c, t, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, src) })
+	if c == nil {
+		alone(refuse)
+	} else {
+		h := tensorHeader(callBroadcast, t)
+		h[fSrc] = uint64(max(src, 0))
+		env.agree(L, fn, c, h, refuse, fmt.Sprintf("%s with src %d", tensorText(t), src), "a tensor of the same shape and dtype, and the same src")
+		env.lend(L, fn, c, t, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, src) })
+	}
 	L.Push(L.Get(1))
 	return 1
 }
 
 // distAllGather is dist.all_gather(t): a table of every process's t, in
-// rank order (entry i is rank i-1's, Lua lists counting from 1).
+// rank order (entry i is rank i-1's, Lua lists counting from 1). Each entry
+// is a tensor of its own (no view, no history), alone as with several
+// processes, so that what a script does with one works either way.
 func (env *Env) distAllGather(L *lua.LState) int {
-	t := checkTensor(L, "dist.all_gather", 1)
+	const fn = "dist.all_gather"
+	c := comm(L, fn)
+	t, refuse := env.tensorArg(L, fn, c, false)
 	out := L.CreateTable(1, 0)
-	c := comm(L, "dist.all_gather")
 	if c == nil {
-		env.lend(L, "dist.all_gather", nil, t, false, nil)
-		v, err := env.Engine.Clone(t)
+		alone(refuse)
+		v, err := env.Engine.Clone(t.Detach())
 		raise(L, err)
 		out.Append(env.push(L, v))
 		L.Push(out)
 		return 1
 	}
+	env.agree(L, fn, c, tensorHeader(callAllGather, t), refuse, tensorText(t), "a tensor of the same shape and dtype")
 	n := int(t.Numel())
 	all, err := core.Zeros(c.Size() * n)
 	raise(L, err)
@@ -188,9 +246,9 @@ func (env *Env) distAllGather(L *lua.LState) int {
 		all, err = all.ToDevice(env.Engine, residency.Pass, ggmlcgo.F32)
 		raise(L, err)
 	}
-	env.lend(L, "dist.all_gather", c, all, true, func(recv core.Buffer) error {
+	env.lend(L, fn, c, all, true, func(recv core.Buffer) error {
 		var err error
-		env.lend(L, "dist.all_gather", c, t, false, func(send core.Buffer) error {
+		env.lend(L, fn, c, t, false, func(send core.Buffer) error {
 			err = c.AllGather(send.Data, recv.Data, n)
 			return err
 		})
@@ -201,6 +259,9 @@ func (env *Env) distAllGather(L *lua.LState) int {
 		if err == nil {
 			part, err = env.Engine.Reshape(part, t.Shape()...)
 		}
+		if err == nil {
+			part, err = env.Engine.Clone(part)
+		}
 		raise(L, err)
 		out.Append(env.push(L, part))
 	}
@@ -209,44 +270,68 @@ func (env *Env) distAllGather(L *lua.LState) int {
 }
 
 // distBarrier is dist.barrier(): it returns once every process called it.
+// The ranks' agreement on the call is itself the barrier (an all_reduce
+// returns once every rank has sent its part), so that a rank calling
+// another collective meanwhile is an error rather than a hang.
 func (env *Env) distBarrier(L *lua.LState) int {
-	if c := comm(L, "dist.barrier"); c != nil {
-		if err := env.Engine.Realize(); err != nil {
-			raise(L, err)
-		}
-		if err := c.Barrier(); err != nil {
-			argError(L, "dist.barrier", "%s", err.Error())
-		}
+	const fn = "dist.barrier"
+	if c := comm(L, fn); c != nil {
+		env.agree(L, fn, c, header{fCall: callBarrier}, nil, "", "")
 	}
 	return 0
 }
 
 // distDataParallel is dist.data_parallel(model): it gives every process
-// rank 0's parameters, then has every backward average the gradients
+// rank 0's parameters and buffers (every tensor of the module's
+// state_dict), then has every backward average the parameters' gradients
 // across processes (core/data_parallel.go), and returns model. model is a
-// module (anything with :parameters()) or a list of parameters.
+// module (anything with :parameters()) or a list of parameters. Models
+// wrapped by earlier calls stay averaged, as each DDP wrapper averages its
+// own.
 func (env *Env) distDataParallel(L *lua.LState) int {
 	const fn = "dist.data_parallel"
-	params := modelParameters(L, fn, 1)
 	bucket := bucketBytes(L, fn, 2)
 	c := comm(L, fn)
+	m := env.modelTensors(L, fn, 1, c)
 	if c == nil {
+		alone(m.refuse)
 		L.Push(L.Get(1))
 		return 1
 	}
-	for _, p := range params {
-		env.lend(L, fn, c, p, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, 0) })
-	}
+	old := env.Engine.DataParallelParams()
 	// The sums run in the backward's graph where the backend can
 	// (core/data_parallel_sums.go), else (or with GGLUA_DIST_SUMS=between,
 	// to compare) between computes.
+	gc, inGraph := c.(dist.GraphComm)
+	inGraph = inGraph && os.Getenv("GGLUA_DIST_SUMS") != "between"
+	h := header{fCall: callDataParallel, fParams: uint64(len(m.params)), fOthers: uint64(len(m.others)),
+		fAveraged: uint64(len(old)), fBucket: uint64(bucket)}
+	if !inGraph {
+		h[fSums] = 1
+	}
+	h.setShapes(m.shapes()...)
+	env.agree(L, fn, c, h, m.refuse, m.describe(),
+		"the same model, with as many parameters and buffers of the same shapes in the same order, and the same options")
+	for _, t := range slices.Concat(m.params, m.others) {
+		env.lend(L, fn, c, t, true, func(b core.Buffer) error { return c.Broadcast(b.Data, b.Count, 0) })
+	}
 	var coll *core.GraphCollective
-	if gc, ok := c.(dist.GraphComm); ok && os.Getenv("GGLUA_DIST_SUMS") != "between" {
+	if inGraph {
 		p, failed, err := gc.GraphCollective(ggmlcgo.DeviceBlockedFor)
 		if err != nil {
 			argError(L, fn, "%s", err.Error())
 		}
 		coll = &core.GraphCollective{C: p, OnDevice: c.OnDevice(), Err: failed, BucketBytes: bucket}
+	}
+	// SetDataParallel replaces the averaged set: it gets the earlier
+	// calls' parameters too (first, so their order stays), once each.
+	seen := map[*core.Tensor]bool{}
+	var params []*core.Tensor
+	for _, p := range slices.Concat(old, m.params) {
+		if !seen[p] {
+			seen[p] = true
+			params = append(params, p)
+		}
 	}
 	err := env.Engine.SetDataParallel(params, c.Size(), func(b core.Buffer) error {
 		if b.OnDevice != c.OnDevice() {
@@ -289,38 +374,153 @@ func (env *Env) distNoSync(L *lua.LState) int {
 	return pushAll(L, env.callLua(L, f, env.Engine.NoSync))
 }
 
-// modelParameters reads argument n: a module (its parameters()) or a list
-// of tensors.
-func modelParameters(L *lua.LState, fn string, n int) []*core.Tensor {
+// model is what data_parallel reads of its argument.
+type model struct {
+	params []*core.Tensor // averaged: the module's parameters(), or the list
+	others []*core.Tensor // only broadcast: the rest of its state_dict()
+	names  []string       // others' names in state_dict()
+	refuse func()         // what this rank refuses of them (nil: nothing), for agree
+}
+
+// modelTensors reads argument n: a module or a list of parameters. A
+// module's other tensors are the rest of what its state_dict() lists
+// (buffers, such as BatchNorm's running statistics, by name): DDP
+// broadcasts those too, and averages only the parameters' gradients. What
+// depends on the tensors (no parameters, a view, memory of the wrong kind)
+// is a refusal, raised after agree has told every rank, rather than an
+// error here, which other ranks would wait for in a broadcast.
+func (env *Env) modelTensors(L *lua.LState, fn string, n int, c dist.Comm) *model {
 	tbl, ok := L.Get(n).(*lua.LTable)
 	if !ok {
 		argError(L, fn, "argument %d: expected a module or a list of parameters, got %s", n, luaTypeName(L.Get(n)))
 	}
-	list := tbl
-	if m := L.GetField(tbl, "parameters"); m != lua.LNil {
-		f, ok := m.(*lua.LFunction)
-		if !ok {
-			argError(L, fn, "argument %d: parameters is a %s, expected a method", n, luaTypeName(m))
-		}
-		L.Push(f)
-		L.Push(tbl)
-		L.Call(1, 1)
-		res := L.Get(-1)
-		L.Pop(1)
-		if list, ok = res.(*lua.LTable); !ok {
-			argError(L, fn, "argument %d: parameters() returned a %s, expected a list", n, luaTypeName(res))
-		}
+	m := &model{}
+	refuse := func(format string, args ...any) {
+		m.refuse = orElse(m.refuse, func() { argError(L, fn, "argument %d: "+format, append([]any{n}, args...)...) })
 	}
-	var params []*core.Tensor
+	list, module := callMethod(L, fn, n, tbl, "parameters")
+	if !module {
+		list = tbl
+	}
+	seen := map[*core.Tensor]bool{}
 	for i := 1; i <= list.Len(); i++ {
-		t := toTensor(list.RawGetInt(i))
+		v := list.RawGetInt(i)
+		t := toTensor(v)
 		if t == nil {
-			argError(L, fn, "argument %d: parameter %d is a %s, expected a tensor", n, i, luaTypeName(list.RawGetInt(i)))
+			refuse("parameter %d is a %s, expected a tensor", i, luaTypeName(v))
+			continue
 		}
-		params = append(params, t)
+		if seen[t] { // a tied weight
+			continue
+		}
+		seen[t] = true
+		m.params = append(m.params, t)
+		shape := shapeText(t.Shape())
+		switch {
+		case !t.RequiresGrad() || !t.IsLeaf():
+			refuse("parameter %d (shape %s) is not a leaf that requires grad (tensor.param makes one)", i, shape)
+		case t.IsView():
+			refuse("parameter %d (shape %s) is a view", i, shape)
+		default:
+			if err := env.lendable(c, t, true); err != nil {
+				refuse("parameter %d (shape %s): %s", i, shape, err.Error())
+			}
+		}
 	}
-	if len(params) == 0 {
-		argError(L, fn, "argument %d: no parameters", n)
+	if list.Len() == 0 {
+		refuse("no parameters")
 	}
-	return params
+	if !module {
+		return m
+	}
+	sd, ok := callMethod(L, fn, n, tbl, "state_dict")
+	if !ok {
+		return m
+	}
+	byName := map[string]lua.LValue{}
+	sd.ForEach(func(k, v lua.LValue) {
+		if s, ok := k.(lua.LString); ok {
+			byName[string(s)] = v
+		}
+	})
+	for _, name := range slices.Sorted(maps.Keys(byName)) { // alike on every rank
+		t := toTensor(byName[name])
+		switch {
+		case t == nil:
+			refuse("state_dict()'s %s is a %s, expected a tensor", name, luaTypeName(byName[name]))
+		case seen[t]:
+		default:
+			seen[t] = true
+			m.others = append(m.others, t)
+			m.names = append(m.names, name)
+			if err := env.lendable(c, t, true); err != nil {
+				refuse("state_dict()'s %s (shape %s): %s", name, shapeText(t.Shape()), err.Error())
+			}
+		}
+	}
+	return m
+}
+
+// callMethod calls tbl:name() when tbl has such a method and returns the
+// table it returned (ok false: no such method).
+func callMethod(L *lua.LState, fn string, n int, tbl *lua.LTable, name string) (*lua.LTable, bool) {
+	m := L.GetField(tbl, name)
+	if m == lua.LNil {
+		return nil, false
+	}
+	f, ok := m.(*lua.LFunction)
+	if !ok {
+		argError(L, fn, "argument %d: %s is a %s, expected a method", n, name, luaTypeName(m))
+	}
+	L.Push(f)
+	L.Push(tbl)
+	L.Call(1, 1)
+	res := L.Get(-1)
+	L.Pop(1)
+	out, ok := res.(*lua.LTable)
+	if !ok {
+		argError(L, fn, "argument %d: %s() returned a %s, expected a table", n, name, luaTypeName(res))
+	}
+	return out, true
+}
+
+// shapes are the model's tensors' shapes, in the order they are broadcast.
+func (m *model) shapes() [][]int {
+	var out [][]int
+	for _, t := range slices.Concat(m.params, m.others) {
+		out = append(out, t.Shape())
+	}
+	return out
+}
+
+// describe is the model as agree's messages name it.
+func (m *model) describe() string {
+	list := func(ts []*core.Tensor, names []string) string {
+		var parts []string
+		for i, t := range ts {
+			if i == 12 {
+				parts = append(parts, "...")
+				break
+			}
+			s := shapeText(t.Shape())
+			if names != nil {
+				s = names[i] + " " + s
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ", ")
+	}
+	s := fmt.Sprintf("a model with %s to average (shapes %s)", plural(len(m.params), "parameter"), list(m.params, nil))
+	if len(m.others) > 0 {
+		s += fmt.Sprintf(" and %s (%s)", plural(len(m.others), "other tensor"), list(m.others, m.names))
+	}
+	return s
+}
+
+// plural is "1 parameter", "2 parameters".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
