@@ -193,7 +193,10 @@ func newOptimizer(e *Engine, fn string, groups [][]*Tensor, lrs []*float32) (opt
 		}
 	}
 	for i, p := range params {
-		p.requiresGrad = true
+		// A plain tensor is made a parameter (optim.sgd({tensor.randn(3)})
+		// trains it); one frozen with requires_grad(false) stays frozen,
+		// gets no gradient and is skipped, as in PyTorch.
+		p.requiresGrad = !p.frozen
 		if err := p.MoveToDevice(e, residency.Persistent); err != nil { // weights stay resident
 			return optimizer{}, fmt.Errorf("optimizer: parameter %d: %w", i+1, err)
 		}
@@ -236,7 +239,7 @@ func (o *optimizer) addGroup(fn string, ps []*Tensor, lr *float32) error {
 		mine[p] = true
 	}
 	for i, p := range ps {
-		p.requiresGrad = true
+		p.requiresGrad = !p.frozen // as the constructor
 		if err := p.MoveToDevice(o.e, residency.Persistent); err != nil {
 			return fmt.Errorf("%s: parameter %d: %w", fn, i+1, err)
 		}

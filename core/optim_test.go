@@ -112,6 +112,41 @@ func TestSGDMatchesHandComputedSteps(t *testing.T) {
 	assert.Equal(t, "persistent", w.Scope(), "the optimizer keeps its weights resident")
 }
 
+// TestAFrozenParameterStaysFrozen: a tensor frozen with requires_grad off
+// and handed to an optimizer gets no gradient and is not stepped, as in
+// PyTorch, in the constructor's list or in a group added later; a plain
+// tensor given to one becomes a parameter.
+func TestAFrozenParameterStaysFrozen(t *testing.T) {
+	for _, added := range []bool{false, true} {
+		e := newEngine(t)
+		w, frozen, plain := host(t, []int{2}, 1, -2), host(t, []int{2}, 3, 4), host(t, []int{2}, 5, 6)
+		require.NoError(t, frozen.SetRequiresGrad(false))
+		params := []*Tensor{w, frozen, plain}
+		opt, err := NewSGD(e, params[:1], SGDOptions{LR: 0.1})
+		require.NoError(t, err)
+		if added {
+			require.NoError(t, opt.AddGroup(SGDGroup{Params: params[1:], Opts: SGDOptions{LR: 0.1}}))
+		} else {
+			opt, err = NewSGD(e, params, SGDOptions{LR: 0.1})
+			require.NoError(t, err)
+		}
+		assert.False(t, frozen.RequiresGrad(), "added %v", added)
+		assert.True(t, plain.RequiresGrad(), "added %v", added)
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			loss, err = e.Add(squares(t, e, frozen), squares(t, e, plain))
+			return err
+		}))
+		_, err = e.Backward(loss)
+		require.NoError(t, err)
+		require.NoError(t, opt.Step())
+		assert.Nil(t, frozen.Grad())
+		assert.Equal(t, []float32{3, 4}, values(t, frozen), "added %v: not stepped", added)
+		assertClose(t, []float64{4, 4.8}, values(t, plain), 1e-6, fmt.Sprintf("added %v: w - 0.1·2w", added))
+	}
+}
+
 func TestSGDVariantsMatchReference(t *testing.T) {
 	for name, o := range map[string]SGDOptions{
 		"plain":        {LR: 0.1},

@@ -50,6 +50,7 @@ type Tensor struct {
 	written int64
 
 	requiresGrad bool
+	frozen       bool // requires_grad was turned off by SetRequiresGrad: an optimizer leaves it off
 	gradFn       *gradFn
 	grad         *Tensor
 	gradZero     bool // zero_grad ran: the next backward sets .grad instead of adding
@@ -150,7 +151,7 @@ func (t *Tensor) SetRequiresGrad(on bool) error {
 	if on && t.storage().dtype == ggmlcgo.I32 {
 		return argErrorf("requires_grad: an i32 tensor has no gradient (only floating-point tensors do, as in PyTorch)")
 	}
-	t.requiresGrad = on
+	t.requiresGrad, t.frozen = on, !on
 	return nil
 }
 
