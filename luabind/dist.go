@@ -377,15 +377,16 @@ func (env *Env) distNoSync(L *lua.LState) int {
 // model is what data_parallel reads of its argument.
 type model struct {
 	params []*core.Tensor // averaged: the module's parameters(), or the list
-	others []*core.Tensor // only broadcast: the rest of its state_dict()
+	others []*core.Tensor // only broadcast: frozen parameters, the rest of its state_dict()
 	names  []string       // others' names in state_dict()
 	refuse func()         // what this rank refuses of them (nil: nothing), for agree
 }
 
 // modelTensors reads argument n: a module or a list of parameters. A
-// module's other tensors are the rest of what its state_dict() lists
-// (buffers, such as BatchNorm's running statistics, by name): DDP
-// broadcasts those too, and averages only the parameters' gradients. What
+// module's other tensors are the parameters() that do not require grad
+// (frozen) and the rest of what its state_dict() lists (buffers, such as
+// BatchNorm's running statistics, by name): DDP broadcasts those too, and
+// averages only the gradients of parameters that require grad. What
 // depends on the tensors (no parameters, a view, memory of the wrong kind)
 // is a refusal, raised after agree has told every rank, rather than an
 // error here, which other ranks would wait for in a broadcast.
@@ -414,8 +415,18 @@ func (env *Env) modelTensors(L *lua.LState, fn string, n int, c dist.Comm) *mode
 			continue
 		}
 		seen[t] = true
-		m.params = append(m.params, t)
 		shape := shapeText(t.Shape())
+		if module && t.IsLeaf() && !t.RequiresGrad() {
+			// A frozen parameter, as PyTorch's parameters() lists them:
+			// DDP broadcasts it and averages nothing of it.
+			m.others = append(m.others, t)
+			m.names = append(m.names, fmt.Sprintf("parameter %d", i))
+			if err := env.lendable(c, t, true); err != nil {
+				refuse("parameter %d (shape %s): %s", i, shape, err.Error())
+			}
+			continue
+		}
+		m.params = append(m.params, t)
 		switch {
 		case !t.RequiresGrad() || !t.IsLeaf():
 			refuse("parameter %d (shape %s) is not a leaf that requires grad (tensor.param makes one)", i, shape)
@@ -427,8 +438,8 @@ func (env *Env) modelTensors(L *lua.LState, fn string, n int, c dist.Comm) *mode
 			}
 		}
 	}
-	if list.Len() == 0 {
-		refuse("no parameters")
+	if len(m.params) == 0 && m.refuse == nil {
+		refuse("no parameters that require grad")
 	}
 	if !module {
 		return m

@@ -155,7 +155,8 @@ func TestDistAloneRefusesAsAtScale(t *testing.T) {
 	for _, c := range []struct{ code, want string }{
 		{`dist.data_parallel({tensor{1, 2}})`, "dist.data_parallel: argument 1: parameter 1 (shape 2) is not a leaf that requires grad (tensor.param makes one)"},
 		{`dist.data_parallel({tensor.param(tensor{1}), 3})`, "dist.data_parallel: argument 1: parameter 2 is a number, expected a tensor"},
-		{`dist.data_parallel({})`, "dist.data_parallel: argument 1: no parameters"},
+		{`dist.data_parallel({})`, "dist.data_parallel: argument 1: no parameters that require grad"},
+		{`dist.data_parallel({parameters = function() return {tensor{1}} end})`, "dist.data_parallel: argument 1: no parameters that require grad"},
 		{`local m = nn.BatchNorm1d(2); m:register_buffer("running_mean", tensor{1, 2, 3}:narrow(1, 1, 2)); dist.data_parallel(m)`,
 			"dist.data_parallel: argument 1: state_dict()'s running_mean (shape 2): a view of shape 2 has no memory of its own"},
 		{`dist.broadcast(tensor{1}, 1)`, "dist.broadcast: argument 2: src 1 is not a rank (ranks count from 0 to 0)"},
@@ -175,5 +176,8 @@ assert(#g == 1)
 dist.all_reduce(g[1])
 assert(g[1]:totable()[2] == 4)
 local m = nn.Sequential{nn.Linear(2, 2), nn.BatchNorm1d(2)}
-assert(dist.data_parallel(m) == m)`))
+assert(dist.data_parallel(m) == m)
+-- a module's frozen parameter is broadcast, not refused (a list's is)
+local frozen = {parameters = function() return {tensor.param(tensor{1}), tensor{2}} end}
+assert(dist.data_parallel(frozen) == frozen)`))
 }

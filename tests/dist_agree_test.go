@@ -17,7 +17,9 @@ import (
 // broadcast of 3 floats into 5 "1,1,1,2,2", each rank its own answer for
 // mixed ops or src, and aborted the job on different element counts. A
 // rank that refuses its own call (a view) raises its own error and the
-// other rank says so. The job stays in step: the calls after work.
+// other rank says so. The job stays in step: the calls after work. A
+// module's frozen parameter (in its parameters(), not requiring grad) is
+// broadcast from rank 0.
 func TestCollectivesAgreeAcrossRanks(t *testing.T) {
 	out, errOut, code, ranks := mpirun(t, nil, 2, "dist/agree.lua")
 	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
@@ -61,7 +63,9 @@ func TestCollectivesAgreeAcrossRanks(t *testing.T) {
 			assert.Regexp(t, line, got, "rank %d, %s: the script line", r, name)
 			assert.Contains(t, got, errs[r], "rank %d, %s", r, name)
 		}
-		assert.Len(t, lines, len(want)+2, "rank %d: one line a case, then the two below", r)
+		assert.Len(t, lines, len(want)+4, "rank %d: one line a case, then the four below", r)
+		r0 := ranks.rankLines(t, 0)
+		assert.Equal(t, field(t, r0, "frozen_before"), field(t, lines, "frozen_after"), "rank %d: a frozen parameter is rank 0's", r)
 		// all_gather's tensors take a collective, and the ranks are still in step
 		assert.Equal(t, "1,2 4,8", field(t, lines, "gathered"), "rank %d", r)
 		assert.Equal(t, "3,6", field(t, lines, "in step"), "rank %d", r)

@@ -27,6 +27,14 @@ try("dp_count", function() dist.data_parallel(by(nn.Linear(3, 2), nn.Sequential{
 try("dp_buffers", function() dist.data_parallel(by(nn.Linear(3, 2), nn.Sequential{nn.Linear(3, 2), nn.BatchNorm1d(2)})) end)
 try("dp_not_a_param", function() dist.data_parallel({by(tensor.param(tensor{1, 2}), tensor{1, 2})}) end)
 
+-- a module's parameters() entry that does not require grad (frozen) is
+-- broadcast from rank 0, not averaged: "frozen" is rank 0's on both ranks
+tensor.manual_seed(10 + r)
+local frozen = tensor.randn(3)
+print("frozen_before " .. table.concat(frozen:totable(), ","))
+dist.data_parallel({parameters = function() return {tensor.param(tensor.ones(2)), frozen} end})
+print("frozen_after " .. table.concat(frozen:totable(), ","))
+
 -- all_gather's tensors are a collective's to change, as alone
 local g = dist.all_gather(tensor{1, 2} * (r + 1))
 dist.all_reduce(g[2])
