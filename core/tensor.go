@@ -51,6 +51,7 @@ type Tensor struct {
 
 	requiresGrad bool
 	frozen       bool // requires_grad was turned off by SetRequiresGrad: an optimizer leaves it off
+	param        bool // made a parameter (MarkParam): one still when frozen
 	gradFn       *gradFn
 	grad         *Tensor
 	gradZero     bool // zero_grad ran: the next backward sets .grad instead of adding
@@ -154,6 +155,15 @@ func (t *Tensor) SetRequiresGrad(on bool) error {
 	t.requiresGrad, t.frozen = on, !on
 	return nil
 }
+
+// MarkParam marks t a parameter (tensor.param): a module keeps it among
+// its parameters when requires_grad is turned off (frozen), as PyTorch's
+// nn.Parameter stays one.
+func (t *Tensor) MarkParam() { t.param = true }
+
+// IsParam reports whether t is a parameter: a leaf that requires grad, or
+// one marked so (a frozen parameter).
+func (t *Tensor) IsParam() bool { return t.gradFn == nil && (t.requiresGrad || t.param) }
 
 // Grad is the accumulated gradient (nil before any backward).
 func (t *Tensor) Grad() *Tensor {

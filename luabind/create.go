@@ -189,6 +189,7 @@ func (env *Env) param(L *lua.LState) int {
 		L.SetMetatable(ud, L.GetTypeMetatable(tensorTypeName))
 	}
 	raise(L, x.SetRequiresGrad(true))
+	x.MarkParam()
 	L.Push(env.adopt(ud))
 	return 1
 }

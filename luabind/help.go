@@ -183,6 +183,8 @@ func (h *helper) tensor(t *core.Tensor) {
 	switch {
 	case t.IsLeaf() && t.RequiresGrad():
 		h.printf("  a parameter (requires grad): x.grad holds its gradient after backward.\n")
+	case t.IsParam():
+		h.printf("  a frozen parameter (requires_grad off): it gets no gradient, and optimizers skip it.\n")
 	case t.RequiresGrad():
 		h.printf("  computed from parameters: backward(x) reaches them.\n")
 	}

@@ -42,6 +42,11 @@ func openNN(L *lua.LState, env *Env) {
 	// private: what the modules call that scripts do not see (each file
 	// gets it as its chunk's argument).
 	private := L.NewTable()
+	L.SetField(private, "is_param", L.NewFunction(func(L *lua.LState) int {
+		x := toTensor(L.Get(1))
+		L.Push(lua.LBool(x != nil && x.IsParam()))
+		return 1
+	}))
 	L.SetField(private, "bias_relu", L.NewFunction(env.binaryTensors("bias_relu", (*core.Engine).BiasRelu)))
 	L.SetField(private, "bias_relu_for_product", L.NewFunction(env.binaryTensors("bias_relu", (*core.Engine).BiasReluForProduct)))
 	for _, f := range nnSources {

@@ -20,7 +20,8 @@ local private = ... -- luabind's functions for nn alone (nn.go)
 --   local net = MLP(2, 16, 3)   -- or MLP.new(2, 16, 3); net(x) calls forward
 --
 -- As in PyTorch, named_parameters lists a module's own parameters (leaf
--- tensors that require grad: tensor.param's) before its children's, whose
+-- tensors that require grad, or tensor.param's frozen since) before its
+-- children's, whose
 -- names are dotted ("fc1.weight"); parameters, train/eval, state_dict,
 -- load_state_dict, to_gpu, zero_grad, apply and tostring all walk the same
 -- registry. Other fields (numbers, tables, tensors that are not parameters)
@@ -39,10 +40,11 @@ local function is_tensor(v)
   return getmetatable(v) == tensor_mt
 end
 
--- A parameter is a leaf tensor that requires grad; tensor.param refuses a
--- computed one and returns a parameter itself unchanged.
+-- A parameter is a leaf tensor that requires grad, or one tensor.param
+-- made that was frozen since (requires_grad(false)): as PyTorch's, it stays
+-- in parameters() and state_dict, and optimizers skip it.
 local function is_param(v)
-  return is_tensor(v) and v:requires_grad() and (pcall(tensor.param, v))
+  return is_tensor(v) and private.is_param(v)
 end
 
 -- A module is an instance (a class has its own __index) with the methods.

@@ -31,7 +31,7 @@ func openResidency(L *lua.LState, env *Env) {
 func (env *Env) toGPU(L *lua.LState) int {
 	t := checkTensor(L, "to_gpu", 1)
 	scope, dtype := toGPUOptions(L, t.Dtype())
-	if t.IsLeaf() && t.RequiresGrad() {
+	if t.IsParam() { // frozen ones too: a parameter moves in place
 		raise(L, t.MoveToDeviceAs(env.Engine, scope, dtype))
 		L.Push(L.Get(1))
 		return 1

@@ -235,10 +235,10 @@ func (env *Env) index(L *lua.LState) int {
 func (env *Env) Push(L *lua.LState, t *core.Tensor) lua.LValue { return env.push(L, t) }
 
 // push wraps t as a Lua userdata with the tensor metatable. A parameter
-// (a leaf that requires grad) always gets the same userdata, so that it can
+// (IsParam) always gets the same userdata, so that it can
 // key tables (backward's result, optimizer state) and compare equal.
 func (env *Env) push(L *lua.LState, t *core.Tensor) lua.LValue {
-	param := t.IsLeaf() && t.RequiresGrad()
+	param := t.IsParam() // frozen ones too
 	if param {
 		if ud := env.params[weak.Make(t)].Value(); ud != nil {
 			return ud

@@ -319,3 +319,31 @@ do
   nn.ReLU.forward = relu_forward
   assert(ok, err)
 end
+
+-- A frozen parameter (requires_grad(false)) stays a parameter, as in
+-- PyTorch: parameters(), state_dict and to_gpu still have it, an optimizer
+-- given it skips it, and nothing turns requires_grad back on.
+do
+  local net = nn.Sequential{nn.Linear(2, 3), nn.Linear(3, 1)}
+  local frozen = net[1].weight
+  frozen:requires_grad(false)
+  assert(#net:parameters() == 4, "the frozen weight is still a parameter")
+  assert(net:state_dict()["1.weight"] ~= nil, "and in the state_dict")
+  net:to_gpu()
+  assert(frozen:scope() == "persistent", "to_gpu moves it")
+  local before = frozen:totable()
+  local opt = optim.sgd(net:parameters(), {lr = 0.5})
+  assert(not frozen:requires_grad(), "the optimizer leaves it frozen")
+  local last = net[2].weight:totable()
+  opt:zero_grad()
+  backward(with_grad_tape(function() return net(tensor{{1, 2}}):sum() end))
+  assert(frozen.grad == nil)
+  opt:step()
+  assert(not frozen:requires_grad())
+  local after = frozen:totable()
+  for i = 1, #before do for j = 1, #before[i] do assert(before[i][j] == after[i][j], "not stepped") end end
+  assert(net[2].weight:totable()[1][1] ~= last[1][1], "the others are")
+  local plain = nn.Linear(2, 2)
+  plain.mask = tensor.ones(2)
+  assert(#plain:parameters() == 2, "a plain tensor field is no parameter")
+end
