@@ -420,8 +420,16 @@ func (e *Engine) Realize() error {
 	e.stats.PassBytes += placedBytes
 	for _, t := range e.pending {
 		t.storage().written = launch
+		// A value the caller keeps beyond this step (clip_grad_norm's norm,
+		// data prepared before the loop, a gradient) gets a host copy before
+		// the pass pool is reset: queued behind this graph, so the host goes
+		// on building the next one instead of waiting for this one.
+		keep := false
 		if t.handle != nil { // an in-place update: a cached host copy is old
 			t.handle.DropHostCopy()
+			// A kept value of the pass pool takes a new one, or the next
+			// pass reset would lose it (zero_grad(false), x:div_(2)).
+			keep = t.base == nil && t.held && !t.inTape && t.handle.Scope() == residency.Pass && t.handle.Live()
 		}
 		if t.handle == nil { // an op result: its node is now its memory
 			t.result = true
@@ -432,15 +440,12 @@ func (e *Engine) Realize() error {
 			t.handle = h.Alias(t.node, t.shape)
 			t.node.MakeLeaf()
 			e.trackPass(t)
-			// A value the caller keeps beyond this step (clip_grad_norm's
-			// norm, say) gets a host copy before the pass pool is reset:
-			// queued behind this graph, so the host goes on building the
-			// next one instead of waiting for this one.
-			if t.held && !t.inTape && !t.handle.KeepHostCopyLater() {
-				raw := make([]byte, t.handle.Nbytes())
-				if err := t.handle.Read(raw); err == nil {
-					t.handle.KeepHostCopy(raw)
-				}
+			keep = t.held && !t.inTape
+		}
+		if keep && !t.handle.KeepHostCopyLater() {
+			raw := make([]byte, t.handle.Nbytes())
+			if err := t.handle.Read(raw); err == nil {
+				t.handle.KeepHostCopy(raw)
 			}
 		}
 		t.pending, t.node = false, ggmlcgo.Tensor{}

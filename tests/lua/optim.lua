@@ -192,6 +192,18 @@ do
   backward(with_grad_tape(function() return lin(tensor{{1, 2}}):sum() end))
   lin:zero_grad(false)
   close(lin.weight.grad:totable()[1], {0, 0})
+  -- A hand-written SGD loop (PyTorch's tutorial): host parameters, whose
+  -- gradients live in the pass pool, zeroed in place between steps.
+  local m = nn.Linear(2, 1)
+  local losses = {}
+  for step = 1, 3 do
+    m:zero_grad(false)
+    local l = with_grad_tape(function() return nn.mse_loss(m(tensor{{1, 2}, {3, 4}}), tensor{{1}, {2}}) end)
+    backward(l)
+    no_grad(function() for _, p in ipairs(m:parameters()) do p:sub_(p.grad * 0.01) end end)
+    losses[step] = l:item()
+  end
+  assert(losses[3] < losses[2] and losses[2] < losses[1], "the loss falls")
   local ok, err = pcall(function() optim.sgd({lin.weight}, {lr = 1}):zero_grad({set_to_nne = false}) end)
   assert(not ok and err:find("set_to_nne"), err)
 end
