@@ -209,15 +209,26 @@ func (e *Engine) DataParallelParams() []*Tensor {
 // panicked (err nil) on this process. The other processes may have run
 // that step's sums, which now wait for this one's; the next sums here
 // would pair with them and mix two steps' gradients. So every later
-// Backward, and the end of the script (FinishCollectives), report it: the
-// process ends with an error and its launcher ends the job, as PyTorch's
-// DDP refuses the next iteration after an unfinished reduction.
+// Backward, every collective (OutOfStep) and the end of the script
+// (FinishCollectives) report it: the process ends with an error and its
+// launcher ends the job, as PyTorch's DDP refuses the next iteration after
+// an unfinished reduction. Nothing puts the processes back in step (a
+// new SetDataParallel here would not move the others).
 func (dp *dataParallel) outOfStep(err error) {
 	cause := "it panicked"
 	if err != nil {
 		cause = err.Error()
 	}
-	dp.broken = fmt.Errorf("data parallel: a backward failed on this process (%s), so its gradient sums are out of step with the other processes' (each must run every backward): end the job, or turn data parallelism off and on again", cause)
+	dp.broken = fmt.Errorf("data parallel: a backward failed on this process (%s), so its gradient sums are out of step with the other processes' (each must run every backward), and every collective here refuses: end the job", cause)
+}
+
+// OutOfStep is the error of a backward that failed while averaging (see
+// outOfStep), nil if none: every collective must refuse once it is set.
+func (e *Engine) OutOfStep() error {
+	if e.dp == nil {
+		return nil
+	}
+	return e.dp.broken
 }
 
 // dropGrads forgets every parameter's gradient: after a failed or dropped

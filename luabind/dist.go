@@ -106,8 +106,14 @@ func (env *Env) distBackend(L *lua.LState) int {
 // comm is the job's communicator, or nil in a job of one process (every
 // collective is then the identity). Several processes without dist.init
 // is an error: a collective cannot start itself silently on one rank.
-func comm(L *lua.LState, fn string) dist.Comm {
+func (env *Env) comm(L *lua.LState, fn string) dist.Comm {
 	if j := dist.Current(); j != nil {
+		// A backward that failed here while averaging left this process's
+		// gradient sums out of step with the others': a collective now
+		// would pair with one of theirs (a pending sum) and mix the two.
+		if err := env.Engine.OutOfStep(); err != nil {
+			argError(L, fn, "%s", err.Error())
+		}
 		return j.Comm
 	}
 	if p := distPlace(L, fn); p.World > 1 {
@@ -172,7 +178,7 @@ func tensorText(t *core.Tensor) string {
 // min) of every process's t, in place; it returns t.
 func (env *Env) distAllReduce(L *lua.LState) int {
 	const fn = "dist.all_reduce"
-	c := comm(L, fn)
+	c := env.comm(L, fn)
 	t, refuse := env.tensorArg(L, fn, c, true)
 	op, err := dist.ParseOp(L.OptString(2, "sum"))
 	if err != nil {
@@ -194,7 +200,7 @@ func (env *Env) distAllReduce(L *lua.LState) int {
 // 0-based, as ranks are; 0 by default), in place; it returns t.
 func (env *Env) distBroadcast(L *lua.LState) int {
 	const fn = "dist.broadcast"
-	c := comm(L, fn)
+	c := env.comm(L, fn)
 	t, refuse := env.tensorArg(L, fn, c, true)
 	src := 0
 	if v := L.Get(2); v != lua.LNil {
@@ -227,7 +233,7 @@ func (env *Env) distBroadcast(L *lua.LState) int {
 // processes, so that what a script does with one works either way.
 func (env *Env) distAllGather(L *lua.LState) int {
 	const fn = "dist.all_gather"
-	c := comm(L, fn)
+	c := env.comm(L, fn)
 	t, refuse := env.tensorArg(L, fn, c, false)
 	out := L.CreateTable(1, 0)
 	if c == nil {
@@ -275,7 +281,7 @@ func (env *Env) distAllGather(L *lua.LState) int {
 // another collective meanwhile is an error rather than a hang.
 func (env *Env) distBarrier(L *lua.LState) int {
 	const fn = "dist.barrier"
-	if c := comm(L, fn); c != nil {
+	if c := env.comm(L, fn); c != nil {
 		env.agree(L, fn, c, header{fCall: callBarrier}, nil, "", "")
 	}
 	return 0
@@ -291,7 +297,7 @@ func (env *Env) distBarrier(L *lua.LState) int {
 func (env *Env) distDataParallel(L *lua.LState) int {
 	const fn = "dist.data_parallel"
 	bucket := bucketBytes(L, fn, 2)
-	c := comm(L, fn)
+	c := env.comm(L, fn)
 	m := env.modelTensors(L, fn, 1, c)
 	if c == nil {
 		alone(m.refuse)

@@ -42,8 +42,8 @@ func TestParametersNoRankUsedKeepNoGradient(t *testing.T) {
 }
 
 // TestABackwardThatFailsOnOneRankEndsTheJob: rank 1's backward fails and
-// the script catches it; its next backward and its end report the sums out
-// of step, and the job ends with an error instead of hanging (or summing
+// the script catches it; its next backward, its next collective and its
+// end report the sums out of step, and the job ends with an error instead of hanging (or summing
 // rank 1's step 3 with rank 0's step 2).
 func TestABackwardThatFailsOnOneRankEndsTheJob(t *testing.T) {
 	for _, sums := range []string{"graph", "between"} {
@@ -53,6 +53,7 @@ func TestABackwardThatFailsOnOneRankEndsTheJob(t *testing.T) {
 			r1 := ranks.rankLines(t, 1)
 			assert.Contains(t, field(t, r1, "STEP2"), "false")
 			assert.Contains(t, field(t, r1, "STEP3"), "out of step with the other processes'")
+			assert.Contains(t, field(t, r1, "ALLREDUCE"), "dist.all_reduce: data parallel: a backward failed on this process", "a collective refuses too")
 			assert.Contains(t, errOut, "gradient sums are out of step", "the script's end reports it")
 		})
 	}

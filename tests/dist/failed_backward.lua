@@ -1,8 +1,9 @@
 -- tests/dist/failed_backward.lua: rank 1's backward fails at step 2 (a
 -- saved input changed in place) and the script catches it with pcall and
 -- goes on. Its sums are then out of step with rank 0's: rank 1's later
--- backward and its script's end must fail, so that the job ends with that
--- error instead of mixing two steps' gradients and then hanging.
+-- backward, its dist calls (which would pair with rank 0's pending sums)
+-- and its script's end must fail, so that the job ends with that error
+-- instead of mixing two steps' gradients and then hanging.
 dist.init()
 local r = dist.rank()
 tensor.manual_seed(7)
@@ -23,3 +24,5 @@ for step = 1, 3 do
   print("STEP" .. step .. " " .. tostring(ok) .. " " .. tostring(err))
   if ok then opt:step() end
 end
+local ok, err = pcall(dist.all_reduce, tensor{1, 2}, "sum")
+print("ALLREDUCE " .. tostring(ok) .. " " .. tostring(err))
