@@ -101,7 +101,7 @@ func watchHeap(limit int64, trip func()) (stop func()) {
 }
 
 // collect is the collection the watchdog asks for (a variable so that a
-// test can make one that does not end).
+// test can make one that does not end; set under watchdog.mu).
 var collect = goruntime.GC
 
 // watch samples the heap while there are calls to watch. A collection it
@@ -153,11 +153,12 @@ func watch() {
 				check = append(check, w)
 			}
 		}
+		gc := collect // read under the lock a test sets it under
 		watchdog.mu.Unlock()
 		if len(check) > 0 { // much of what is over may be garbage
 			collected = make(chan []*heapWatch, 1)
 			go func(done chan<- []*heapWatch) {
-				collect()
+				gc()
 				done <- check
 			}(collected)
 		}

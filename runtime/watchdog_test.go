@@ -78,14 +78,14 @@ func TestWatchdogSamplesWhileItCollects(t *testing.T) {
 	const limit = 16 << 20
 	release := make(chan struct{})
 	asked := make(chan struct{}, 1)
-	collect = func() {
+	setCollect(func() {
 		select {
 		case asked <- struct{}{}:
 		default:
 		}
 		<-release
-	}
-	defer func() { collect = goruntime.GC }()
+	})
+	defer setCollect(goruntime.GC)
 	defer close(release)
 
 	var tripped atomic.Bool
@@ -105,4 +105,12 @@ func TestWatchdogSamplesWhileItCollects(t *testing.T) {
 	}
 	assert.True(t, tripped.Load(), "the certain size trips during a collection")
 	sink = nil
+}
+
+// setCollect sets the watchdog's collection, under its lock (a collection
+// an earlier test's watchdog started may still be reading it).
+func setCollect(f func()) {
+	watchdog.mu.Lock()
+	defer watchdog.mu.Unlock()
+	collect = f
 }
