@@ -270,24 +270,38 @@ function Module:state_dict()
 end
 
 -- load_state_dict copies values into the module's own parameters and
--- buffers (in place, wherever they live); missing or unexpected names are
--- errors.
-function Module:load_state_dict(sd)
+-- buffers (in place, wherever they live). As PyTorch's: with strict (the
+-- default) a missing or unexpected name is an error; strict=false (a
+-- boolean, or {strict=false}) skips them and returns their names, after
+-- the module, as missing, unexpected. Another table second is not read:
+-- m:load_state_dict(tensor.load(path)) passes the file's metadata there.
+function Module:load_state_dict(sd, strict)
   check(type(sd) == "table", "load_state_dict", "expected a table, got %s", type(sd))
-  local seen = {}
+  if type(strict) == "table" then strict = strict.strict end
+  check(strict == nil or type(strict) == "boolean", "load_state_dict", "strict must be a boolean, got %s", type(strict))
+  strict = strict ~= false
+  local seen, missing, unexpected = {}, {}, {}
   local targets = self:named_parameters()
   for _, nb in ipairs(self:named_buffers()) do targets[#targets + 1] = nb end
   for _, np in ipairs(targets) do
     local name, p = np[1], np[2]
     local v = sd[name]
-    check(v ~= nil, "load_state_dict", "missing parameter or buffer %s", name)
-    no_grad(function() p:copy_(v) end)
-    seen[name] = true
+    if v == nil then
+      check(not strict, "load_state_dict", "missing parameter or buffer %s (strict=false skips it)", name)
+      missing[#missing + 1] = name
+    else
+      no_grad(function() p:copy_(v) end)
+      seen[name] = true
+    end
   end
   for k in pairs(sd) do
-    check(seen[k], "load_state_dict", "unexpected parameter or buffer %s", tostring(k))
+    if not seen[k] then
+      check(not strict, "load_state_dict", "unexpected parameter or buffer %s (strict=false skips it)", tostring(k))
+      unexpected[#unexpected + 1] = tostring(k)
+    end
   end
-  return self
+  table.sort(unexpected)
+  return self, missing, unexpected
 end
 
 -- describe is what tostring shows: the class name, then each child's

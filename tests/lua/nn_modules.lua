@@ -347,3 +347,26 @@ do
   plain.mask = tensor.ones(2)
   assert(#plain:parameters() == 2, "a plain tensor field is no parameter")
 end
+
+-- load_state_dict(sd, strict): strict (the default) refuses a missing or an
+-- unexpected name; strict=false loads the rest and returns both lists.
+do
+  local a, b = nn.Linear(2, 3), nn.Linear(2, 3)
+  local sd = a:state_dict()
+  sd.bias = nil
+  sd.extra = tensor{1}
+  local ok, err = pcall(function() b:load_state_dict(sd) end)
+  assert(not ok and err:find("missing parameter or buffer bias"), err)
+  for _, strict in ipairs({false, {strict = false}}) do
+    local c = nn.Linear(2, 3)
+    local bias = c.bias:totable()
+    local m, missing, unexpected = c:load_state_dict(sd, strict)
+    assert(m == c)
+    assert(#missing == 1 and missing[1] == "bias", "missing")
+    assert(#unexpected == 1 and unexpected[1] == "extra", "unexpected")
+    assert(c.weight:totable()[2][1] == a.weight:totable()[2][1], "the weight loaded")
+    assert(c.bias:totable()[1] == bias[1], "the bias left")
+  end
+  ok, err = pcall(function() b:load_state_dict(sd, {format = "pt"}) end)
+  assert(not ok and err:find("missing parameter"), "tensor.load's metadata second: strict " .. tostring(err))
+end
