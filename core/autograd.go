@@ -103,6 +103,11 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 		if e.dp.broken != nil {
 			return nil, fmt.Errorf("backward: %w", e.dp.broken)
 		}
+		// Before anything is queued: every process refuses alike (each
+		// unfroze the parameter), and none is out of step.
+		if err := e.dp.unfrozen(); err != nil {
+			return nil, fmt.Errorf("backward: %w", err)
+		}
 		defer func() {
 			if !built {
 				e.dp.outOfStep(err)

@@ -119,6 +119,7 @@ type dataParallel struct {
 	flagAt  map[*Tensor]int  // each parameter's flag
 	unused  []unusedGrad     // this Backward's parameters that got no gradient here
 	broken  error            // a Backward that averaged failed here (outOfStep)
+	frozen  []*Tensor        // parameters frozen when their model was wrapped: not averaged (WatchFrozen)
 }
 
 // unusedGrad is a parameter this process gave no gradient, and the .grad
@@ -220,6 +221,36 @@ func (dp *dataParallel) outOfStep(err error) {
 		cause = err.Error()
 	}
 	dp.broken = fmt.Errorf("data parallel: a backward failed on this process (%s), so its gradient sums are out of step with the other processes' (each must run every backward), and every collective here refuses: end the job", cause)
+}
+
+// WatchFrozen names the parameters of the wrapped models that were frozen
+// (requires_grad off) when they were wrapped: broadcast, not averaged, as
+// DDP leaves them. One unfrozen since would train on this process's
+// gradients alone, and the processes' weights would part silently (DDP's
+// pitfall), so Backward refuses until the model is wrapped again.
+func (e *Engine) WatchFrozen(ts []*Tensor) {
+	if e.dp != nil {
+		e.dp.frozen = slices.Clone(ts)
+	}
+}
+
+// DataParallelFrozen is what WatchFrozen was given last (nil: nothing).
+func (e *Engine) DataParallelFrozen() []*Tensor {
+	if e.dp == nil {
+		return nil
+	}
+	return slices.Clone(e.dp.frozen)
+}
+
+// unfrozen is Backward's refusal of a parameter unfrozen since its model
+// was wrapped (WatchFrozen), nil if none.
+func (dp *dataParallel) unfrozen() error {
+	for _, p := range dp.frozen {
+		if p.requiresGrad {
+			return fmt.Errorf("data parallel: a parameter of shape %s was frozen when dist.data_parallel wrapped its model and requires grad now: its gradient would not be averaged across the processes, whose weights would part; call dist.data_parallel(model) again (on every process) after unfreezing", ShapeString(p.shape))
+		}
+	}
+	return nil
 }
 
 // OutOfStep is the error of a backward that failed while averaging (see

@@ -304,7 +304,7 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 		L.Push(L.Get(1))
 		return 1
 	}
-	old := env.Engine.DataParallelParams()
+	old, oldFrozen := env.Engine.DataParallelParams(), env.Engine.DataParallelFrozen()
 	// The sums run in the backward's graph where the backend can
 	// (core/data_parallel_sums.go), else (or with GGLUA_DIST_SUMS=between,
 	// to compare) between computes.
@@ -348,6 +348,16 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 	if err != nil {
 		argError(L, fn, "%s", err.Error())
 	}
+	// Frozen parameters of every wrapped model, those of earlier calls
+	// too; one unfrozen since and wrapped again is averaged now.
+	var frozen []*core.Tensor
+	for _, t := range slices.Concat(oldFrozen, m.frozen) {
+		if !seen[t] && !t.RequiresGrad() {
+			seen[t] = true
+			frozen = append(frozen, t)
+		}
+	}
+	env.Engine.WatchFrozen(frozen)
 	L.Push(L.Get(1))
 	return 1
 }
@@ -384,6 +394,7 @@ func (env *Env) distNoSync(L *lua.LState) int {
 type model struct {
 	params []*core.Tensor // averaged: the module's parameters(), or the list
 	others []*core.Tensor // only broadcast: frozen parameters, the rest of its state_dict()
+	frozen []*core.Tensor // the frozen parameters (in others too)
 	names  []string       // others' names in state_dict()
 	refuse func()         // what this rank refuses of them (nil: nothing), for agree
 }
@@ -426,6 +437,7 @@ func (env *Env) modelTensors(L *lua.LState, fn string, n int, c dist.Comm) *mode
 			// A frozen parameter, as PyTorch's parameters() lists them:
 			// DDP broadcasts it and averages nothing of it.
 			m.others = append(m.others, t)
+			m.frozen = append(m.frozen, t)
 			m.names = append(m.names, fmt.Sprintf("parameter %d", i))
 			if err := env.lendable(c, t, true); err != nil {
 				refuse("parameter %d (shape %s): %s", i, shape, err.Error())

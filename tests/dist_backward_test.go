@@ -58,3 +58,18 @@ func TestABackwardThatFailsOnOneRankEndsTheJob(t *testing.T) {
 		})
 	}
 }
+
+// TestUnfreezingAfterWrappingRefusesUntilWrappedAgain: a parameter frozen
+// when its model was wrapped is not averaged, so once unfrozen the next
+// backward refuses, on both ranks; wrapped again, both ranks train it to
+// the same weights (with it averaged on one rank's rows only, they part).
+func TestUnfreezingAfterWrappingRefusesUntilWrappedAgain(t *testing.T) {
+	out, errOut, code, ranks := mpirun(t, nil, 2, "dist/unfreeze.lua")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	r0, r1 := ranks.rankLines(t, 0), ranks.rankLines(t, 1)
+	for _, lines := range [][]string{r0, r1} {
+		assert.Contains(t, field(t, lines, "REFUSED3"), "was frozen when dist.data_parallel wrapped its model")
+	}
+	assert.Equal(t, field(t, r0, "BACKBONE"), field(t, r1, "BACKBONE"), "the unfrozen weight, averaged")
+	assert.Equal(t, field(t, r0, "HEAD"), field(t, r1, "HEAD"))
+}
