@@ -98,13 +98,21 @@ func (e *Engine) NoGrad(fn func() error) error {
 // It returns the leaves it reached with their gradients. The leaves' .grad
 // change only once every gradient op was built, so a failure changes none.
 func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
+	if loss.Numel() != 1 {
+		return nil, shapeErrorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
+	}
+	if !loss.requiresGrad || loss.gradFn == nil {
+		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
+	}
 	built := false // every gradient op was built
 	if e.averages() {
 		if e.dp.broken != nil {
 			return nil, fmt.Errorf("backward: %w", e.dp.broken)
 		}
-		// Before anything is queued: every process refuses alike (each
-		// unfroze the parameter), and none is out of step.
+		// The refusals above and this one come before anything is queued,
+		// from what the script did alike on every process (a loss of the
+		// wrong shape, a parameter unfrozen): none is out of step. A
+		// failure from here on may be this process's alone.
 		if err := e.dp.unfrozen(); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
@@ -113,12 +121,6 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 				e.dp.outOfStep(err)
 			}
 		}()
-	}
-	if loss.Numel() != 1 {
-		return nil, shapeErrorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
-	}
-	if !loss.requiresGrad || loss.gradFn == nil {
-		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
 	}
 	e.tape.noGrad++
 	defer func() { e.tape.noGrad-- }()

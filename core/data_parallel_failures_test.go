@@ -164,3 +164,25 @@ func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
 		assert.Empty(t, e.pending, "panics %v: eager mode computes again", panics)
 	}
 }
+
+// TestARefusedLossLeavesTheSumsInStep: a loss of the wrong shape, or one
+// no parameter reaches, is refused before anything is queued, as every
+// process's script refuses it alike: the next backward averages as usual.
+func TestARefusedLossLeavesTheSumsInStep(t *testing.T) {
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	var wide *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		var err error
+		wide, err = e.Mul(params[1], params[1])
+		return err
+	}))
+	_, err := e.Backward(wide)
+	require.ErrorContains(t, err, "the loss must have one element")
+	_, err = e.Backward(host(t, []int{1}, 2))
+	require.ErrorContains(t, err, "does not depend on any tensor that requires grad")
+	mlpBackward(t, e, params, false)
+	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
+	require.NoError(t, e.FinishCollectives())
+}
