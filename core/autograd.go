@@ -101,18 +101,16 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	if loss.Numel() != 1 {
 		return nil, shapeErrorf("backward: the loss must have one element, got shape %s", ShapeString(loss.shape))
 	}
-	if !loss.requiresGrad || loss.gradFn == nil {
-		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
-	}
 	built := false // every gradient op was built
 	if e.averages() {
 		if e.dp.broken != nil {
 			return nil, fmt.Errorf("backward: %w", e.dp.broken)
 		}
-		// The refusals above and this one come before anything is queued,
+		// The refusal above and this one come before anything is queued,
 		// from what the script did alike on every process (a loss of the
 		// wrong shape, a parameter unfrozen): none is out of step. A
-		// failure from here on may be this process's alone.
+		// failure from here on may be this process's alone (a loss that
+		// reaches no parameter may be one rank's empty batch).
 		if err := e.dp.unfrozen(); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
@@ -121,6 +119,9 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 				e.dp.outOfStep(err)
 			}
 		}()
+	}
+	if !loss.requiresGrad || loss.gradFn == nil {
+		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
 	}
 	e.tape.noGrad++
 	defer func() { e.tape.noGrad-- }()

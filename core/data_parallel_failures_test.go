@@ -165,9 +165,11 @@ func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
 	}
 }
 
-// TestARefusedLossLeavesTheSumsInStep: a loss of the wrong shape, or one
-// no parameter reaches, is refused before anything is queued, as every
-// process's script refuses it alike: the next backward averages as usual.
+// TestARefusedLossLeavesTheSumsInStep: a loss of the wrong shape is
+// refused before anything is queued, as every process's script refuses it
+// alike: the next backward averages as usual. One that reaches no
+// parameter may be one process's alone (an empty batch): it leaves this
+// process out of step.
 func TestARefusedLossLeavesTheSumsInStep(t *testing.T) {
 	e := newEngine(t)
 	params := mlpParams(t, e)
@@ -180,9 +182,11 @@ func TestARefusedLossLeavesTheSumsInStep(t *testing.T) {
 	}))
 	_, err := e.Backward(wide)
 	require.ErrorContains(t, err, "the loss must have one element")
-	_, err = e.Backward(host(t, []int{1}, 2))
-	require.ErrorContains(t, err, "does not depend on any tensor that requires grad")
 	mlpBackward(t, e, params, false)
 	assertScaled(t, 1.5, refGrads(t), gradsOf(t, params))
 	require.NoError(t, e.FinishCollectives())
+
+	_, err = e.Backward(host(t, []int{1}, 2))
+	require.ErrorContains(t, err, "does not depend on any tensor that requires grad")
+	assert.ErrorContains(t, e.FinishCollectives(), "out of step")
 }
