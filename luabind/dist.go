@@ -349,10 +349,11 @@ func (env *Env) distDataParallel(L *lua.LState) int {
 		argError(L, fn, "%s", err.Error())
 	}
 	// Frozen parameters of every wrapped model, those of earlier calls
-	// too; one unfrozen since and wrapped again is averaged now.
+	// too, unfrozen since or not: one is dropped only once a call averages
+	// it (in seen, the averaged set).
 	var frozen []*core.Tensor
 	for _, t := range slices.Concat(oldFrozen, m.frozen) {
-		if !seen[t] && !t.RequiresGrad() {
+		if !seen[t] {
 			seen[t] = true
 			frozen = append(frozen, t)
 		}

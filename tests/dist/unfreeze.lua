@@ -1,7 +1,7 @@
 -- tests/dist/unfreeze.lua: a backbone frozen when the model is wrapped,
 -- unfrozen at step 3 (fine-tuning). Its gradient is not averaged until the
--- model is wrapped again, so the backward refuses (on every rank alike,
--- before any collective); wrapped again, training goes on with the ranks'
+-- model is wrapped again (wrapping another model does not do), so the
+-- backward refuses (on every rank alike, before any collective); wrapped again, training goes on with the ranks'
 -- weights equal, each rank on its own rows.
 dist.init()
 local r = dist.rank()
@@ -14,7 +14,10 @@ local opt = optim.sgd(m:parameters(), {lr = 0.5})
 tensor.manual_seed(100 + r)
 local x, y = tensor.randn(4, 3), tensor.randn(4, 1)
 for step = 1, 5 do
-  if step == 3 then backbone:requires_grad(true) end
+  if step == 3 then
+    backbone:requires_grad(true)
+    dist.data_parallel(nn.Linear(2, 2)) -- another model wrapped: the backbone is still not averaged
+  end
   opt:zero_grad()
   local loss = with_grad_tape(function() return nn.mse_loss(m(x), y) end)
   local ok, err = pcall(backward, loss)
