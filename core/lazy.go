@@ -219,6 +219,9 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 		}
 		ins[i] = n
 	}
+	if err := e.placeAgain(dst); err != nil {
+		return err
+	}
 	base, err := dst.handle.Tensor()
 	if err != nil {
 		return err
@@ -245,6 +248,30 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 	e.pending = append(e.pending, dst)
 	dst.node, dst.pending, dst.passGen = n, true, e.res.Gen(residency.Pass)
 	dst.version++
+	return nil
+}
+
+// placeAgain gives dst, a kept value from an earlier pass (its buffer
+// freed by a pass reset, its value kept on the host), a buffer in this
+// pass holding that value, so that an in-place update has memory to write
+// (data prepared before the loop, then x:div_(2) in a later step). Reads
+// need none: they upload the host copy (storedInput).
+func (e *Engine) placeAgain(dst *Tensor) error {
+	h := dst.handle
+	if dst.base != nil || dst.pending || h.Live() || h.Scope() != residency.Pass {
+		return nil
+	}
+	raw := h.HostCopy()
+	if raw == nil {
+		return nil // stale: Tensor() says so
+	}
+	placed, err := e.res.Upload(residency.Request{Shape: dst.shape, Type: h.Type(), Scope: residency.Pass}, raw)
+	if err != nil {
+		return err
+	}
+	placed.KeepHostCopy(raw) // until the update replaces it
+	dst.handle = placed
+	e.trackPass(dst)
 	return nil
 }
 

@@ -115,6 +115,16 @@ func TestKeptValuesUpdatedInPlaceSurviveSteps(t *testing.T) {
 			got, err := y.Float32s()
 			require.NoError(t, err, "eager %v, read %v", eager, read)
 			assert.Equal(t, []float32{7, 8, 9}, got, "eager %v, read %v", eager, read)
+			// Updated again in a later pass: placed again from its copy.
+			require.NoError(t, e.NoGrad(func() error {
+				twice, err := e.Scale(y, 2)
+				if err == nil {
+					err = e.Assign(y, twice)
+				}
+				return err
+			}), "eager %v, read %v", eager, read)
+			require.NoError(t, e.WithGradTape(func() error { return nil }))
+			assert.Equal(t, []float32{14, 16, 18}, values(t, y), "eager %v, read %v", eager, read)
 		}
 	}
 }
