@@ -277,7 +277,14 @@ end
 -- m:load_state_dict(tensor.load(path)) passes the file's metadata there.
 function Module:load_state_dict(sd, strict)
   check(type(sd) == "table", "load_state_dict", "expected a table, got %s", type(sd))
-  if type(strict) == "table" then strict = strict.strict end
+  if type(strict) == "table" and strict.strict ~= nil then
+    for k in pairs(strict) do
+      check(k == "strict", "load_state_dict", "unknown option %s (expected strict)", tostring(k))
+    end
+    strict = strict.strict
+  elseif type(strict) == "table" then
+    strict = nil
+  end
   check(strict == nil or type(strict) == "boolean", "load_state_dict", "strict must be a boolean, got %s", type(strict))
   strict = strict ~= false
   local seen, missing, unexpected = {}, {}, {}
@@ -290,7 +297,8 @@ function Module:load_state_dict(sd, strict)
       check(not strict, "load_state_dict", "missing parameter or buffer %s (strict=false skips it)", name)
       missing[#missing + 1] = name
     else
-      no_grad(function() p:copy_(v) end)
+      local ok, err = pcall(no_grad, function() p:copy_(v) end)
+      check(ok, "load_state_dict", "%s: %s", name, tostring(err))
       seen[name] = true
     end
   end
