@@ -271,6 +271,7 @@ func (e *Engine) placeAgain(dst *Tensor) error {
 	}
 	placed.KeepHostCopy(raw) // until the update replaces it
 	dst.handle = placed
+	dst.inTape = false // a kept value of an earlier pass, not this tape's activation: Realize copies it again
 	e.trackPass(dst)
 	return nil
 }

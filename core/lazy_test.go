@@ -129,6 +129,27 @@ func TestKeptValuesUpdatedInPlaceSurviveSteps(t *testing.T) {
 	}
 }
 
+// TestAnActivationKeptAndUpdatedLaterSurvives: a value made inside a tape
+// and kept (a read gave it a host copy) is the earlier step's, not an
+// activation of the tape that updates it in place later: the update
+// outlives the next pass reset.
+func TestAnActivationKeptAndUpdatedLaterSurvives(t *testing.T) {
+	e := newEngine(t)
+	var y *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		var err error
+		y, err = e.AddScalar(host(t, []int{2}, 1, 2), 1)
+		return err
+	}))
+	y.Hold()
+	assert.Equal(t, []float32{2, 3}, values(t, y)) // the read keeps a host copy
+	require.NoError(t, e.WithGradTape(func() error { return nil }))
+	require.NoError(t, e.Assign(y, host(t, []int{2}, 5, 6)))
+	require.NoError(t, e.Realize())
+	require.NoError(t, e.WithGradTape(func() error { return nil }))
+	assert.Equal(t, []float32{5, 6}, values(t, y))
+}
+
 // A value kept beyond its step (held, computed outside a tape) gets its host
 // copy queued behind its graph (ggmlcgo's GetLater) rather than by waiting
 // for the graph, so the host goes on building the next step; the copy
