@@ -275,8 +275,10 @@ end
 -- boolean, or {strict=false}) skips them and returns their names, after
 -- the module, as missing, unexpected. Another table second is not read:
 -- m:load_state_dict(tensor.load(path)) passes the file's metadata there.
-function Module:load_state_dict(sd, strict)
+function Module:load_state_dict(sd, strict, ...)
   check(type(sd) == "table", "load_state_dict", "expected a table, got %s", type(sd))
+  check(select("#", ...) == 0 and not (type(strict) == "table" and strict.assign ~= nil), "load_state_dict",
+    "assign is not supported: the values are copied into the module's own parameters and buffers")
   if type(strict) == "table" and strict.strict ~= nil then
     for k in pairs(strict) do
       check(k == "strict", "load_state_dict", "unknown option %s (expected strict)", tostring(k))
@@ -298,7 +300,7 @@ function Module:load_state_dict(sd, strict)
       missing[#missing + 1] = name
     else
       local ok, err = pcall(no_grad, function() p:copy_(v) end)
-      check(ok, "load_state_dict", "%s: %s", name, tostring(err))
+      check(ok, "load_state_dict", "%s: %s", name, (tostring(err):gsub("^[^:]*:%d+: ", "")))
       seen[name] = true
     end
   end

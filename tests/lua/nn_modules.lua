@@ -367,12 +367,16 @@ do
     assert(c.weight:totable()[2][1] == a.weight:totable()[2][1], "the weight loaded")
     assert(c.bias:totable()[1] == bias[1], "the bias left")
   end
-  ok, err = pcall(function() b:load_state_dict(sd, {strict = false, assign = true}) end)
-  assert(not ok and err:find("unknown option assign"), err)
+  ok, err = pcall(function() b:load_state_dict(sd, {strict = false, sloppy = true}) end)
+  assert(not ok and err:find("unknown option sloppy"), err)
   local wrong = a:state_dict()
   wrong.bias = tensor{1}
   ok, err = pcall(function() b:load_state_dict(wrong) end)
-  assert(not ok and err:find("load_state_dict: bias: "), "the message names the entry: " .. tostring(err))
+  assert(not ok and err:find("load_state_dict: bias: copy_:"), "the message names the entry: " .. tostring(err))
+  for _, args in ipairs({{{assign = true}}, {true, true}}) do
+    ok, err = pcall(function() b:load_state_dict(a:state_dict(), unpack(args)) end)
+    assert(not ok and err:find("assign is not supported"), err)
+  end
   ok, err = pcall(function() b:load_state_dict(sd, {format = "pt"}) end)
   assert(not ok and err:find("missing parameter"), "tensor.load's metadata second: strict " .. tostring(err))
 end
