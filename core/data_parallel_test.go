@@ -119,6 +119,30 @@ func assertValues(t *testing.T, want []float32, x *Tensor) {
 	assert.InDeltaSlice(t, want, got, 1e-6)
 }
 
+// TestACollectivesWriteOfAKeptValueSurvivesSteps: a kept value of the pass
+// pool (a metric computed outside a tape) that a collective changes in
+// place keeps the new value across the next pass reset, and lent again at
+// a later step it is placed again from its host copy.
+func TestACollectivesWriteOfAKeptValueSurvivesSteps(t *testing.T) {
+	e := newEngine(t)
+	m, err := e.AddScalar(host(t, []int{2}, 1, 2), 1)
+	require.NoError(t, err)
+	m.Hold()
+	double := func(b Buffer) error {
+		v := unsafe.Slice((*float32)(b.Data), b.Count)
+		for i := range v {
+			v[i] *= 2
+		}
+		return nil
+	}
+	require.NoError(t, e.WithBuffer(m, true, double))
+	require.NoError(t, e.WithGradTape(func() error { return nil })) // the pass reset
+	assert.Equal(t, []float32{4, 6}, values(t, m), "the collective's value, after the reset")
+	require.NoError(t, e.WithBuffer(m, true, double), "lent at a later step")
+	require.NoError(t, e.WithGradTape(func() error { return nil }))
+	assert.Equal(t, []float32{8, 12}, values(t, m))
+}
+
 // TestWithBufferRefusesViews: a collective needs a tensor's own memory.
 func TestWithBufferRefusesViews(t *testing.T) {
 	e := newEngine(t)

@@ -543,6 +543,7 @@ func (e *Engine) Reset(scopes ...residency.Scope) error {
 	}
 	for _, s := range scopes {
 		if s == residency.Pass {
+			e.keepHeld()
 			e.freeNodeContexts()
 			e.passLive, e.uploads = nil, nil
 		}

@@ -83,6 +83,24 @@ func (e *Engine) afterRealize() error {
 	return e.compactPass()
 }
 
+// keepHeld copies to the host, before a pass reset frees them, the kept
+// values of the pass pool that have no copy: Realize copies the ones it
+// computes, but a collective writes one in place outside any graph
+// (dist.all_reduce of a metric computed from the loss).
+func (e *Engine) keepHeld() {
+	for _, wp := range e.passLive {
+		t := wp.Value()
+		if t == nil || t.base != nil || !t.held || t.inTape || t.handle == nil ||
+			t.handle.Scope() != residency.Pass || !t.handle.Live() || t.handle.HasHostCopy() {
+			continue
+		}
+		raw := make([]byte, t.handle.Nbytes())
+		if err := t.handle.Read(raw); err == nil {
+			t.handle.KeepHostCopy(raw)
+		}
+	}
+}
+
 // compactPass copies what is still referenced in the pass pool to the host
 // and resets the pool. Nothing may be pending.
 func (e *Engine) compactPass() error {
