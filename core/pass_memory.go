@@ -84,13 +84,14 @@ func (e *Engine) afterRealize() error {
 }
 
 // keepHeld copies to the host, before a pass reset frees them, the kept
-// values of the pass pool that have no copy: Realize copies the ones it
+// results of the pass pool that have no copy: Realize copies the ones it
 // computes, but a collective writes one in place outside any graph
-// (dist.all_reduce of a metric computed from the loss).
+// (dist.all_reduce of a metric computed from the loss). A pass upload
+// (to_gpu(x)) is not kept: it goes with its pass, as residency says.
 func (e *Engine) keepHeld() {
 	for _, wp := range e.passLive {
 		t := wp.Value()
-		if t == nil || t.base != nil || !t.held || t.inTape || t.handle == nil ||
+		if t == nil || t.base != nil || !t.result || !t.held || t.inTape || t.handle == nil ||
 			t.handle.Scope() != residency.Pass || !t.handle.Live() || t.handle.HasHostCopy() {
 			continue
 		}
