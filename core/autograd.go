@@ -119,6 +119,7 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 				e.dp.outOfStep(err)
 			}
 		}()
+		e.dp.unused = nil // filled by this Backward's sums (keepUnusedGrads)
 	}
 	if !loss.requiresGrad || loss.gradFn == nil {
 		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
@@ -295,11 +296,7 @@ func keepAcrossPasses(g *Tensor) error {
 	if g.pending || g.handle == nil || !g.handle.Live() || g.handle.HostCopy() != nil {
 		return nil
 	}
-	raw := make([]byte, g.handle.Nbytes())
-	if err := g.handle.Read(raw); err != nil {
-		return err
-	}
-	return g.handle.KeepHostCopy(raw)
+	return g.handle.CopyToHost()
 }
 
 // ZeroGrad clears the gradients of params: the next backward sets them

@@ -471,10 +471,7 @@ func (e *Engine) Realize() error {
 			keep = t.held && !t.inTape
 		}
 		if keep && !t.handle.KeepHostCopyLater() {
-			raw := make([]byte, t.handle.Nbytes())
-			if err := t.handle.Read(raw); err == nil {
-				t.handle.KeepHostCopy(raw)
-			}
+			t.handle.CopyToHost()
 		}
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 	}

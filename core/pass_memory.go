@@ -90,16 +90,19 @@ func (e *Engine) afterRealize() error {
 // (to_gpu(x)) is not kept: it goes with its pass, as residency says.
 func (e *Engine) keepHeld() {
 	for _, wp := range e.passLive {
-		t := wp.Value()
-		if t == nil || t.base != nil || !t.result || !t.held || t.inTape || t.handle == nil ||
-			t.handle.Scope() != residency.Pass || !t.handle.Live() || t.handle.HasHostCopy() {
-			continue
-		}
-		raw := make([]byte, t.handle.Nbytes())
-		if err := t.handle.Read(raw); err == nil {
-			t.handle.KeepHostCopy(raw)
+		if t := wp.Value(); t != nil && t.keptWithoutCopy() {
+			t.handle.CopyToHost()
 		}
 	}
+}
+
+// keptWithoutCopy reports whether t is a kept result of the pass pool
+// (held, computed outside a tape, computed already) that has no host copy
+// yet, kept or on its way.
+func (t *Tensor) keptWithoutCopy() bool {
+	h := t.handle
+	return t.base == nil && t.result && t.held && !t.pending && !t.inTape && h != nil &&
+		h.Scope() == residency.Pass && h.Live() && !h.HasHostCopy()
 }
 
 // compactPass copies what is still referenced in the pass pool to the host
@@ -112,14 +115,10 @@ func (e *Engine) compactPass() error {
 		if t == nil || t.handle == nil || t.handle.Scope() != residency.Pass || !t.handle.Live() || t.handle.HostCopy() != nil {
 			continue
 		}
-		raw := make([]byte, t.handle.Nbytes())
-		if err := t.handle.Read(raw); err != nil {
+		if err := t.handle.CopyToHost(); err != nil {
 			return err
 		}
-		if err := t.handle.KeepHostCopy(raw); err != nil {
-			return err
-		}
-		live += int64(len(raw))
+		live += t.handle.Nbytes()
 	}
 	e.passLive = nil
 	e.mem.compactAt = 4 * live

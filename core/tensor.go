@@ -409,12 +409,8 @@ func (t *Tensor) Hold() {
 	// Computed already (eager mode computes each op as it is made, before
 	// its caller can hold it): the copy Realize makes of a held value is
 	// made now.
-	if h := s.handle; s.result && !s.pending && !s.inTape && h != nil && h.Live() &&
-		h.Scope() == residency.Pass && !h.HasHostCopy() && !h.KeepHostCopyLater() {
-		raw := make([]byte, h.Nbytes())
-		if err := h.Read(raw); err == nil {
-			h.KeepHostCopy(raw)
-		}
+	if s.keptWithoutCopy() && !s.handle.KeepHostCopyLater() {
+		s.handle.CopyToHost()
 	}
 }
 

@@ -123,6 +123,16 @@ func (h *Handle) ReadNow(dst []byte) error {
 	return nil
 }
 
+// CopyToHost reads the value now and keeps it as the host copy
+// (KeepHostCopy).
+func (h *Handle) CopyToHost() error {
+	raw := make([]byte, h.Nbytes())
+	if err := h.Read(raw); err != nil {
+		return err
+	}
+	return h.KeepHostCopy(raw)
+}
+
 // KeepHostCopy records data (which the caller must not change afterwards) as
 // the host copy that Read falls back to once the handle is stale. A later
 // Write drops it.
