@@ -119,7 +119,6 @@ type dataParallel struct {
 	summing bool             // a Backward is queueing in-graph sums
 	paused  int              // inside NoSync: Backward accumulates locally
 	flags   *Tensor          // the used flags: [len(params)] after the last bucket's gradients, summed with them
-	flagAt  map[*Tensor]int  // each parameter's flag
 	unused  []unusedGrad     // this Backward's parameters that got no gradient here
 	broken  error            // a Backward that averaged failed here (outOfStep)
 	frozen  []*Tensor        // parameters frozen when their model was wrapped: not averaged (WatchFrozen)
@@ -133,7 +132,10 @@ type unusedGrad struct {
 }
 
 // slot is a parameter's place: bucket k, index i in it.
-type slot struct{ k, i int }
+type slot struct {
+	k, i int
+	flag int // its used flag: its place among all the buckets' parameters
+}
 
 // gradBucket is one flat buffer and its parameters' slices of it.
 type gradBucket struct {
@@ -331,14 +333,10 @@ func (dp *dataParallel) ready(e *Engine) error {
 		return err
 	}
 	dp.flags = dp.buckets[len(dp.buckets)-1].flags
-	dp.flagAt = map[*Tensor]int{}
-	for i, p := range dp.params {
-		dp.flagAt[p] = i
-	}
 	dp.place, dp.slices = map[*Tensor]slot{}, map[*Tensor]bool{}
 	for k, b := range dp.buckets {
 		for i, p := range b.params {
-			dp.place[p] = slot{k, i}
+			dp.place[p] = slot{k, i, len(dp.place)}
 			dp.slices[b.slices[i]] = true
 		}
 	}
@@ -425,7 +423,6 @@ func (e *Engine) averageGrads() error {
 	if err := dp.ready(e); err != nil {
 		return err
 	}
-	dp.unused = nil
 	for _, b := range dp.buckets {
 		for i, p := range b.params {
 			g := p.grad
@@ -469,7 +466,7 @@ func (dp *dataParallel) writeFlags(e *Engine) error {
 			vals[i] = 1
 		}
 		for _, u := range dp.unused {
-			vals[dp.flagAt[u.p]] = 0
+			vals[dp.place[u.p].flag] = 0
 		}
 		flags, err = e.constants(vals)
 	}
@@ -501,7 +498,7 @@ func (e *Engine) keepUnusedGrads() error {
 		return err
 	}
 	for _, u := range unused {
-		if used[dp.flagAt[u.p]] == 0 {
+		if used[dp.place[u.p].flag] == 0 {
 			u.p.grad, u.p.gradZero = u.grad, u.zero
 		}
 	}

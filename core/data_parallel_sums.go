@@ -84,7 +84,6 @@ func (e *Engine) startSums() (*gradSums, error) {
 		return nil, err
 	}
 	s := &gradSums{e: e, dp: dp, done: map[*Tensor]bool{}}
-	dp.unused = nil
 	dp.summing = true // until finish or abandon
 	for _, b := range dp.buckets {
 		s.left = append(s.left, len(b.params))
