@@ -55,9 +55,7 @@ func TestBucketClipKeepsAQueuedGradientUpdate(t *testing.T) {
 // gradient, comes before the bucket's norm and scaling.
 func TestClipValueThenBucketClip(t *testing.T) {
 	want := refGrads(t)
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	mlpBackward(t, e, params, false)
 	require.NoError(t, e.ClipGradValue(params, 0.01))
 	_, err := e.ClipGradNorm(params, float32(math.Inf(1)))
@@ -174,9 +172,7 @@ func TestBucketClipThenDataParallelOff(t *testing.T) {
 // parameter's own clip between, and a gradient taken before: all agree.
 func TestBucketClipTwiceAndPerParameter(t *testing.T) {
 	want, _ := clipRef(t, 0.1)
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	mlpBackward(t, e, params, false)
 	g0 := params[0].Grad()
 	_, err := e.ClipGradNorm(params, 0.1)

@@ -53,9 +53,7 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 	// Eager mode too: every op computes at once, but not inside a backward
 	// that sums in its graph.
 	for _, eager := range []bool{false, true} {
-		e := newEngine(t)
-		params := mlpParams(t, e)
-		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		e, params := summingMLP(t)
 		mlpBackward(t, e, params, false)
 		assertScaled(t, 1.5, want, gradsOf(t, params))
 		e.SetEager(eager)
@@ -97,9 +95,7 @@ func TestAFailedBackwardLeavesNoSum(t *testing.T) {
 // parallelism off then drops those gradients (their values are gone)
 // instead of failing to copy them.
 func TestDataParallelOffAfterAPersistentReset(t *testing.T) {
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	mlpBackward(t, e, params, false)
 	require.NoError(t, e.Reset(residency.Persistent))
 	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
@@ -111,9 +107,7 @@ func TestDataParallelOffAfterAPersistentReset(t *testing.T) {
 // gradients, which would be this process's alone, as a failed sum between
 // computes does.
 func TestACancelledComputeDropsTheInGraphSums(t *testing.T) {
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	mlpBackward(t, e, params, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -133,9 +127,7 @@ func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
 	defer func(b int64) { graphBucketBytes = b }(graphBucketBytes)
 	graphBucketBytes = 4 // a bucket per parameter: the last layer's sums queued before the failure
 	for _, panics := range []bool{false, true} {
-		e := newEngine(t)
-		params := mlpParams(t, e)
-		require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+		e, params := summingMLP(t)
 		relus := 0
 		loss := mlpLoss(t, e, params, mlpBatch(t), mlpLabels, func(h *Tensor) (*Tensor, error) {
 			h, err := e.Relu(h)
@@ -171,9 +163,7 @@ func TestABackwardThatFailsOrPanicsEndsItsSums(t *testing.T) {
 // parameter may be one process's alone (an empty batch): it leaves this
 // process out of step.
 func TestARefusedLossLeavesTheSumsInStep(t *testing.T) {
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	var wide *Tensor
 	require.NoError(t, e.WithGradTape(func() error {
 		var err error

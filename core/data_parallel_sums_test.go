@@ -61,6 +61,16 @@ func shapeNumel(shape []int) int {
 	return n
 }
 
+// summingMLP is an engine and mlpParams, averaged in the graph over two
+// processes by a collective that multiplies by 3 (averagedRef's).
+func summingMLP(t *testing.T) (*Engine, []*Tensor) {
+	t.Helper()
+	e := newEngine(t)
+	params := mlpParams(t, e)
+	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	return e, params
+}
+
 // mlpAndW is the MLP's parameters and one more, w = {5, 6}, all resident
 // and data-parallel over two processes whose "sum" is times 3.
 func mlpAndW(t *testing.T, e *Engine) ([]*Tensor, *Tensor) {
@@ -551,9 +561,7 @@ func TestClippingSomeParametersOfABucket(t *testing.T) {
 // slice, read after the backward must still wait for the sum.
 func TestAGradientReadAfterASplitBackwardIsTheSum(t *testing.T) {
 	want := refGrads(t)
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	ZeroGrad(params)
 	_, err := e.Backward(mlpLoss(t, e, params, mlpBatch(t), mlpLabels, splittingRelu(e)))
 	require.NoError(t, err)
@@ -621,9 +629,7 @@ func TestReadsWithTheInGraphSums(t *testing.T) {
 // bucket slices' views are freed).
 func TestAGradientHeldAcrossDataParallelOff(t *testing.T) {
 	want := refGrads(t)
-	e := newEngine(t)
-	params := mlpParams(t, e)
-	require.NoError(t, e.SetDataParallel(params, 2, nil, scaleCollective(t, 3)))
+	e, params := summingMLP(t)
 	mlpBackward(t, e, params, false)
 	held := params[0].Grad()
 	require.NoError(t, e.SetDataParallel(nil, 0, nil, nil))
