@@ -134,6 +134,8 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	if err := e.startForward(); err != nil {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
+	e.backwarding = true
+	defer func() { e.backwarding = false }()
 	order := topoOrder(loss)
 	seed, err := e.fillLike(loss, 1)
 	if err != nil {
@@ -292,7 +294,7 @@ func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
 // of the pass pool, as PyTorch accumulates gradients over backward calls:
 // its value is copied to the host when computed (now, if it already is).
 func keepAcrossPasses(g *Tensor) error {
-	g.held, g.inTape = true, false
+	g.held, g.inTape, g.scratch = true, false, false
 	if g.pending || g.handle == nil || !g.handle.Live() || g.handle.HostCopy() != nil {
 		return nil
 	}

@@ -38,6 +38,9 @@ type Engine struct {
 	stats    Stats
 
 	tape tape // autograd.go
+	// backwarding: Backward is building gradients; what it makes is
+	// scratch (tensor.go) unless it becomes a .grad.
+	backwarding bool
 	rng  *rand.Rand
 	ctx  context.Context // cancels graph computes (see SetContext)
 	unit *Tensor         // a persistent one-element tensor: the template of witness nodes

@@ -105,6 +105,9 @@ func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
 	if t.dropped {
 		return ggmlcgo.Tensor{}, errDropped
 	}
+	if t.freed {
+		return ggmlcgo.Tensor{}, errFreed
+	}
 	if t.engine != e {
 		return ggmlcgo.Tensor{}, fmt.Errorf("tensor of shape %s belongs to another runtime or device", ShapeString(t.shape))
 	}
@@ -180,7 +183,7 @@ func (e *Engine) newOpReading(name string, shape []int, inputs []*Tensor, read f
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
-		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active}
+		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active, scratch: e.backwarding}
 	out.queued = len(e.pending)
 	e.pending = append(e.pending, out)
 	e.pendingBytes += 4 * out.Numel()
@@ -362,16 +365,33 @@ func (e *Engine) Realize() error {
 	}
 	e.pending = live
 	roots := make([]ggmlcgo.Tensor, len(e.pending))
+	// Planned: only what can be read after the compute (results a caller
+	// may hold, in-place updates) gets memory of its own in the pass pool;
+	// every other node (inside an op, a gradient Backward made for its own
+	// use) goes to scratch memory shared by liveness. Not while Backward is
+	// still building (its gradients are read by the ops it adds next), nor
+	// under data parallelism, whose collectives read and write gradients
+	// outside the graph's order.
+	plan := !e.backwarding && e.dp == nil
+	outputs := map[ggmlcgo.Tensor]bool{}
 	for i, t := range e.pending {
 		if t.passGen != e.res.Gen(residency.Pass) {
 			e.dropPending()
 			return fmt.Errorf("realize: %w: pending work was dropped by a reset of the pass pool", residency.ErrStale)
 		}
 		roots[i] = t.node
-		// Every pending result may be read after the compute: ggml-cuda
-		// must not fuse it away into the next node's kernel (a LayerNorm's
-		// x̂ into its weight's product, a sum into the next add).
+		if plan && t.scratch && t.handle == nil {
+			continue
+		}
+		// A result that may be read after the compute: ggml-cuda must not
+		// fuse it away into the next node's kernel (a LayerNorm's x̂ into
+		// its weight's product, a sum into the next add).
 		t.node.SetOutput()
+		n := t.node
+		for n.IsView() {
+			n = n.ViewSrc()
+		}
+		outputs[n] = true
 	}
 	g, gctx, err := ggmlcgo.GraphOf(roots)
 	if err != nil {
@@ -384,15 +404,12 @@ func (e *Engine) Realize() error {
 	placed := map[ggmlcgo.Tensor]*residency.Handle{}
 	var placedBytes int64
 	for _, n := range g.Nodes() {
-		if n.Allocated() {
+		if n.Allocated() || (plan && (n.IsView() || !outputs[n])) {
 			continue
 		}
 		if n.IsView() {
 			if err := n.InitView(); err != nil {
 				return fmt.Errorf("realize: %w", err)
-			}
-			if src, ok := placed[n.ViewSrc()]; ok { // a view of this graph's memory
-				placed[n] = src
 			}
 			continue
 		}
@@ -402,6 +419,11 @@ func (e *Engine) Realize() error {
 		}
 		placed[n] = h
 		placedBytes += n.Nbytes()
+	}
+	if plan {
+		if err := e.res.PlaceScratch(g); err != nil {
+			return fmt.Errorf("realize: %w", err)
+		}
 	}
 	ctx := e.ctx
 	if ctx == nil {
@@ -459,9 +481,17 @@ func (e *Engine) Realize() error {
 			// pass reset would lose it (zero_grad(false), x:div_(2)).
 			keep = t.base == nil && t.held && !t.inTape && t.handle.Scope() == residency.Pass && t.handle.Live()
 		}
+		if t.handle == nil && plan && t.scratch { // its memory went to later nodes
+			t.pending, t.node, t.freed = false, ggmlcgo.Tensor{}, true
+			continue
+		}
 		if t.handle == nil { // an op result: its node is now its memory
 			t.result = true
-			h := placed[t.node]
+			base := t.node
+			for base.IsView() { // a view of this graph's memory
+				base = base.ViewSrc()
+			}
+			h := placed[base]
 			if h == nil {
 				return fmt.Errorf("realize: internal error: result of shape %s has no memory", ShapeString(t.shape))
 			}

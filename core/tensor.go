@@ -34,6 +34,11 @@ type Tensor struct {
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
 	held    bool  // a caller holds it beyond this step: see Hold
+	// scratch: made by Backward for its own use (an activation's gradient),
+	// so nothing reads it after the graph that computes it; freed: it was
+	// so computed, in scratch memory (lazy.go's Realize).
+	scratch bool
+	freed   bool
 
 	// A view (base != nil) has no storage of its own: element (i_1..i_n)
 	// is its base's element offset + Σ i_k·strides[k] (see views.go).
@@ -58,6 +63,10 @@ type Tensor struct {
 }
 
 var errDropped = fmt.Errorf("%w: this value was never computed: a reset of the pass pool dropped the work that made it", residency.ErrStale)
+
+// errFreed is a read of a gradient Backward made for its own use, whose
+// memory went to later nodes of its graph: a gglua bug, never a script's.
+var errFreed = fmt.Errorf("%w: internal error: an intermediate gradient was read after its graph (its memory was reused)", residency.ErrStale)
 
 // FromFloat32 makes a host tensor of shape holding data (not copied).
 func FromFloat32(data []float32, shape ...int) (*Tensor, error) {
@@ -278,6 +287,9 @@ func (t *Tensor) Float32s() ([]float32, error) {
 	}
 	if t.dropped {
 		return nil, errDropped
+	}
+	if t.freed {
+		return nil, errFreed
 	}
 	e := t.engine
 	// Under in-graph data parallelism a gradient is a bucket slice whose

@@ -209,6 +209,16 @@ func (a *Gallocr) AllocGraph(g *Graph) error {
 	return nil
 }
 
+// Measure is the size of the buffer AllocGraph would need for g. It plans
+// g but allocates nothing, and it frees the allocator's buffer if that is
+// too small: measure with an allocator kept for measuring, never with the
+// one whose buffer a queued graph may still be using.
+func (a *Gallocr) Measure(g *Graph) int64 {
+	var size C.size_t
+	C.ggml_gallocr_reserve_n_size(a.p, g.p, nil, nil, &size)
+	return int64(size)
+}
+
 // BufferSize is the size of the allocator's buffer.
 func (a *Gallocr) BufferSize() int64 { return int64(C.ggml_gallocr_get_buffer_size(a.p, 0)) }
 

@@ -64,10 +64,14 @@
     X(GGML_BACKEND_DEVICE_TYPE_IGPU, 2)       \
     X(GGML_BACKEND_DEVICE_TYPE_ACCEL, 3)
 
-// The ops that only describe memory (ggml computes nothing for them), and
-// the custom op (whose parameters graph_replay.c reads field by field).
+// The ops that only describe memory (ggml computes nothing for them), the
+// custom op (whose parameters graph_replay.c reads field by field), and the
+// gradients ggml's CPU kernels get wrong when computed in place
+// (graph.go's gglua_graph_guard_inplace).
 #define GGLUA_ENUM_GGML_OP(X) \
     X(GGML_OP_NONE, 0)          \
+    X(GGML_OP_RMS_NORM_BACK, 26) \
+    X(GGML_OP_SOFT_MAX_BACK, 47) \
     X(GGML_OP_RESHAPE, 36)      \
     X(GGML_OP_VIEW, 37)         \
     X(GGML_OP_PERMUTE, 38)      \
@@ -342,6 +346,8 @@ enum ggml_status ggml_tallocr_alloc(struct ggml_tallocr * talloc, struct ggml_te
 ggml_gallocr_t ggml_gallocr_new(ggml_backend_buffer_type_t buft);
 void ggml_gallocr_free(ggml_gallocr_t galloc);
 bool ggml_gallocr_alloc_graph(ggml_gallocr_t galloc, struct ggml_cgraph * graph);
+void ggml_gallocr_reserve_n_size(ggml_gallocr_t galloc, struct ggml_cgraph * graph, const int * node_buffer_ids,
+                                 const int * leaf_buffer_ids, size_t * sizes);
 size_t ggml_gallocr_get_buffer_size(ggml_gallocr_t galloc, int buffer_id);
 size_t ggml_backend_alloc_ctx_tensors_from_buft_size(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);
 struct ggml_backend_buffer * ggml_backend_alloc_ctx_tensors_from_buft(struct ggml_context * ctx, ggml_backend_buffer_type_t buft);

@@ -36,6 +36,27 @@ static int gglua_graph_check(ggml_backend_t b, struct ggml_cgraph * g, bool ask_
     return 0;
 }
 
+// gglua_graph_guard_inplace keeps ggml's graph allocator from computing
+// rms_norm_back or soft_max_back into the memory of an input: the allocator
+// lists both as safe in place, but ggml's CPU kernels copy one input into
+// the result before they read the other (rms_norm_back's dz, soft_max_back's
+// y). An input marked as an output is never reused, and kept to the graph's
+// end. Only inputs the allocator would place are marked.
+static void gglua_graph_guard_inplace(struct ggml_cgraph * g) {
+    for (int i = 0, n = ggml_graph_n_nodes(g); i < n; i++) {
+        struct ggml_tensor * t = ggml_graph_node(g, i);
+        if (t->op != GGML_OP_RMS_NORM_BACK && t->op != GGML_OP_SOFT_MAX_BACK) {
+            continue;
+        }
+        for (int s = 0; s < 2; s++) {
+            struct ggml_tensor * in = t->src[s];
+            if (in != NULL && in->data == NULL && in->buffer == NULL) {
+                ggml_set_output(in);
+            }
+        }
+    }
+}
+
 static int64_t gglua_graph_work(struct ggml_cgraph * g) {
     int64_t w = 0;
     for (int i = 0, n = ggml_graph_n_nodes(g); i < n; i++) {
@@ -110,6 +131,11 @@ func (g *Graph) Expand(t Tensor) error {
 	C.ggml_build_forward_expand(g.p, t.p)
 	return nil
 }
+
+// GuardInPlace marks the inputs of the nodes ggml's CPU kernels compute
+// wrongly in place, so that a graph allocator (Gallocr) never reuses them
+// for the node itself.
+func (g *Graph) GuardInPlace() { C.gglua_graph_guard_inplace(g.p) }
 
 // Work is the number of elements the graph's nodes produce: a cheap measure
 // of how much there is to split across threads.

@@ -425,7 +425,7 @@ func runFuzzProgram(t *testing.T, data []byte) {
 		t.Fatalf("residency.limit after the program: %v\n%s", err, code)
 	}
 	l := rt.Engine().Residency().Ledger()
-	if l.BufferBytes < 0 || l.PBufferBytes < 0 || l.TotalBufferBytes != l.BufferBytes+l.PBufferBytes+l.CachedBytes {
+	if l.BufferBytes < 0 || l.PBufferBytes < 0 || l.TotalBufferBytes != l.BufferBytes+l.PBufferBytes+l.CachedBytes+l.ScratchBytes || l.PeakBytes < l.BufferBytes+l.ScratchBytes {
 		t.Fatalf("inconsistent ledger %+v after\n%s", l, code)
 	}
 	if broken, err := rt.DoString(context.Background(), `return FUZZ_BROKEN`); err != nil || broken[0] != nil {

@@ -8,7 +8,9 @@ type Ledger struct {
 	PNBuffers        int64
 	PFreeBytes       int64 // of PBufferBytes, the bytes no tensor uses (dropped tensors' memory, room left)
 	CachedBytes      int64 // pass buffers kept for the next step (see State)
-	TotalBufferBytes int64 // pass + persistent + cached: all device memory held
+	ScratchBytes     int64 // what graphs compute and nothing reads after them (scratch.go)
+	PeakBytes        int64 // the pass pool's high-water mark since its last reset, scratch included
+	TotalBufferBytes int64 // pass + persistent + cached + scratch: all device memory held
 	PassGen          int64
 	PersistentGen    int64
 	H2DBytes         int64 // host->device bytes since start
@@ -30,6 +32,8 @@ func (s *State) Ledger() Ledger {
 		PNBuffers:        int64(len(pers.arenas)),
 		PFreeBytes:       pers.bytes - pers.used,
 		CachedBytes:      s.cached(),
+		ScratchBytes:     s.scratch.bytes,
+		PeakBytes:        s.peak,
 		TotalBufferBytes: s.held(),
 		PassGen:          pass.gen,
 		PersistentGen:    pers.gen,
@@ -48,6 +52,8 @@ func (l Ledger) Map() map[string]int64 {
 		"p_n_buffers":        l.PNBuffers,
 		"p_free_bytes":       l.PFreeBytes,
 		"cached_bytes":       l.CachedBytes,
+		"scratch_bytes":      l.ScratchBytes,
+		"peak_bytes":         l.PeakBytes,
 		"total_buffer_bytes": l.TotalBufferBytes,
 		"pass_gen":           l.PassGen,
 		"persistent_gen":     l.PersistentGen,

@@ -45,6 +45,11 @@ type State struct {
 	// memory theirs, until then. epoch counts those points.
 	pinned []*Handle
 	epoch  uint64
+	// scratch holds what graphs compute and nothing reads afterwards
+	// (scratch.go); peak is the pass pool's high-water mark, scratch
+	// included, since the last pass reset.
+	scratch scratch
+	peak    int64
 }
 
 type pool struct {
@@ -132,7 +137,10 @@ func (s *State) Reset(scopes ...Scope) {
 	s.Computed()
 	if all {
 		s.dropCache()
+		s.freeScratch()
 	}
+	s.peak = 0
+	s.notePeak()
 }
 
 // Computed tells the State that every graph built from the tensors that
@@ -241,15 +249,17 @@ func (s *State) Limit() int64 { return s.limit }
 // held is the device memory held: the pools' buffers, free regions in them
 // included, and the cache. The budget counts it; a tensor placed in a free
 // region takes nothing more.
-func (s *State) held() int64 { return s.pools[Pass].bytes + s.pools[Persistent].bytes + s.cached() }
+func (s *State) held() int64 {
+	return s.pools[Pass].bytes + s.pools[Persistent].bytes + s.cached() + s.scratch.bytes
+}
 
 // CheckBudget returns an error wrapping ErrBudget if allocating extra more
 // bytes would pass the limit.
 func (s *State) CheckBudget(extra int64) error {
 	if s.limit > 0 && s.held()+extra > s.limit {
 		pers := &s.pools[Persistent]
-		return fmt.Errorf("residency: %w: %d bytes requested, %d held (pass %d + persistent %d, %d of them free + cached %d), limit %d", ErrBudget,
-			extra, s.held(), s.pools[Pass].bytes, pers.bytes, pers.bytes-pers.used, s.cached(), s.limit)
+		return fmt.Errorf("residency: %w: %d bytes requested, %d held (pass %d + persistent %d, %d of them free + cached %d + scratch %d), limit %d", ErrBudget,
+			extra, s.held(), s.pools[Pass].bytes, pers.bytes, pers.bytes-pers.used, s.cached(), s.scratch.bytes, s.limit)
 	}
 	return nil
 }
@@ -526,6 +536,7 @@ func (s *State) grow(p *pool, need int64) (*arena, error) {
 	}
 	p.arenas = append(p.arenas, a)
 	p.bytes += buf.Size()
+	s.notePeak()
 	return a, nil
 }
 

@@ -23,7 +23,7 @@
 -- tokens/s.
 --
 -- Prints one line that gpt_compare.sh parses:
---   gglua gpt L=.. H=.. d=.. T=.. B=.. tokens/s=... ms/step=... loss=... params=...
+--   gglua gpt L=.. H=.. d=.. T=.. B=.. tokens/s=... ms/step=... loss=... params=... peak=..MiB held=..MiB
 
 local function int_arg(i, default)
   local v = arg and arg[i]
@@ -151,6 +151,9 @@ if dist.rank() == 0 then
   local st = run.stats
   io.stderr:write(string.format("gglua device %s, %d warm-up steps, %d processes, %d graph computes (%d replayed as CUDA graphs); per timed step %.2f ms in computes, %.2f ms in gradient collectives\n",
     device.current(), warmup, world, st.graph_computes, st.graph_replays, 1000 * run.computes, 1000 * run.collectives))
-  print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d",
-    L, H, E, T, global, steps * global * T / dt, 1000 * dt / steps, loss, nparams))
+  -- peak: the pass pool's high-water mark in the last step (activations
+  -- and the graphs' scratch memory); held: all device memory gglua holds.
+  print(string.format("gglua gpt L=%d H=%d d=%d T=%d B=%d tokens/s=%.0f ms/step=%.2f loss=%.4f params=%d peak=%dMiB held=%dMiB",
+    L, H, E, T, global, steps * global * T / dt, 1000 * dt / steps, loss, nparams,
+    math.floor(st.peak_bytes / 2^20), math.floor(st.total_buffer_bytes / 2^20)))
 end

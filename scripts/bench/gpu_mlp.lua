@@ -50,10 +50,11 @@ local dt, loss, s = run.seconds, run.loss, run.stats
 if world > 1 then io.stderr:write(string.format("rank %d: %s\n", dist.rank(), run.spread)) end
 if dist.rank() == 0 then
   -- persistent: the pool's buffers; used: what lives in them (the pool
-  -- grows in steps, so bf16 weights show in the second number).
-  print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB used=%dMiB",
+  -- grows in steps, so bf16 weights show in the second number); peak: the
+  -- pass pool's high-water mark in the last step, scratch memory included.
+  print(string.format("gglua mlp batch=%d gpus=%d mode=%s steps/s=%.1f ms/step=%.2f loss=%.4f persistent=%dMiB used=%dMiB peak=%dMiB",
     global, world, mode, steps / dt, 1000 * dt / steps, loss, math.floor(s.p_buffer_bytes / 2^20),
-    math.floor((s.p_buffer_bytes - s.p_free_bytes) / 2^20)))
+    math.floor((s.p_buffer_bytes - s.p_free_bytes) / 2^20), math.floor(s.peak_bytes / 2^20)))
   io.stderr:write(string.format("gglua mlp: %d graph computes (%d replayed as CUDA graphs); per timed step %.2f ms in computes, %.2f ms in gradient collectives\n",
     s.graph_computes, s.graph_replays, 1000 * run.computes, 1000 * run.collectives))
 end

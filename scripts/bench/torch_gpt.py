@@ -183,7 +183,9 @@ def main():
     print(f"torch {torch.__version__} {dev}, {torch.get_num_threads()} threads, attention {attn}, {precision}, "
           f"{warmup} warm-up steps, {world} processes", file=sys.stderr)
     print(f"torch gpt L={L} H={H} d={E} T={T} B={global_b} tokens/s={steps * global_b * T / dt:.0f} "
-          f"ms/step={1000 * dt / steps:.2f} loss={loss:.4f} params={nparams}")
+          f"ms/step={1000 * dt / steps:.2f} loss={loss:.4f} params={nparams}"
+          + (f" peak={torch.cuda.max_memory_allocated() >> 20}MiB held={torch.cuda.max_memory_reserved() >> 20}MiB"
+             if dev == "cuda" else ""))
 
 
 if __name__ == "__main__":
