@@ -41,9 +41,9 @@ type Engine struct {
 	// backwarding: Backward is building gradients; what it makes is
 	// scratch (tensor.go) unless it becomes a .grad.
 	backwarding bool
-	rng  *rand.Rand
-	ctx  context.Context // cancels graph computes (see SetContext)
-	unit *Tensor         // a persistent one-element tensor: the template of witness nodes
+	rng         *rand.Rand
+	ctx         context.Context // cancels graph computes (see SetContext)
+	unit        *Tensor         // a persistent one-element tensor: the template of witness nodes
 
 	releases []func()     // C memory the pending nodes use, freed once they ran
 	useBLAS  bool         // large matmuls go to OpenBLAS (CPU, openblas builds)
