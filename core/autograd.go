@@ -18,6 +18,21 @@ type gradFn struct {
 	// roundsGrad: backward rounds g to bf16 before it reads it (autocast's
 	// gemm), so the op that makes g may hand it over rounded.
 	roundsGrad bool
+	// released: a Backward went through it and let go of its inputs and
+	// closure, so that the values they held can be freed (release).
+	released bool
+}
+
+// errReleased is PyTorch's refusal of a second backward through a graph
+// (gglua has no retain_graph: a graph's saved values go with its backward).
+var errReleased = errors.New("backward: trying to backward through the graph a second time: a backward already went through it and freed what it saved (compute the forward again, or detach() a value used by two losses)")
+
+// release lets go of what f holds for its backward once a Backward used it,
+// as PyTorch frees a graph's saved tensors: nothing keeps an activation
+// alive but a script's own variables, so that Realize can give its memory
+// to other nodes (dropUnreachable).
+func (f *gradFn) release() {
+	f.inputs, f.versions, f.backward, f.released = nil, nil, nil, true
 }
 
 // savesNothing names the ops whose gradients do not read their inputs'
@@ -124,6 +139,9 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	if !loss.requiresGrad || loss.gradFn == nil {
 		return nil, errors.New("backward: the loss does not depend on any tensor that requires grad (was the forward pass run inside with_grad_tape?)")
 	}
+	if loss.gradFn.released {
+		return nil, errReleased
+	}
 	e.tape.noGrad++
 	defer func() { e.tape.noGrad-- }()
 	// Gradients compute in the precision their forward recorded, whatever
@@ -173,6 +191,9 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 			}
 			continue
 		}
+		if t.gradFn.released {
+			return nil, errReleased
+		}
 		if err := t.gradFn.checkVersions(); err != nil {
 			return nil, err
 		}
@@ -210,6 +231,11 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
 	built = true
+	for _, t := range order {
+		if t.gradFn != nil {
+			t.gradFn.release()
+		}
+	}
 	if e.averages() {
 		if err := e.keepUnusedGrads(); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)

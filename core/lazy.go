@@ -327,6 +327,10 @@ func (e *Engine) constants(vals []float32) (*Tensor, error) {
 	return t, nil
 }
 
+// planSteps turns Realize's memory plan on (tests compare it with every
+// node placed in the pass pool).
+var planSteps = true
+
 // forceUploadedConstants makes tests take the devices' constants on the CPU.
 var forceUploadedConstants = false
 
@@ -364,6 +368,10 @@ func (e *Engine) Realize() error {
 		}
 	}
 	e.pending = live
+	plan := planSteps && !e.backwarding && e.dp == nil
+	if plan && !e.backend.Async() && e.pendingBytes >= reachCheckBytes {
+		e.dropUnreachable()
+	}
 	roots := make([]ggmlcgo.Tensor, len(e.pending))
 	// Planned: only what can be read after the compute (results a caller
 	// may hold, in-place updates) gets memory of its own in the pass pool;
@@ -372,7 +380,6 @@ func (e *Engine) Realize() error {
 	// still building (its gradients are read by the ops it adds next), nor
 	// under data parallelism, whose collectives read and write gradients
 	// outside the graph's order.
-	plan := !e.backwarding && e.dp == nil
 	outputs := map[ggmlcgo.Tensor]bool{}
 	for i, t := range e.pending {
 		if t.passGen != e.res.Gen(residency.Pass) {

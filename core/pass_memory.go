@@ -21,6 +21,46 @@ import (
 // computed (the first Realize after a tape), and the bound is then at least
 // twice what the step itself used: what grows past it is work beyond steps.
 
+// reachCheckBytes is the size of a graph's pending results from which
+// Realize first looks for the ones nothing can read any more: the
+// collection that finds them costs about a millisecond, a graph this large
+// computes for longer on a CPU. (On an asynchronous device a step's
+// activations are computed in the forward's graph, while the tape still
+// holds them, so the look would find nothing.)
+var reachCheckBytes int64 = 32 << 20 // a var: tests lower it
+
+// dropUnreachable removes from the pending list the results that no
+// script value, Go variable or tape still reaches (a collection finds
+// them through weak pointers): the graph then computes them only where
+// another node reads them, in scratch memory, and keeps no memory of
+// their own for them. In-place updates stay: their memory is a tensor's.
+func (e *Engine) dropUnreachable() {
+	weaks := make([]weak.Pointer[Tensor], len(e.pending))
+	var updates []*Tensor
+	for i, t := range e.pending {
+		if t.handle != nil {
+			updates = append(updates, t)
+		} else {
+			weaks[i] = weak.Make(t)
+		}
+		e.pending[i] = nil
+	}
+	goruntime.GC()
+	live, u := e.pending[:0], 0
+	for i := range weaks {
+		t := weaks[i].Value()
+		if t == nil && weaks[i] == (weak.Pointer[Tensor]{}) {
+			t, u = updates[u], u+1
+		}
+		if t != nil {
+			t.queued = len(live)
+			live = append(live, t)
+		}
+	}
+	clear(e.pending[len(live):cap(live)])
+	e.pending = live
+}
+
 // compactPassBytes is the pass pool's size past which work outside a tape
 // compacts it (the bound grows with what is found alive, so that a large
 // live working set is not copied back and forth).

@@ -1,0 +1,176 @@
+package core
+
+import (
+	"errors"
+	"math/rand"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// mlpSteps trains a fresh MLP for n steps (host weights: their gradients
+// live in the pass pool and are kept across steps) and returns its losses,
+// the bytes Realize placed in the pass pool and the pool's last peak.
+func mlpSteps(t *testing.T, n int) (losses []float32, placed, peak int64) {
+	e := newEngine(t)
+	rng := rand.New(rand.NewSource(3))
+	m := newMLP(t, e, 64, 512, 8, 0.01, rng)
+	xv := make([]float32, 256*64)
+	for i := range xv {
+		xv[i] = float32(rng.NormFloat64())
+	}
+	x, labels := host(t, []int{256, 64}, xv...), make([]int, 256)
+	for i := range labels {
+		labels[i] = i % 8
+	}
+	before := e.Stats().PassBytes
+	for range n {
+		losses = append(losses, m.step(t, x, labels))
+	}
+	return losses, e.Stats().PassBytes - before, e.Residency().Ledger().PeakBytes
+}
+
+// A step keeps memory of its own only for what can be read after it: the
+// activations and their gradients share scratch memory planned by liveness,
+// and the step computes exactly what it computed with every node placed.
+func TestAStepKeepsMemoryOnlyForWhatCanBeRead(t *testing.T) {
+	old := reachCheckBytes
+	reachCheckBytes = 0 // this small step looks for unreachable results too
+	defer func() { reachCheckBytes = old }()
+	planned, placedPlanned, peakPlanned := mlpSteps(t, 4)
+
+	planSteps = false
+	every, placedEvery, peakEvery := mlpSteps(t, 4)
+	planSteps = true
+
+	assert.Equal(t, every, planned, "the same losses, bit for bit")
+	// Placed: the losses and the weights' gradients (host weights: kept in
+	// the pass pool), against every node of every step.
+	assert.Less(t, placedPlanned*8, placedEvery, "planned %d bytes, every node %d", placedPlanned, placedEvery)
+	assert.Less(t, peakPlanned*2, peakEvery, "peak planned %d, every node %d", peakPlanned, peakEvery)
+}
+
+// A result the caller still holds after the step (an activation kept in a
+// Go variable) keeps its memory: it reads the same after the compute as
+// it does when every node is placed.
+func TestAHeldActivationStaysReadable(t *testing.T) {
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	run := func() []float32 {
+		e := newEngine(t)
+		m := newMLP(t, e, 4, 16, 3, 0.1, rand.New(rand.NewSource(5)))
+		x := host(t, []int{2, 4}, 1, 2, 3, 4, -1, 0.5, 2, -3)
+		var hidden *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			h, err := e.Linear(x, m.w1)
+			if err == nil {
+				hidden, err = e.Tanh(h)
+			}
+			if err != nil {
+				return err
+			}
+			logits, err := e.Linear(hidden, m.w2)
+			if err != nil {
+				return err
+			}
+			loss, err := e.CrossEntropyLabels(logits, []int{0, 2})
+			if err == nil {
+				_, err = e.Backward(loss)
+			}
+			return err
+		}))
+		require.NoError(t, m.opt.Step())
+		require.NoError(t, e.Realize())
+		runtime.GC() // nothing but hidden is held
+		return values(t, hidden)
+	}
+	planned := run()
+	planSteps = false
+	every := run()
+	planSteps = true
+	assert.Equal(t, every, planned)
+}
+
+// As in PyTorch, a backward frees what its graph saved: a second backward
+// through it is refused, also through a value two losses share, where
+// going on would silently give the first loss's parameters no gradient.
+func TestASecondBackwardThroughAGraphIsRefused(t *testing.T) {
+	e := newEngine(t)
+	w := host(t, []int{2}, 1, 2)
+	require.NoError(t, w.SetRequiresGrad(true))
+	var l1, l2 *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		h, err := e.Mul(w, w)
+		if err != nil {
+			return err
+		}
+		if l1, err = e.Sum(h); err != nil {
+			return err
+		}
+		h3, err := e.Scale(h, 3)
+		if err == nil {
+			l2, err = e.Sum(h3)
+		}
+		return err
+	}))
+	_, err := e.Backward(l1)
+	require.NoError(t, err)
+	_, err = e.Backward(l1)
+	assert.True(t, errors.Is(err, errReleased), "%v", err)
+	_, err = e.Backward(l2)
+	assert.True(t, errors.Is(err, errReleased), "%v", err)
+	assert.Equal(t, []float32{2, 4}, values(t, w.Grad()), "the first backward's gradient stands")
+}
+
+// A graph whose scratch memory the budget does not allow is refused with
+// ErrBudget, and the engine goes on once the budget allows it.
+func TestScratchMemoryIsWithinTheBudget(t *testing.T) {
+	old := reachCheckBytes
+	reachCheckBytes = 0 // exp(x), read by nothing but the sum, is scratch
+	defer func() { reachCheckBytes = old }()
+	e := newEngine(t)
+	x := host(t, []int{512, 512}, make([]float32, 512*512)...)
+	sum := func() (float32, error) {
+		d, err := x.ToDevice(e, residency.Pass, ggmlcgo.F32)
+		if err != nil {
+			return 0, err
+		}
+		pass := e.Residency().Ledger().BufferBytes
+		y, err := e.Exp(d)
+		if err == nil {
+			y, err = e.Sum(y)
+		}
+		if err != nil {
+			return 0, err
+		}
+		v, err := y.Item()
+		if err == nil {
+			assert.Less(t, e.Residency().Ledger().BufferBytes-pass, int64(1<<20), "the exp (1 MiB) has no pass memory of its own")
+		}
+		return v, err
+	}
+	_, err := sum()
+	require.NoError(t, err)
+	l := e.Residency().Ledger()
+	require.Greater(t, l.ScratchBytes, int64(512*512*4-1))
+	assert.Equal(t, l.BufferBytes+l.PBufferBytes+l.CachedBytes+l.ScratchBytes, l.TotalBufferBytes)
+
+	require.NoError(t, e.Reset()) // frees the scratch too
+	assert.Zero(t, e.Residency().Ledger().TotalBufferBytes)
+	_, err = e.Residency().SetLimit(2 << 20) // the upload fits, not the exp as well
+	require.NoError(t, err)
+	_, err = sum()
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, residency.ErrBudget), "%v", err)
+	_, err = e.Residency().SetLimit(0)
+	require.NoError(t, err)
+	v, err := sum()
+	require.NoError(t, err)
+	assert.Equal(t, float32(512*512), v)
+}
