@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/gglua/gglua/core/residency"
@@ -327,9 +328,23 @@ func (e *Engine) constants(vals []float32) (*Tensor, error) {
 	return t, nil
 }
 
-// planSteps turns Realize's memory plan on (tests compare it with every
-// node placed in the pass pool).
-var planSteps = true
+// planSteps turns Realize's memory plan on. GGLUA_PLAN=0 places every
+// node in the pass pool instead, as before the plan (a diagnostic; tests
+// compare the two).
+var planSteps = os.Getenv("GGLUA_PLAN") != "0"
+
+// Transient marks pending results that nothing reads but the ops already
+// built from them (a product before its bias is added, attention's scores
+// before their softmax): the graph that computes them gives them scratch
+// memory. Call it once those ops are built; a result computed already is
+// left as it is.
+func (e *Engine) Transient(ts ...*Tensor) {
+	for _, t := range ts {
+		if t != nil && t.pending && t.handle == nil && t.engine == e {
+			t.scratch = true
+		}
+	}
+}
 
 // forceUploadedConstants makes tests take the devices' constants on the CPU.
 var forceUploadedConstants = false
@@ -369,9 +384,10 @@ func (e *Engine) Realize() error {
 	}
 	e.pending = live
 	plan := planSteps && !e.backwarding && e.dp == nil
-	if plan && !e.backend.Async() && e.pendingBytes >= reachCheckBytes {
+	if plan && !e.mem.forwardQueued && e.pendingBytes >= reachCheckBytes {
 		e.dropUnreachable()
 	}
+	e.mem.forwardQueued = false
 	roots := make([]ggmlcgo.Tensor, len(e.pending))
 	// Planned: only what can be read after the compute (results a caller
 	// may hold, in-place updates) gets memory of its own in the pass pool;

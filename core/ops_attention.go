@@ -62,6 +62,9 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 			bias = c.do(func() (*Tensor, error) { return e.causalBias(tq, tk) })
 		}
 		p := c.do(func() (*Tensor, error) { return e.scaledSoftmax(s, float32(scale), bias) })
+		if c.err == nil {
+			e.Transient(s) // softmax's gradient reads p, not s
+		}
 		return e.attend(p, v, o, &c)
 	}
 	s = c.do(func() (*Tensor, error) { return e.arithRight(OpMul, s, scale) })

@@ -177,7 +177,11 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		var c chain
 		x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
 		y2 := c.do(func() (*Tensor, error) { return e.Linear(x2, w) })
-		return c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], w.shape[0]}) }), c.err
+		y := c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], w.shape[0]}) })
+		if c.err == nil {
+			e.Transient(y2) // y is a view of its memory, kept if y is
+		}
+		return y, c.err
 	}
 	m, n := x.shape[x.Dim()-2], w.shape[w.Dim()-2]
 	if bw > bx { // mul_mat broadcasts only w's batch over x's
@@ -422,6 +426,20 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 		y.gradFn.roundsGrad = f.bf16
 	}
 	return y, nil
+}
+
+// LinearThen is then(x·wᵀ, b): a Linear layer's product and its bias
+// (Add, BiasRelu), the product read by nothing but then (Transient).
+func (e *Engine) LinearThen(x, w, b *Tensor, then func(e *Engine, y, b *Tensor) (*Tensor, error)) (*Tensor, error) {
+	y, err := e.Linear(x, w)
+	if err != nil {
+		return nil, err
+	}
+	out, err := then(e, y, b)
+	if err == nil {
+		e.Transient(y)
+	}
+	return out, err
 }
 
 // Dot is the dot product of two 1-d tensors of one size (shape [1]). It

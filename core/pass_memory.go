@@ -1,6 +1,7 @@
 package core
 
 import (
+	"os"
 	goruntime "runtime"
 	"weak"
 
@@ -24,9 +25,8 @@ import (
 // reachCheckBytes is the size of a graph's pending results from which
 // Realize first looks for the ones nothing can read any more: the
 // collection that finds them costs about a millisecond, a graph this large
-// computes for longer on a CPU. (On an asynchronous device a step's
-// activations are computed in the forward's graph, while the tape still
-// holds them, so the look would find nothing.)
+// computes for longer. (Not after startForward: the activations were
+// computed in the forward's graph, while the tape still held them.)
 var reachCheckBytes int64 = 32 << 20 // a var: tests lower it
 
 // dropUnreachable removes from the pending list the results that no
@@ -77,7 +77,15 @@ type passMemory struct {
 	stepComputed bool  // the graph of the last tape's step has been computed
 	stepBytes    int64 // the pass pool's size when it was
 	compactAt    int64 // the bound found by the last compaction (4x what was alive)
+	// forwardQueued: startForward computed the step's forward on its own,
+	// so the next graph (the backward) holds no activation to drop.
+	forwardQueued bool
 }
+
+// splitSteps: on an asynchronous device a step is two graphs (startForward);
+// GGLUA_SPLIT_STEP=0 makes it one, whose activations the graph's scratch
+// memory holds only while the backward still reads them.
+var splitSteps = os.Getenv("GGLUA_SPLIT_STEP") != "0"
 
 // beyondStep reports whether work now is past the current step (or there
 // are no steps), where the pass pool is kept within its bound.
@@ -99,12 +107,14 @@ func (e *Engine) passBound() int64 {
 // queued keeps what the forward wrote in place, BatchNorm's running
 // statistics; its backward and update are dropped.)
 func (e *Engine) startForward() error {
-	if !e.backend.Async() || len(e.pending) == 0 {
+	if !e.backend.Async() || len(e.pending) == 0 || !splitSteps {
 		return nil
 	}
 	computed := e.mem.stepComputed
 	defer func() { e.mem.stepComputed = computed }()
-	return e.Realize()
+	err := e.Realize()
+	e.mem.forwardQueued = err == nil
+	return err
 }
 
 // afterRealize notes a step's computed graph and compacts the pass pool

@@ -174,3 +174,29 @@ func TestScratchMemoryIsWithinTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, float32(512*512), v)
 }
+
+// A transient result (read by nothing but the ops built from it) gets no
+// pass memory of its own, the ops that read it see its value, and a read
+// after its graph is refused, never answered from reused memory.
+func TestATransientResultHasNoMemoryOfItsOwn(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{256, 1024}, make([]float32, 256*1024)...)
+	run := func(transient bool) (*Tensor, *Tensor, int64) {
+		before := e.Stats().PassBytes
+		doubled, err := e.Scale(x, 2)
+		require.NoError(t, err)
+		y, err := e.AddScalar(doubled, 1)
+		require.NoError(t, err)
+		if transient {
+			e.Transient(doubled)
+		}
+		require.NoError(t, e.Realize())
+		return doubled, y, e.Stats().PassBytes - before
+	}
+	_, y, placedAll := run(false)
+	doubled, yt, placed := run(true)
+	assert.Equal(t, values(t, y), values(t, yt))
+	assert.Equal(t, placedAll-int64(256*1024*4), placed, "only y is placed")
+	_, err := doubled.Float32s()
+	assert.True(t, errors.Is(err, residency.ErrStale), "%v", err)
+}

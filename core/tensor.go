@@ -34,9 +34,9 @@ type Tensor struct {
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
 	held    bool  // a caller holds it beyond this step: see Hold
-	// scratch: made by Backward for its own use (an activation's gradient),
-	// so nothing reads it after the graph that computes it; freed: it was
-	// so computed, in scratch memory (lazy.go's Realize).
+	// scratch: nothing reads it after the graph that computes it (made by
+	// Backward for its own use, an activation's gradient; or Transient);
+	// freed: it was so computed, in scratch memory (lazy.go's Realize).
 	scratch bool
 	freed   bool
 

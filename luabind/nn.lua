@@ -340,8 +340,9 @@ function nn.Linear:init(n_in, n_out, bias)
   if bias ~= false then self.bias = tensor.param((tensor.rand(n_out) * 2 - 1) * bound) end
 end
 function nn.Linear:forward(x)
+  if is_tensor(self.bias) then return private.linear_bias(x, self.weight, self.bias) end
   local y = x:linear(self.weight)
-  if self.bias then y = y + self.bias end
+  if self.bias then y = y + self.bias end -- a number
   return y
 end
 function nn.Linear:describe() return string.format("Linear(%d -> %d)", self.n_in, self.n_out) end
@@ -465,8 +466,8 @@ function nn.Sequential:forward(x)
   local i = 1
   while i <= #self do
     if linear_then_relu(self[i], self[i + 1]) then
-      local fused = plain_linear(self[i + 2]) and private.bias_relu_for_product or private.bias_relu
-      x = fused(x:linear(self[i].weight), self[i].bias)
+      local fused = plain_linear(self[i + 2]) and private.linear_bias_relu_for_product or private.linear_bias_relu
+      x = fused(x, self[i].weight, self[i].bias)
       i = i + 2
     else
       x = self[i](x)

@@ -232,6 +232,16 @@ func (env *Env) binaryTensors(name string, f func(*core.Engine, *core.Tensor, *c
 
 // ---- nn ----
 
+// linearThen binds then(x:linear(w), b) for nn.lua's Linear layers
+// (core's LinearThen: the product gets no memory of its own).
+func (env *Env) linearThen(name string, then func(*core.Engine, *core.Tensor, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x, w, b := checkTensor(L, name, 1), checkTensor(L, name, 2), checkTensor(L, name, 3)
+		t, err := env.Engine.LinearThen(x, w, b, then)
+		return env.pushResult(L, t, err)
+	}
+}
+
 // alongDim binds x:name([dim]) for ops along a dim (default the last).
 func (env *Env) alongDim(name string, f func(*core.Engine, *core.Tensor, int) (*core.Tensor, error)) lua.LGFunction {
 	return func(L *lua.LState) int {
