@@ -25,8 +25,9 @@ import (
 // reachCheckBytes is the size of a graph's pending results from which
 // Realize first looks for the ones nothing can read any more: the
 // collection that finds them costs about a millisecond, a graph this large
-// computes for longer. (Not after startForward: the activations were
-// computed in the forward's graph, while the tape still held them.)
+// computes for longer. (Not for startForward's graph, whose activations
+// the tape still holds, nor for the backward's after it: what it computes
+// is gradients, scratch already.)
 var reachCheckBytes int64 = 32 << 20 // a var: tests lower it
 
 // dropUnreachable removes from the pending list the results that no
@@ -112,6 +113,9 @@ func (e *Engine) startForward() error {
 	}
 	computed := e.mem.stepComputed
 	defer func() { e.mem.stepComputed = computed }()
+	// The tape holds every activation still: Realize need not look for
+	// results nothing reaches, here or in the backward's graph that follows.
+	e.mem.forwardQueued = true
 	err := e.Realize()
 	e.mem.forwardQueued = err == nil
 	return err
