@@ -25,13 +25,19 @@ type gradFn struct {
 
 // errReleased is PyTorch's refusal of a second backward through a graph
 // (gglua has no retain_graph: a graph's saved values go with its backward).
-var errReleased = errors.New("backward: trying to backward through the graph a second time: a backward already went through it and freed what it saved (compute the forward again, or detach() a value used by two losses)")
+var errReleased = errors.New("backward: trying to backward through the graph a second time: a backward already went through an op of it and freed the values that op saved (compute the forward again)")
 
 // release lets go of what f holds for its backward once a Backward used it,
 // as PyTorch frees a graph's saved tensors: nothing keeps an activation
 // alive but a script's own variables, so that Realize can give its memory
-// to other nodes (dropUnreachable).
+// to other nodes (dropUnreachable). An op that saves nothing (add,
+// transpose: savesNothing) keeps its inputs, and a later backward may go
+// through it again, as in PyTorch (a transposed weight shared by two
+// micro-batches' losses).
 func (f *gradFn) release() {
+	if savesNothing[f.name] {
+		return
+	}
 	f.inputs, f.versions, f.backward, f.released = nil, nil, nil, true
 }
 

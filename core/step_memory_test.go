@@ -100,7 +100,7 @@ func TestAHeldActivationStaysReadable(t *testing.T) {
 // As in PyTorch, a backward frees what its graph saved: a second backward
 // through it is refused, also through a value two losses share, where
 // going on would silently give the first loss's parameters no gradient.
-func TestASecondBackwardThroughAGraphIsRefused(t *testing.T) {
+func TestASecondBackwardIsRefusedWhereItNeedsFreedValues(t *testing.T) {
 	e := newEngine(t)
 	w := host(t, []int{2}, 1, 2)
 	require.NoError(t, w.SetRequiresGrad(true))
@@ -126,6 +126,32 @@ func TestASecondBackwardThroughAGraphIsRefused(t *testing.T) {
 	_, err = e.Backward(l2)
 	assert.True(t, errors.Is(err, errReleased), "%v", err)
 	assert.Equal(t, []float32{2, 4}, values(t, w.Grad()), "the first backward's gradient stands")
+
+	// Through ops that save nothing (add, scale, sum), a second backward
+	// goes on, as in PyTorch: the gradients add up.
+	v := host(t, []int{2}, 1, 2)
+	require.NoError(t, v.SetRequiresGrad(true))
+	require.NoError(t, e.WithGradTape(func() error {
+		h, err := e.AddScalar(v, 1)
+		if err == nil {
+			l1, err = e.Sum(h)
+		}
+		if err != nil {
+			return err
+		}
+		h3, err := e.Scale(h, 3)
+		if err == nil {
+			l2, err = e.Sum(h3)
+		}
+		return err
+	}))
+	_, err = e.Backward(l1)
+	require.NoError(t, err)
+	_, err = e.Backward(l2)
+	require.NoError(t, err)
+	_, err = e.Backward(l1)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{5, 5}, values(t, v.Grad()), "1 + 3 + 1")
 }
 
 // A graph whose scratch memory the budget does not allow is refused with
