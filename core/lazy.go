@@ -384,7 +384,7 @@ func (e *Engine) Realize() error {
 	}
 	e.pending = live
 	plan := planSteps && !e.backwarding && e.dp == nil
-	if plan && !e.mem.forwardQueued && e.pendingBytes >= reachCheckBytes {
+	if plan && e.worthCollecting() {
 		e.dropUnreachable()
 	}
 	e.mem.forwardQueued = false

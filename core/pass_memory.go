@@ -2,6 +2,7 @@ package core
 
 import (
 	"os"
+	"runtime/metrics"
 	goruntime "runtime"
 	"weak"
 
@@ -23,12 +24,27 @@ import (
 // twice what the step itself used: what grows past it is work beyond steps.
 
 // reachCheckBytes is the size of a graph's pending results from which
-// Realize first looks for the ones nothing can read any more: the
-// collection that finds them costs about a millisecond, a graph this large
-// computes for longer. (Not for startForward's graph, whose activations
-// the tape still holds, nor for the backward's after it: what it computes
-// is gradients, scratch already.)
-var reachCheckBytes int64 = 32 << 20 // a var: tests lower it
+// Realize first looks for the ones nothing can read any more. The
+// collection that finds them scans Go's whole live heap (the script's Lua
+// values too), so it is made only when the results are larger than that
+// heap as well: the device memory it may free is then worth the scan, and
+// a graph this large computes for longer. (Not for startForward's graph,
+// whose activations the tape still holds, nor for the backward's after it:
+// what it computes is gradients, scratch already.)
+var reachCheckBytes int64 = 32 << 20 // a var: tests set it to 0, which also skips the heap's test
+
+// worthCollecting reports whether Realize looks for unreachable results.
+func (e *Engine) worthCollecting() bool {
+	if e.mem.forwardQueued || e.pendingBytes < reachCheckBytes {
+		return false
+	}
+	if reachCheckBytes == 0 {
+		return true
+	}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}} // as of the last collection
+	metrics.Read(live)
+	return live[0].Value.Kind() != metrics.KindUint64 || e.pendingBytes >= int64(live[0].Value.Uint64())
+}
 
 // dropUnreachable removes from the pending list the results that no
 // script value, Go variable or tape still reaches (a collection finds
