@@ -2,8 +2,8 @@ package core
 
 import (
 	"os"
-	"runtime/metrics"
 	goruntime "runtime"
+	"runtime/metrics"
 	"weak"
 
 	"github.com/gglua/gglua/core/residency"
