@@ -426,26 +426,38 @@ func (e *Engine) Realize() error {
 	}
 	placed := map[ggmlcgo.Tensor]*residency.Handle{}
 	var placedBytes int64
+	var given []ggmlcgo.Tensor // the nodes this call gave memory
+	// A graph that cannot be given all its memory (the budget) is left as
+	// it was, to be computed by a later Realize: what its nodes were given
+	// goes back (the pass memory itself only with the pass).
+	unplace := func(err error) error {
+		for _, n := range given {
+			n.Unplace()
+		}
+		return fmt.Errorf("realize: %w", err)
+	}
 	for _, n := range g.Nodes() {
 		if n.Allocated() || (plan && (n.IsView() || !outputs[n])) {
 			continue
 		}
 		if n.IsView() {
 			if err := n.InitView(); err != nil {
-				return fmt.Errorf("realize: %w", err)
+				return unplace(err)
 			}
+			given = append(given, n)
 			continue
 		}
 		h, err := e.res.Place(residency.Pass, n, nil)
 		if err != nil {
-			return fmt.Errorf("realize: %w", err)
+			return unplace(err)
 		}
+		given = append(given, n)
 		placed[n] = h
 		placedBytes += n.Nbytes()
 	}
 	if plan {
 		if err := e.res.PlaceScratch(g); err != nil {
-			return fmt.Errorf("realize: %w", err)
+			return unplace(err)
 		}
 	}
 	ctx := e.ctx

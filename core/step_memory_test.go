@@ -226,3 +226,28 @@ func TestATransientResultHasNoMemoryOfItsOwn(t *testing.T) {
 	_, err := doubled.Float32s()
 	assert.True(t, errors.Is(err, residency.ErrStale), "%v", err)
 }
+
+// A graph refused for its memory is left pending as it was: once the
+// budget allows it, the same results compute (the nodes placed before the
+// refusal are placed again, not read from a place no longer theirs).
+func TestAGraphRefusedForItsMemoryComputesLater(t *testing.T) {
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	e := newEngine(t)
+	x := host(t, []int{512, 512}, make([]float32, 512*512)...)
+	d, err := x.ToDevice(e, residency.Pass, ggmlcgo.F32)
+	require.NoError(t, err)
+	y, err := e.Exp(d)
+	require.NoError(t, err)
+	s, err := e.Sum(y)
+	require.NoError(t, err)
+	_, err = e.Residency().SetLimit(e.Residency().Ledger().TotalBufferBytes + 4096)
+	require.NoError(t, err)
+	require.ErrorIs(t, e.Realize(), residency.ErrBudget)
+	_, err = e.Residency().SetLimit(0)
+	require.NoError(t, err)
+	v, err := s.Item()
+	require.NoError(t, err)
+	assert.Equal(t, float32(512*512), v)
+}

@@ -175,6 +175,15 @@ func (t Tensor) InitView() error {
 	return statusError("view init", C.ggml_backend_view_init(t.p))
 }
 
+// Unplace forgets the memory a node was given (a buffer's place, or a
+// view's source) when its graph could not be computed after all, so that
+// the next graph gives it memory again instead of reading a place that is
+// no longer its own.
+func (t Tensor) Unplace() {
+	t.p.buffer = nil
+	t.p.data = nil
+}
+
 // SetOutput marks t as a result its graph must leave in memory: ggml's
 // backends then never fuse it into a later node's kernel.
 func (t Tensor) SetOutput() { C.ggml_set_output(t.p) }
