@@ -410,11 +410,7 @@ func (e *Engine) Realize() error {
 		// fuse it away into the next node's kernel (a LayerNorm's x̂ into
 		// its weight's product, a sum into the next add).
 		t.node.SetOutput()
-		n := t.node
-		for n.IsView() {
-			n = n.ViewSrc()
-		}
-		outputs[n] = true
+		outputs[t.node.Base()] = true
 	}
 	g, gctx, err := ggmlcgo.GraphOf(roots)
 	if err != nil {
@@ -522,11 +518,7 @@ func (e *Engine) Realize() error {
 		}
 		if t.handle == nil { // an op result: its node is now its memory
 			t.result = true
-			base := t.node
-			for base.IsView() { // a view of this graph's memory
-				base = base.ViewSrc()
-			}
-			h := placed[base]
+			h := placed[t.node.Base()] // a view's is its base's, of this graph's memory
 			if h == nil {
 				return fmt.Errorf("realize: internal error: result of shape %s has no memory", ShapeString(t.shape))
 			}

@@ -52,29 +52,27 @@ func (e *Engine) worthCollecting() bool {
 // another node reads them, in scratch memory, and keeps no memory of
 // their own for them. In-place updates stay: their memory is a tensor's.
 func (e *Engine) dropUnreachable() {
+	updates := make([]*Tensor, len(e.pending)) // held: the rest only weakly
 	weaks := make([]weak.Pointer[Tensor], len(e.pending))
-	var updates []*Tensor
 	for i, t := range e.pending {
 		if t.handle != nil {
-			updates = append(updates, t)
+			updates[i] = t
 		} else {
 			weaks[i] = weak.Make(t)
 		}
 		e.pending[i] = nil
 	}
 	goruntime.GC()
-	live, u := e.pending[:0], 0
-	for i := range weaks {
-		t := weaks[i].Value()
-		if t == nil && weaks[i] == (weak.Pointer[Tensor]{}) {
-			t, u = updates[u], u+1
+	live := e.pending[:0]
+	for i, t := range updates {
+		if t == nil {
+			t = weaks[i].Value()
 		}
 		if t != nil {
 			t.queued = len(live)
 			live = append(live, t)
 		}
 	}
-	clear(e.pending[len(live):cap(live)])
 	e.pending = live
 }
 

@@ -64,9 +64,10 @@ type Tensor struct {
 
 var errDropped = fmt.Errorf("%w: this value was never computed: a reset of the pass pool dropped the work that made it", residency.ErrStale)
 
-// errFreed is a read of a gradient Backward made for its own use, whose
-// memory went to later nodes of its graph: a gglua bug, never a script's.
-var errFreed = fmt.Errorf("%w: internal error: an intermediate gradient was read after its graph (its memory was reused)", residency.ErrStale)
+// errFreed is a read of a scratch result (a gradient Backward made for its
+// own use, a Transient one), whose memory went to later nodes of its
+// graph: a gglua bug, never a script's.
+var errFreed = fmt.Errorf("%w: internal error: an intermediate value was read after its graph (its memory was reused)", residency.ErrStale)
 
 // FromFloat32 makes a host tensor of shape holding data (not copied).
 func FromFloat32(data []float32, shape ...int) (*Tensor, error) {

@@ -198,5 +198,14 @@ func (t Tensor) MakeLeaf() {
 	}
 }
 
+// Base is the tensor whose memory t shares through views of views: t
+// itself when it is no view.
+func (t Tensor) Base() Tensor {
+	for t.IsView() {
+		t = t.ViewSrc()
+	}
+	return t
+}
+
 // ViewSrc is the tensor whose memory a view shares (nil tensor if none).
 func (t Tensor) ViewSrc() Tensor { return Tensor{p: t.p.view_src} }

@@ -234,9 +234,9 @@ func (env *Env) binaryTensors(name string, f func(*core.Engine, *core.Tensor, *c
 
 // linearThen binds then(x:linear(w), b) for nn.lua's Linear layers
 // (core's LinearThen: the product gets no memory of its own).
-func (env *Env) linearThen(name string, then func(*core.Engine, *core.Tensor, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
+func (env *Env) linearThen(then func(*core.Engine, *core.Tensor, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
 	return func(L *lua.LState) int {
-		x, w, b := checkTensor(L, name, 1), checkTensor(L, name, 2), checkTensor(L, name, 3)
+		x, w, b := checkTensor(L, "linear", 1), checkTensor(L, "linear", 2), checkTensor(L, "linear", 3)
 		t, err := env.Engine.LinearThen(x, w, b, then)
 		return env.pushResult(L, t, err)
 	}
