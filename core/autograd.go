@@ -281,56 +281,36 @@ func topoOrder(loss *Tensor) []*Tensor {
 	return order
 }
 
-// accumulateGrad adds g to leaf.grad. A persistent parameter's gradient has
-// a persistent buffer, allocated once and written in place every step.
+// accumulateGrad adds g to leaf.grad. A parameter's gradient has a
+// persistent buffer, allocated once and written in place every step (a host
+// parameter's too: it outlives the pass reset, as PyTorch accumulates
+// gradients over backward calls).
 func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
 	g, err := e.Contiguous(g) // a gradient owns its storage
 	if err != nil {
 		return err
 	}
-	add := leaf.grad != nil && !leaf.gradZero
-	if !leaf.persistent() {
-		if add {
-			sum, err := e.Add(leaf.grad, g)
-			if err != nil {
-				return err
-			}
-			g = sum
+	old := leaf.grad
+	if old != nil && !leaf.gradZero {
+		if g, err = e.Add(old, g); err != nil {
+			return err
 		}
-		leaf.grad, leaf.gradZero = g, false
-		return keepAcrossPasses(g)
 	}
-	if leaf.grad == nil {
+	// A gradient moved to the host (to_gpu's pass scope) or made on
+	// another device gets a buffer here.
+	if old == nil || !(leaf.persistent() || (old.persistent() && old.engine == e)) {
 		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent})
 		if err != nil {
 			return err
 		}
 		leaf.grad = &Tensor{shape: leaf.Shape(), dtype: h.Type(), handle: h, engine: e}
 	}
-	if add {
-		sum, err := e.Add(leaf.grad, g)
-		if err != nil {
-			return err
-		}
-		g = sum
-	}
 	if err := e.writeInPlace(leaf.grad, g); err != nil {
+		leaf.grad = old
 		return err
 	}
 	leaf.gradZero = false
 	return nil
-}
-
-// keepAcrossPasses makes a host parameter's gradient (which lives in the
-// pass pool, unlike a persistent parameter's) outlive the next tape's reset
-// of the pass pool, as PyTorch accumulates gradients over backward calls:
-// its value is copied to the host when computed (now, if it already is).
-func keepAcrossPasses(g *Tensor) error {
-	g.held, g.inTape, g.scratch = true, false, false
-	if g.pending || g.handle == nil || !g.handle.Live() || g.handle.HostCopy() != nil {
-		return nil
-	}
-	return g.handle.CopyToHost()
 }
 
 // ZeroGrad clears the gradients of params: the next backward sets them

@@ -86,9 +86,6 @@ func (e *Engine) lend(t *Tensor, write bool, fn func(Buffer) error) error {
 	if t.dropped || t.handle == nil {
 		return errDropped
 	}
-	if err := e.placeAgain(t); err != nil { // a kept value of an earlier pass
-		return err
-	}
 	n, err := t.handle.Tensor()
 	if err != nil {
 		return err

@@ -43,7 +43,12 @@ type Engine struct {
 	backwarding bool
 	rng         *rand.Rand
 	ctx         context.Context // cancels graph computes (see SetContext)
-	unit        *Tensor         // a persistent one-element tensor: the template of witness nodes
+	// batch numbers the pending work: each Realize that computes it (or
+	// finds none) and each drop of it ends one; lost are the batches
+	// dropped. An optimizer learns from them whether a step it queued ran
+	// (optim.go's settle).
+	batch int64
+	lost  []int64
 
 	releases []func()     // C memory the pending nodes use, freed once they ran
 	useBLAS  bool         // large matmuls go to OpenBLAS (CPU, openblas builds)

@@ -85,15 +85,13 @@ func (t *Tensor) int32s() ([]int32, error) {
 	// it; a write or an in-place op drops the host copy), so while its
 	// memory lives a host copy, once read, is its value: labels kept on the
 	// device are read once, not with a wait for the device's queued work
-	// every step. Once the memory is gone only a pass tensor's copy stands
-	// in for it, as before: a persistent tensor is stale after a reset
-	// whether or not it was read.
-	live := t.handle.Live()
-	if h := t.handle.HostCopy(); h != nil && (live || t.handle.Scope() == residency.Pass) {
-		return decodeInt32s(h), nil
-	}
-	if !live {
+	// every step. (A pass tensor read so becomes a host tensor at the pass
+	// reset: pass_memory.go's promote.)
+	if !t.handle.Live() {
 		return nil, errDropped
+	}
+	if h := t.handle.HostCopy(); h != nil {
+		return decodeInt32s(h), nil
 	}
 	raw := make([]byte, t.handle.Nbytes())
 	if err := t.handle.Read(raw); err != nil {

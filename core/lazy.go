@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/gglua/gglua/core/residency"
@@ -115,9 +116,6 @@ func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
 	var n ggmlcgo.Tensor
 	var err error
 	switch {
-	case t.handle != nil && !t.handle.Live() && t.handle.HostCopy() != nil:
-		// A value from an earlier pass, kept on the host: upload it again.
-		n, err = e.passCopy(t, t.handle.Type(), func() ([]byte, error) { return t.handle.HostCopy(), nil })
 	case t.pending:
 		if t.passGen != e.res.Gen(residency.Pass) {
 			return n, fmt.Errorf("%w: its pending value was dropped by a reset of the pass pool", residency.ErrStale)
@@ -223,9 +221,6 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 		}
 		ins[i] = n
 	}
-	if err := e.placeAgain(dst); err != nil {
-		return err
-	}
 	base, err := dst.handle.Tensor()
 	if err != nil {
 		return err
@@ -252,31 +247,6 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 	e.pending = append(e.pending, dst)
 	dst.node, dst.pending, dst.passGen = n, true, e.res.Gen(residency.Pass)
 	dst.version++
-	return nil
-}
-
-// placeAgain gives dst, a kept value from an earlier pass (its buffer
-// freed by a pass reset, its value kept on the host), a buffer in this
-// pass holding that value, so that an in-place update has memory to write
-// (data prepared before the loop, then x:div_(2) in a later step). Reads
-// need none: they upload the host copy (storedInput).
-func (e *Engine) placeAgain(dst *Tensor) error {
-	h := dst.handle
-	if dst.base != nil || dst.pending || h.Live() || h.Scope() != residency.Pass {
-		return nil
-	}
-	raw := h.HostCopy()
-	if raw == nil {
-		return nil // stale: Tensor() says so
-	}
-	placed, err := e.res.Upload(residency.Request{Shape: dst.shape, Type: h.Type(), Scope: residency.Pass}, raw)
-	if err != nil {
-		return err
-	}
-	placed.KeepHostCopy(raw) // until the update replaces it
-	dst.handle = placed
-	dst.inTape = false // a kept value of an earlier pass, not this tape's activation: Realize copies it again
-	e.trackPass(dst)
 	return nil
 }
 
@@ -324,7 +294,7 @@ func (e *Engine) constants(vals []float32) (*Tensor, error) {
 		return nil, err
 	}
 	t := &Tensor{shape: []int{len(vals)}, dtype: ggmlcgo.F32, handle: h, engine: e}
-	e.trackPass(t) // kept (on the host) if the pass pool is compacted before its use
+	e.trackPass(t) // promoted if the pass pool is compacted before its use
 	return t, nil
 }
 
@@ -349,22 +319,6 @@ func (e *Engine) Transient(ts ...*Tensor) {
 // forceUploadedConstants makes tests take the devices' constants on the CPU.
 var forceUploadedConstants = false
 
-// witness is a pending one-element node computed with everything queued
-// now: whether it was computed tells whether the work ran.
-func (e *Engine) witness() (*Tensor, error) {
-	if e.unit == nil || !e.unit.handle.Live() {
-		h, err := e.res.Alloc(residency.Request{Shape: []int{1}, Scope: residency.Persistent})
-		if err == nil {
-			err = h.Zero()
-		}
-		if err != nil {
-			return nil, err
-		}
-		e.unit = &Tensor{shape: []int{1}, dtype: ggmlcgo.F32, handle: h, engine: e}
-	}
-	return e.newOp("witness", []int{1}, []*Tensor{e.unit}, func(c ctx, in []node) (node, error) { return c.Fill(in[0], 0) })
-}
-
 // Realize computes everything pending as one graph. Results are placed in
 // the pass pool and become leaves: a later graph reads them and never
 // recomputes their ancestry.
@@ -373,6 +327,7 @@ func (e *Engine) Realize() error {
 		return fmt.Errorf("realize: %w", err)
 	}
 	if len(e.pending) == 0 {
+		e.batch++
 		return nil
 	}
 	live := e.pending[:0] // without the places updates moved from
@@ -501,22 +456,13 @@ func (e *Engine) Realize() error {
 	e.stats.PassBytes += placedBytes
 	for _, t := range e.pending {
 		t.storage().written = launch
-		// A value the caller keeps beyond this step (clip_grad_norm's norm,
-		// data prepared before the loop, a gradient) gets a host copy before
-		// the pass pool is reset: queued behind this graph, so the host goes
-		// on building the next one instead of waiting for this one.
-		keep := false
-		if t.handle != nil { // an in-place update: a cached host copy is old
+		switch {
+		case t.handle != nil: // an in-place update: a cached host copy is old
 			t.handle.DropHostCopy()
-			// A kept value of the pass pool takes a new one, or the next
-			// pass reset would lose it (zero_grad(false), x:div_(2)).
-			keep = t.base == nil && t.held && !t.inTape && t.handle.Scope() == residency.Pass && t.handle.Live()
-		}
-		if t.handle == nil && plan && t.scratch { // its memory went to later nodes
+		case plan && t.scratch: // its memory went to later nodes
 			t.pending, t.node, t.freed = false, ggmlcgo.Tensor{}, true
 			continue
-		}
-		if t.handle == nil { // an op result: its node is now its memory
+		default: // an op result: its node is now its memory
 			t.result = true
 			h := placed[t.node.Base()] // a view's is its base's, of this graph's memory
 			if h == nil {
@@ -524,15 +470,12 @@ func (e *Engine) Realize() error {
 			}
 			t.handle = h.Alias(t.node, t.shape)
 			t.node.MakeLeaf()
-			e.trackPass(t)
-			keep = t.held && !t.inTape
-		}
-		if keep && !t.handle.KeepHostCopyLater() {
-			t.handle.CopyToHost()
+			e.trackPass(t) // promoted at the pass reset if it outlives its step
 		}
 		t.pending, t.node = false, ggmlcgo.Tensor{}
 	}
 	e.pending, e.pendingBytes = nil, 0
+	e.batch++
 	e.res.Computed() // persistent memory dropped meanwhile may be reused now
 	e.release()
 	if e.dp != nil {
@@ -566,6 +509,10 @@ func (e *Engine) release() {
 // dropPending forgets pending work (its pass is gone): op results become
 // unreadable, queued in-place updates are lost.
 func (e *Engine) dropPending() {
+	if len(e.pending) > 0 {
+		e.lost = append(e.lost, e.batch)
+	}
+	e.batch++
 	e.release()
 	if e.dp != nil && e.dp.queued {
 		// The in-graph sums go: the gradients, bucket slices, would hold
@@ -588,19 +535,19 @@ func (e *Engine) dropPending() {
 
 // Reset frees pools (none named: both) after computing pending work, so
 // that no queued update of a weight is lost. The pass pool's node contexts
-// go with it.
+// go with it, and the values that outlive it first move out (promote).
 func (e *Engine) Reset(scopes ...residency.Scope) error {
 	err := e.Realize()
 	e.dropPending()
 	if len(scopes) == 0 {
 		scopes = []residency.Scope{residency.Pass, residency.Persistent}
 	}
-	for _, s := range scopes {
-		if s == residency.Pass {
-			e.keepHeld()
-			e.freeNodeContexts()
-			e.passLive, e.uploads = nil, nil
+	if slices.Contains(scopes, residency.Pass) {
+		_, perr := e.promote(false, slices.Contains(scopes, residency.Persistent))
+		if err == nil {
+			err = perr
 		}
+		e.freePass()
 	}
 	e.res.Reset(scopes...)
 	return err

@@ -18,8 +18,8 @@ import (
 // A step is queued, not run: it runs with the next graph compute, or is
 // lost if that compute is cancelled or the pending work dropped. So the
 // optimizer counts a step (Adam's bias correction) and marks fresh state as
-// written only once it knows the step ran: each step queues a one-number
-// witness beside its updates, computed if and only if they were.
+// written only once it knows the step ran: the engine numbers its batches
+// of pending work and says which were dropped.
 
 // Rate is an optimizer's learning rate as schedulers see it: the rate the
 // next step uses (kept in float64 as it was set, and as the float32 the
@@ -147,8 +147,8 @@ type optimizer struct {
 
 // queuedStep is a step queued but not yet known to have run.
 type queuedStep struct {
-	witness *Tensor   // a pending op result queued with the step's updates
-	fresh   []*Tensor // parameters whose state the step writes first
+	batch int64     // the engine's batch of pending work that holds its updates
+	fresh []*Tensor // parameters whose state the step writes first
 }
 
 // newOptimizer checks the groups (none empty, no parameter twice) and
@@ -274,19 +274,17 @@ func (o *optimizer) Rates() []*Rate {
 // ZeroGrad clears the parameters' gradients.
 func (o *optimizer) ZeroGrad() { ZeroGrad(o.params) }
 
-// settle learns the fate of queued steps: a step whose witness was
-// computed ran and is counted; one whose pending work was dropped (a
-// cancelled compute, DropPending, a reset of the pass pool) did not, and
-// the state it was to write first is fresh again.
+// settle learns the fate of queued steps: a step whose batch was computed
+// ran and is counted; one whose batch was dropped (a cancelled compute,
+// DropPending, a reset of the pass pool) did not, and the state it was to
+// write first is fresh again.
 func (o *optimizer) settle() {
-	gen := o.e.res.Gen(residency.Pass)
 	var still []queuedStep
 	for _, q := range o.queued {
-		w := q.witness
 		switch {
-		case w.pending && w.passGen == gen:
+		case q.batch == o.e.batch:
 			still = append(still, q)
-		case w.pending || w.dropped || w.handle == nil:
+		case slices.Contains(o.e.lost, q.batch):
 			for _, p := range q.fresh {
 				delete(o.live, p)
 			}
@@ -299,17 +297,11 @@ func (o *optimizer) settle() {
 
 // queue records a step just queued (fresh: the parameters whose state it
 // writes first).
-func (o *optimizer) queue(fresh []*Tensor) error {
-	w, err := o.e.witness()
-	if err != nil {
-		return err
-	}
+func (o *optimizer) queue(fresh []*Tensor) {
 	for _, p := range fresh {
 		o.live[p] = true
 	}
-	o.queued = append(o.queued, queuedStep{witness: w, fresh: fresh})
-	o.settle() // an eager engine has run it already
-	return nil
+	o.queued = append(o.queued, queuedStep{batch: o.e.batch, fresh: fresh})
 }
 
 // realized computes pending work (a queued step included) and settles.

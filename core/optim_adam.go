@@ -153,7 +153,8 @@ func (a *Adam) Step() error {
 	if err != nil {
 		return err
 	}
-	return a.queue(fresh)
+	a.queue(fresh)
+	return nil
 }
 
 // stepGroup queues the updates of one group's parameters, at step n.

@@ -140,7 +140,8 @@ func (s *SGD) Step() error {
 	if err != nil {
 		return err
 	}
-	return s.queue(fresh)
+	s.queue(fresh)
+	return nil
 }
 
 // update queues one parameter's update (first: its momentum starts here).

@@ -1,21 +1,23 @@
 package core
 
 import (
+	"errors"
 	"os"
 	goruntime "runtime"
 	"runtime/metrics"
 	"weak"
 
 	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Work done outside a tape (evaluation, sampling, data preparation) places
 // its results in the pass pool too, and only the next with_grad_tape frees
 // that pool: a loop of 20,000 no_grad matmuls would hold every result. So,
 // outside a tape, once the pass pool has grown past a bound, it is compacted:
-// the results something still references (found through weak pointers after
-// a collection) are copied to the host, where they stay readable and are
-// uploaded again when used, and the pool is reset.
+// the values something still references (found through weak pointers after
+// a collection) move to a home that survives (promote, below), and the pool
+// is reset.
 //
 // A training step is left alone: inside the tape the activations are the
 // step's, and after it backward and the optimizer are still building the
@@ -95,6 +97,7 @@ type passMemory struct {
 	// forwardQueued: startForward computed the step's forward on its own,
 	// so the next graph (the backward) holds no activation to drop.
 	forwardQueued bool
+	promoting     bool // promote is computing its copies (no compaction meanwhile)
 }
 
 // splitSteps: on an asynchronous device a step is two graphs (startForward);
@@ -138,7 +141,7 @@ func (e *Engine) startForward() error {
 // afterRealize notes a step's computed graph and compacts the pass pool
 // when work beyond steps has grown it past its bound.
 func (e *Engine) afterRealize() error {
-	if e.tape.active || len(e.pending) > 0 {
+	if e.tape.active || len(e.pending) > 0 || e.mem.promoting {
 		return nil
 	}
 	if e.mem.tapeRan && !e.mem.stepComputed {
@@ -151,44 +154,171 @@ func (e *Engine) afterRealize() error {
 	return e.compactPass()
 }
 
-// keepHeld copies to the host, before a pass reset frees them, the kept
-// results of the pass pool that have no copy: Realize copies the ones it
-// computes, but a collective writes one in place outside any graph
-// (dist.all_reduce of a metric computed from the loss). A pass upload
-// (to_gpu(x)) is not kept: it goes with its pass, as residency says.
-func (e *Engine) keepHeld() {
-	for _, wp := range e.passLive {
-		if t := wp.Value(); t != nil && t.keptWithoutCopy() {
-			t.handle.CopyToHost()
+// compactPass moves what is still referenced in the pass pool to a home
+// that survives (promote: everything reachable, pass uploads and the last
+// step's values too, since a compaction is the engine's doing and not the
+// script's) and resets the pool. Nothing may be pending.
+func (e *Engine) compactPass() error {
+	live, err := e.promote(true, false)
+	e.mem.compactAt = 4 * live
+	e.freePass()
+	e.res.Reset(residency.Pass)
+	return err
+}
+
+// Values that outlive their step. A pass reset frees the pass pool, but a
+// caller may still reach some of its values: data prepared before the loop,
+// a metric kept in a table, clip_grad_norm's norm, a host parameter's
+// gradient, an RNN state carried to the next step, last step's loss. Just
+// before the pool goes, promote gives each of them, once, a home that
+// survives it:
+//   - a value made outside a tape, or detached in one to be carried on
+//     (Carry), is copied into the persistent pool, by one graph queued on
+//     the device (no wait for it), and the tensor now lives there: reads and
+//     in-place updates need nothing more;
+//   - a value that was read (the read left a host copy) becomes a host
+//     tensor holding what was read;
+//   - where the persistent pool refuses a copy (the budget) or goes too (a
+//     full reset), the value is read to the host instead.
+// Anything else goes with the pool and is a stale-handle error if read: a
+// step's activations and pass uploads (to_gpu(x)), as residency says. A
+// compaction (everything) keeps every value something references.
+
+// promoteCollectBytes is the size of the values found to promote from
+// which a collection first tells the ones really reachable from those only
+// not collected yet (a loop's last activations, an evaluation's results).
+var promoteCollectBytes int64 = 1 << 20
+
+// promote moves the pass pool's values that outlive it (see above) and
+// returns the bytes it moved. It computes a graph of the copies: call it
+// with nothing pending, just before the pass pool is reset.
+func (e *Engine) promote(everything, persistentToo bool) (int64, error) {
+	var found []*Tensor
+	var bytes int64
+	find := func() {
+		found, bytes = found[:0], 0
+		for _, wp := range e.passLive {
+			t := wp.Value()
+			if t == nil || t.base != nil || t.pending || t.handle == nil ||
+				t.handle.Scope() != residency.Pass || !t.handle.Live() {
+				continue
+			}
+			if everything || t.outlivesItsStep() || t.handle.HostCopy() != nil {
+				found = append(found, t)
+				bytes += t.handle.Nbytes()
+			}
 		}
 	}
-}
-
-// keptWithoutCopy reports whether t is a kept result of the pass pool
-// (held, computed outside a tape, computed already) that has no host copy
-// yet, kept or on its way.
-func (t *Tensor) keptWithoutCopy() bool {
-	h := t.handle
-	return t.base == nil && t.result && t.held && !t.pending && !t.inTape && h != nil &&
-		h.Scope() == residency.Pass && h.Live() && !h.HasHostCopy()
-}
-
-// compactPass copies what is still referenced in the pass pool to the host
-// and resets the pool. Nothing may be pending.
-func (e *Engine) compactPass() error {
-	goruntime.GC() // what no one references is not copied
-	var live int64
-	for _, wp := range e.passLive {
-		t := wp.Value()
-		if t == nil || t.handle == nil || t.handle.Scope() != residency.Pass || !t.handle.Live() || t.handle.HostCopy() != nil {
+	find()
+	if everything || bytes >= promoteCollectBytes {
+		found = nil
+		goruntime.GC() // what no one references is not copied
+		find()
+	}
+	type move struct{ t, to *Tensor }
+	var moves []move
+	var toHost []*Tensor
+	for _, t := range found {
+		if persistentToo || (!everything && !t.outlivesItsStep()) {
+			toHost = append(toHost, t)
 			continue
 		}
-		if err := t.handle.CopyToHost(); err != nil {
+		to, err := e.persistentCopy(t)
+		if errors.Is(err, residency.ErrBudget) {
+			toHost = append(toHost, t) // the host has room the budget does not
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		moves = append(moves, move{t, to})
+	}
+	for _, t := range toHost {
+		if err := t.becomeHost(); err != nil {
+			return 0, err
+		}
+	}
+	if len(moves) == 0 {
+		return bytes, nil
+	}
+	e.mem.promoting = true
+	err := e.Realize()
+	e.mem.promoting = false
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range moves {
+		t, h := m.t, m.to.handle
+		if raw := t.handle.HostCopy(); raw != nil {
+			if err := h.KeepHostCopy(raw); err != nil {
+				return 0, err
+			}
+		}
+		t.handle, t.written = h, m.to.written
+		t.inTape, t.carried = false, false
+	}
+	return bytes, nil
+}
+
+// outlivesItsStep reports whether t, a result of the pass pool, is one
+// promote copies into the persistent pool: held by a caller and made
+// outside a tape, or carried.
+func (t *Tensor) outlivesItsStep() bool { return t.result && t.held && (!t.inTape || t.carried) }
+
+// persistentCopy queues a copy of t's value into new memory of the
+// persistent pool: the pending in-place update that fills it.
+func (e *Engine) persistentCopy(t *Tensor) (*Tensor, error) {
+	h, err := e.res.Alloc(residency.Request{Shape: t.shape, Type: t.handle.Type(), Scope: residency.Persistent})
+	if err != nil {
+		return nil, err
+	}
+	src, err := t.handle.Tensor()
+	if err != nil {
+		return nil, err
+	}
+	dst, err := h.Tensor()
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.nodeContext()
+	if err != nil {
+		return nil, err
+	}
+	n, err := c.Cpy(src, dst)
+	if err != nil {
+		return nil, err
+	}
+	to := &Tensor{shape: t.shape, dtype: t.dtype, handle: h, engine: e, result: true,
+		node: n, pending: true, passGen: e.res.Gen(residency.Pass), queued: len(e.pending)}
+	e.pending = append(e.pending, to)
+	return to, nil
+}
+
+// becomeHost makes t, a value of the pass pool, a host tensor holding its
+// value: what a read left, or read now.
+func (t *Tensor) becomeHost() error {
+	raw := t.handle.HostCopy()
+	if raw == nil {
+		raw = make([]byte, t.handle.Nbytes())
+		if err := t.handle.Read(raw); err != nil {
 			return err
 		}
-		live += t.handle.Nbytes()
 	}
-	e.passLive = nil
-	e.mem.compactAt = 4 * live
-	return e.Reset(residency.Pass)
+	if typ := t.handle.Type(); typ == ggmlcgo.I32 {
+		t.ints = decodeInt32s(raw)
+	} else {
+		v, err := decode(typ, raw)
+		if err != nil {
+			return err
+		}
+		t.host = v
+	}
+	t.handle, t.result, t.written = nil, false, 0
+	return nil
+}
+
+// freePass forgets what this engine kept of the pass pool about to be reset.
+func (e *Engine) freePass() {
+	e.freeNodeContexts()
+	e.passLive, e.uploads = nil, nil
 }

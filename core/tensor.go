@@ -33,7 +33,8 @@ type Tensor struct {
 	queued  int   // while pending: its place in the engine's pending list
 	dropped bool  // its pending work was dropped by a reset before it ran
 	inTape  bool  // made by an op while a tape was recording (an activation)
-	held    bool  // a caller holds it beyond this step: see Hold
+	held    bool  // a caller holds it: see Hold
+	carried bool  // detached to be carried into later steps: see Carry
 	// scratch: nothing reads it after the graph that computes it (made by
 	// Backward for its own use, an activation's gradient; or Transient);
 	// freed: it was so computed, in scratch memory (lazy.go's Realize).
@@ -409,23 +410,21 @@ func decode(dtype ggmlcgo.Type, raw []byte) ([]float32, error) {
 	return nil, errors.New("tensor: unsupported storage dtype " + dtype.String())
 }
 
-// Hold marks a tensor that a caller (a script, an embedding host) holds
-// beyond the current step. If it was computed outside a tape (data prepared
-// before the loop, say), its value is copied to the host when computed, so
-// it outlives the pass reset of the next step: it is then read from, and
-// uploaded again from, that copy, like a host tensor. Values computed inside
-// a tape are a step's activations and are not copied.
+// Hold marks a tensor that a caller (a script, an embedding host) holds:
+// made outside a tape, it outlives its step (pass_memory.go's promote
+// moves it at the pass reset if it is still reachable then). The results
+// of ops that only Go code inside the engine sees are never held: they
+// go with their pass.
 func (t *Tensor) Hold() {
 	t.held = true
-	s := t.storage() // a view's values are its base's
-	s.held = true
-	// Computed already (eager mode computes each op as it is made, before
-	// its caller can hold it): the copy Realize makes of a held value is
-	// made now.
-	if s.keptWithoutCopy() && !s.handle.KeepHostCopyLater() {
-		s.handle.CopyToHost()
-	}
+	t.storage().held = true // a view's values are its base's
 }
+
+// Carry marks t, a value detached from its step's graph to be carried into
+// later steps (an RNN's state), as one that outlives its step: if the next
+// pass reset finds it still reachable, it moves to the persistent pool
+// (pass_memory.go's promote) instead of going with the step.
+func (t *Tensor) Carry() { t.storage().carried = true }
 
 // SetHostDtype gives a host tensor a storage dtype (f16/bf16): its values
 // are rounded to it, and to_gpu stores it so.

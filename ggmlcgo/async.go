@@ -163,8 +163,7 @@ func (b *Backend) setQueued(on bool) {
 	}
 	b.queued = on
 	if !on {
-		b.landLocked()                        // the copies GetLater queued are done
-		b.releaseUploadsLocked(math.MaxInt64) // and those of the queued writes
+		b.releaseUploadsLocked(math.MaxInt64) // the queued writes are done
 	}
 	inFlight.Lock()
 	defer inFlight.Unlock()

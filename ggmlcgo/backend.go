@@ -49,9 +49,8 @@ type Backend struct {
 	// launches counts the graphs computed: each is numbered (async.go's
 	// Done and WaitFor).
 	launches int64
-	ran      launchLog  // how the last launches ran (GGLUA_SLOW_COMPUTE_MS)
-	later    laterReads // copies GetLater queued (read_later.go)
-	upload   uploads    // writes queued on the device's stream (upload.go)
+	ran      launchLog // how the last launches ran (GGLUA_SLOW_COMPUTE_MS)
+	upload   uploads   // writes queued on the device's stream (upload.go)
 	// kernels: which of gglua's kernel sets a device's library has
 	// (HasKernel), asked once.
 	kernelsOnce sync.Once
@@ -267,10 +266,9 @@ func (b *Backend) Close() {
 		b.idle.Stop()
 	}
 	b.waitLocked()
-	p, r, abort, tp, later, upload := b.p, b.replay, b.abort, b.tp, b.later.buf, b.upload.buf
-	b.p, b.replay, b.abort, b.tp, b.later.buf, b.upload.buf = nil, nil, nil, nil, Buffer{}, Buffer{}
+	p, r, abort, tp, upload := b.p, b.replay, b.abort, b.tp, b.upload.buf
+	b.p, b.replay, b.abort, b.tp, b.upload.buf = nil, nil, nil, nil, Buffer{}
 	b.mu.Unlock()
-	later.Free()
 	upload.Free()
 	// Freed without b's lock: freeing the lanes' memory makes the host's
 	// deferred writes (async.go), under deviceIO, which is taken before a

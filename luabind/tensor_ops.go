@@ -290,7 +290,9 @@ func (env *Env) backward(L *lua.LState) int {
 // gradient flows through, as PyTorch's detach.
 func tensorDetach(L *lua.LState) int {
 	env := envOf(L)
-	L.Push(env.push(L, checkTensor(L, "detach", 1).Detach()))
+	d := checkTensor(L, "detach", 1).Detach()
+	d.Carry() // it may be carried into the next step (an RNN's state)
+	L.Push(env.push(L, d))
 	return 1
 }
 

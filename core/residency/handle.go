@@ -3,7 +3,6 @@ package residency
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/gglua/gglua/ggmlcgo"
 )
@@ -17,8 +16,7 @@ type Handle struct {
 	tensor ggmlcgo.Tensor
 	shape  []int
 	typ    ggmlcgo.Type
-	host   []byte    // a host copy of the data, if the owner cached one
-	late   *lateCopy // a host copy on its way (KeepHostCopyLater)
+	host   []byte // a host copy of the data, if the owner cached one
 	// parent is the handle whose memory an alias shares: an alias keeps it
 	// reachable, so that the memory is not taken back under the alias.
 	parent   *Handle
@@ -86,7 +84,7 @@ func (h *Handle) Write(data []byte) error {
 		return fmt.Errorf("write: %w", err)
 	}
 	h.state.h2d += int64(len(data))
-	h.host, h.late = nil, nil
+	h.host = nil
 	return nil
 }
 
@@ -140,49 +138,8 @@ func (h *Handle) KeepHostCopy(data []byte) error {
 	if int64(len(data)) != h.Nbytes() {
 		return fmt.Errorf("host copy: tensor holds %d bytes, copy has %d", h.Nbytes(), len(data))
 	}
-	h.host, h.late = data, nil
+	h.host = data
 	return nil
-}
-
-// lateCopy is a host copy queued behind the device's graphs. Its bytes
-// arrive at a wait for the device, which may be another runtime's (waits
-// are the process's), hence the lock.
-type lateCopy struct {
-	mu   sync.Mutex
-	data []byte // nil until it lands
-}
-
-// KeepHostCopyLater is KeepHostCopy of the value the device's queued graphs
-// are computing, without waiting for them (ggmlcgo's GetLater): the copy
-// lands at the next wait for the device, and HostCopy and Read wait for it
-// when they need it. It reports false when it cannot (nothing queued, a
-// large value): the caller then reads at once.
-func (h *Handle) KeepHostCopyLater() bool {
-	if !h.Live() {
-		return false
-	}
-	lc := &lateCopy{}
-	if !h.state.backend.GetLater(h.tensor, func(data []byte) {
-		lc.mu.Lock()
-		defer lc.mu.Unlock()
-		lc.data = data
-	}) {
-		return false
-	}
-	h.host, h.late = nil, lc
-	h.state.d2h += h.Nbytes()
-	return true
-}
-
-// landed takes the late copy's bytes as the host copy once they arrived.
-func (h *Handle) landed() bool {
-	h.late.mu.Lock()
-	defer h.late.mu.Unlock()
-	if h.late.data == nil {
-		return false
-	}
-	h.host, h.late = h.late.data, nil
-	return true
 }
 
 // Upload allocates a tensor for r and writes data to it. Nothing is allocated
@@ -207,7 +164,7 @@ func (s *State) Upload(r Request, data []byte) (*Handle, error) {
 // alias is reachable.
 func (h *Handle) Alias(t ggmlcgo.Tensor, shape []int) *Handle {
 	c := *h
-	c.tensor, c.typ, c.host, c.late = t, t.Type(), nil, nil
+	c.tensor, c.typ, c.host = t, t.Type(), nil
 	c.shape = append([]int(nil), shape...)
 	c.parent, c.pinnedAt = h, 0
 	if h.parent != nil {
@@ -224,22 +181,8 @@ func (h *Handle) Zero() error {
 	return h.tensor.Zero()
 }
 
-// DropHostCopy forgets the host copy (the device value changed), and one
-// on its way.
-func (h *Handle) DropHostCopy() { h.host, h.late = nil, nil }
+// DropHostCopy forgets the host copy (the device value changed).
+func (h *Handle) DropHostCopy() { h.host = nil }
 
-// HasHostCopy reports whether a host copy is kept or on its way, without
-// waiting for one.
-func (h *Handle) HasHostCopy() bool { return h.host != nil || h.late != nil }
-
-// HostCopy is the host copy kept by KeepHostCopy (nil if none). One on its
-// way (KeepHostCopyLater) is waited for.
-func (h *Handle) HostCopy() []byte {
-	if h.late != nil && !h.landed() {
-		ggmlcgo.WaitDevices()
-		if !h.landed() { // cannot happen: a wait lands every queued copy
-			h.late = nil
-		}
-	}
-	return h.host
-}
+// HostCopy is the host copy kept by KeepHostCopy (nil if none).
+func (h *Handle) HostCopy() []byte { return h.host }

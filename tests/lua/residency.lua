@@ -59,3 +59,47 @@ residency.reset()
 assert(residency.stats().total_buffer_bytes == 0)
 ok, err = pcall(function() return w:totable() end)
 assert(not ok and err:find("reset of the persistent pool"), err)
+
+-- Values that outlive their step move, at the pass reset, to a home that
+-- survives it: data made before the loop, a metric kept in a table, an RNN
+-- state carried on with detach(), last step's loss once read. A step's
+-- other activations go with it. The reference is the same recurrence in
+-- plain Lua.
+local wv = {{0.5, -0.25}, {0.125, 1}}
+local wr = to_gpu(tensor.param(tensor(wv)), {scope = "persistent"})
+local data = to_gpu(tensor{{1, 2}, {3, 4}}) * 0.5 -- made before the loop
+local h = tensor.zeros(2, 2)
+local metrics, first_loss, activation = {}, nil, nil
+local rh, rlosses = {{0, 0}, {0, 0}}, {}
+for step = 1, 3 do
+  local loss = with_grad_tape(function()
+    local out = (h:matmul(wr) + data):tanh()
+    activation = out * 1
+    h = out:detach() -- carried into the next step
+    return out:sum()
+  end)
+  backward(loss)
+  metrics[step] = loss:detach() * 2 -- outside the tape
+  if step == 1 then first_loss = loss; loss:item() end
+  local nh, sum = {{}, {}}, 0
+  for i = 1, 2 do
+    for j = 1, 2 do
+      nh[i][j] = math.tanh(rh[i][1] * wv[1][j] + rh[i][2] * wv[2][j] + ({{1, 2}, {3, 4}})[i][j] * 0.5)
+      sum = sum + nh[i][j]
+    end
+  end
+  rh, rlosses[step] = nh, sum
+end
+with_grad_tape(function() end) -- one more pass reset
+local function near(a, b) return math.abs(a - b) < 1e-5 end
+local got = h:totable()
+for i = 1, 2 do
+  for j = 1, 2 do assert(near(got[i][j], rh[i][j]), "the carried state " .. got[i][j] .. " vs " .. rh[i][j]) end
+end
+for step = 1, 3 do
+  assert(near(metrics[step]:item(), 2 * rlosses[step]), "metric " .. step)
+end
+assert(near(first_loss:item(), rlosses[1]), "a loss read stays readable")
+assert(data:totable()[2][2] == 2, "data made before the loop")
+ok, err = pcall(function() return activation:totable() end)
+assert(not ok and err:find("reset of the pass pool"), "an activation goes with its step: " .. tostring(err))
