@@ -6,6 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // A training step whose pass pool is past the bound is left alone: its
@@ -123,4 +126,73 @@ func TestBackwardQueuesTheForwardOnAsyncDevices(t *testing.T) {
 // readNow reports whether t's memory may be read without waiting at all.
 func (t *Tensor) readNow() bool {
 	return t.readsItsWriter() && t.engine.backend.Done(t.storage().written)
+}
+
+// A value that outlives its step but that the persistent pool cannot take
+// (the budget) is read to the host instead; a full reset, which frees the
+// persistent pool too, does the same. Neither loses it or fails the reset.
+func TestKeptValuesGoToTheHostWhereThePersistentPoolCannotTakeThem(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		e := newEngine(t)
+		y, err := e.AddScalar(host(t, []int{3}, 1, 2, 3), 1)
+		require.NoError(t, err)
+		y.Hold()
+		require.NoError(t, e.Realize())
+		if full {
+			require.NoError(t, e.Reset())
+		} else {
+			// Not a byte more than the pass pool holds.
+			_, err = e.Residency().SetLimit(e.Residency().Ledger().TotalBufferBytes)
+			require.NoError(t, err)
+			require.NoError(t, e.Reset(residency.Pass))
+			_, err = e.Residency().SetLimit(0)
+			require.NoError(t, err)
+		}
+		assert.Nil(t, y.handle, "full %v: a host tensor now", full)
+		assert.Equal(t, []float32{2, 3, 4}, values(t, y), "full %v", full)
+		z, err := e.Scale(y, 2) // used again: uploaded like any host tensor
+		require.NoError(t, err)
+		assert.Equal(t, []float32{4, 6, 8}, values(t, z), "full %v", full)
+	}
+}
+
+// A value detached in a tape and carried (an RNN's state) moves to the
+// persistent pool at the next pass reset; the step's other activations go
+// with it, and one carried but no longer referenced is not copied.
+func TestCarriedValuesOutliveTheirStep(t *testing.T) {
+	e := newEngine(t)
+	var state, other *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		out, err := e.AddScalar(host(t, []int{2}, 1, 2), 1)
+		if err != nil {
+			return err
+		}
+		state = out.Detach()
+		state.Carry()
+		state.Hold()
+		gone, err := e.Scale(out, 3)
+		if err != nil {
+			return err
+		}
+		g := gone.Detach()
+		g.Carry()
+		g.Hold()
+		other, err = e.Scale(out, 2)
+		other.Hold()
+		return err
+	}))
+	require.NoError(t, e.Realize())
+	// As for a large value: promote first collects, so a loop's garbage is
+	// not copied.
+	old := promoteCollectBytes
+	promoteCollectBytes = 0
+	defer func() { promoteCollectBytes = old }()
+	copies := 0
+	e.beforeCompute = func(g *ggmlcgo.Graph) { copies += g.NNodes() }
+	require.NoError(t, e.WithGradTape(func() error { return nil }))
+	assert.Equal(t, 1, copies, "one value copied")
+	assert.Equal(t, residency.Persistent, state.storage().handle.Scope())
+	assert.Equal(t, []float32{2, 3}, values(t, state))
+	_, err := other.Float32s()
+	assert.ErrorIs(t, err, residency.ErrStale, "an activation goes with its step")
 }
