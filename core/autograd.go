@@ -291,19 +291,29 @@ func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
 		return err
 	}
 	old := leaf.grad
+	if old != nil && old.storage().handle != nil && !old.storage().handle.Live() {
+		old = nil // gone with a reset of its pool: absent, as after zero_grad
+	}
 	if old != nil && !leaf.gradZero {
 		if g, err = e.Add(old, g); err != nil {
 			return err
 		}
 	}
-	// A gradient moved to the host (to_gpu's pass scope) or made on
-	// another device gets a buffer here.
-	if old == nil || !(leaf.persistent() || (old.persistent() && old.engine == e)) {
-		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent})
+	// A host parameter's gradient is a new tensor after zero_grad, as
+	// PyTorch's set_to_none makes it (whoever holds the old one keeps its
+	// values); a persistent parameter's buffer is reused. A gradient moved
+	// to the host (to_gpu's pass scope) or made on another device gets a
+	// buffer here too.
+	fresh := !leaf.persistent() && (leaf.gradZero || old == nil || !old.persistent() || old.engine != e)
+	if old == nil || fresh {
+		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent, Alone: !leaf.persistent()})
 		if err != nil {
 			return err
 		}
 		leaf.grad = &Tensor{shape: leaf.Shape(), dtype: h.Type(), handle: h, engine: e}
+		if !leaf.persistent() {
+			e.keep(leaf.grad) // kept through a reset of the persistent pool, as the parameter is
+		}
 	}
 	if err := e.writeInPlace(leaf.grad, g); err != nil {
 		leaf.grad = old

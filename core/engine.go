@@ -55,6 +55,7 @@ type Engine struct {
 	autocast ggmlcgo.Type // products' operand type: F32 (the zero value), or BF16 inside Autocast
 
 	passLive     []weak.Pointer[Tensor] // tensors placed in the pass pool (pass_memory.go)
+	kept         []weak.Pointer[Tensor] // values moved into the persistent pool for a caller (pass_memory.go's keep)
 	pendingBytes int64                  // bytes of the pending results
 	uploads      map[*Tensor]upload     // host tensors' copies in the current pass (lazy.go)
 	causal       map[[2]int]*Tensor     // attention's causal biases by shape (ops_attention.go)

@@ -549,6 +549,11 @@ func (e *Engine) Reset(scopes ...residency.Scope) error {
 		}
 		e.freePass()
 	}
+	if slices.Contains(scopes, residency.Persistent) {
+		if kerr := e.keptToHost(); err == nil {
+			err = kerr
+		}
+	}
 	e.res.Reset(scopes...)
 	return err
 }

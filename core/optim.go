@@ -297,11 +297,15 @@ func (o *optimizer) settle() {
 
 // queue records a step just queued (fresh: the parameters whose state it
 // writes first).
-func (o *optimizer) queue(fresh []*Tensor) {
+func (o *optimizer) queue(fresh []*Tensor) error {
 	for _, p := range fresh {
 		o.live[p] = true
 	}
 	o.queued = append(o.queued, queuedStep{batch: o.e.batch, fresh: fresh})
+	if o.e.eager { // eager: the step runs now (in-place updates wait for a Realize)
+		return o.realized()
+	}
+	return nil
 }
 
 // realized computes pending work (a queued step included) and settles.

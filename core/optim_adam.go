@@ -153,8 +153,7 @@ func (a *Adam) Step() error {
 	if err != nil {
 		return err
 	}
-	a.queue(fresh)
-	return nil
+	return a.queue(fresh)
 }
 
 // stepGroup queues the updates of one group's parameters, at step n.

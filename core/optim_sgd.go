@@ -140,8 +140,7 @@ func (s *SGD) Step() error {
 	if err != nil {
 		return err
 	}
-	s.queue(fresh)
-	return nil
+	return s.queue(fresh)
 }
 
 // update queues one parameter's update (first: its momentum starts here).

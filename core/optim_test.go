@@ -188,6 +188,36 @@ func TestAdamAndAdamWMatchReference(t *testing.T) {
 	}
 }
 
+// In eager mode a step runs when it is made: work dropped afterwards (a
+// compute refused by the budget, then a pass reset) is not charged to it,
+// and Adam's bias correction goes on from the steps that ran.
+func TestEagerStepsCountOnceTheyRan(t *testing.T) {
+	e := newEngine(t)
+	e.SetEager(true)
+	o := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	w := host(t, []int{3}, f32s(w0)...)
+	a, err := NewAdam(e, []*Tensor{w}, o)
+	require.NoError(t, err)
+	target := host(t, []int{3}, f32s(tgt)...)
+	big, err := host(t, []int{1 << 20}, make([]float32, 1<<20)...).ToDevice(e, residency.Persistent, ggmlcgo.F32)
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		quadStep(t, e, w, target, a.ZeroGrad, a.Step)
+	}
+	_, err = e.Residency().SetLimit(e.Residency().Ledger().TotalBufferBytes + 64)
+	require.NoError(t, err)
+	_, err = e.Scale(big, 2) // its memory is refused, the work left pending
+	require.Error(t, err)
+	require.Error(t, e.WithGradTape(func() error { return nil })) // the pending work is dropped
+	_, err = e.Residency().SetLimit(0)
+	require.NoError(t, err)
+	_, nums, err := a.StateDict()
+	require.NoError(t, err)
+	assert.Equal(t, 2.0, nums["step"])
+	quadStep(t, e, w, target, a.ZeroGrad, a.Step)
+	assertClose(t, refAdam(w0, tgt, o, 3), values(t, w), 1e-5, "the third step's bias correction")
+}
+
 func TestAdamStateDictResumesTraining(t *testing.T) {
 	e := newEngine(t)
 	opts := AdamOptions{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}

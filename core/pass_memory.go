@@ -5,6 +5,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/metrics"
+	"slices"
 	"weak"
 
 	"github.com/gglua/gglua/core/residency"
@@ -189,6 +190,9 @@ func (e *Engine) compactPass() error {
 // not collected yet (a loop's last activations, an evaluation's results).
 var promoteCollectBytes int64 = 1 << 20
 
+// The kept values are read to the host before a reset of the persistent
+// pool (keptToHost), where they would otherwise go.
+
 // promote moves the pass pool's values that outlive it (see above) and
 // returns the bytes it moved. It computes a graph of the copies: call it
 // with nothing pending, just before the pass pool is reset.
@@ -256,8 +260,34 @@ func (e *Engine) promote(everything, persistentToo bool) (int64, error) {
 		}
 		t.handle, t.written = h, m.to.written
 		t.inTape, t.carried = false, false
+		e.keep(t)
 	}
 	return bytes, nil
+}
+
+// keep records t, a value the engine moved into the persistent pool on a
+// caller's behalf (a promoted value, a host parameter's gradient): a reset
+// of the persistent pool reads it to the host first (keptToHost), so that
+// it outlives that reset too, as a host value would.
+func (e *Engine) keep(t *Tensor) {
+	if len(e.kept) == cap(e.kept) { // drop the collected before the list grows
+		e.kept = slices.DeleteFunc(e.kept, func(wp weak.Pointer[Tensor]) bool { return wp.Value() == nil })
+	}
+	e.kept = append(e.kept, weak.Make(t))
+}
+
+// keptToHost makes the kept values still reachable host tensors, before
+// the persistent pool is reset.
+func (e *Engine) keptToHost() error {
+	for _, wp := range e.kept {
+		if t := wp.Value(); t != nil && t.handle != nil && t.handle.Scope() == residency.Persistent && t.handle.Live() {
+			if err := t.becomeHost(); err != nil {
+				return err
+			}
+		}
+	}
+	e.kept = nil
+	return nil
 }
 
 // outlivesItsStep reports whether t, a result of the pass pool, is one
@@ -268,7 +298,7 @@ func (t *Tensor) outlivesItsStep() bool { return t.result && t.held && (!t.inTap
 // persistentCopy queues a copy of t's value into new memory of the
 // persistent pool: the pending in-place update that fills it.
 func (e *Engine) persistentCopy(t *Tensor) (*Tensor, error) {
-	h, err := e.res.Alloc(residency.Request{Shape: t.shape, Type: t.handle.Type(), Scope: residency.Persistent})
+	h, err := e.res.Alloc(residency.Request{Shape: t.shape, Type: t.handle.Type(), Scope: residency.Persistent, Alone: true})
 	if err != nil {
 		return nil, err
 	}

@@ -392,6 +392,9 @@ func (e *Engine) assignView(dst, src *Tensor) error {
 	if err := e.Realize(); err != nil {
 		return err
 	}
+	if base.host != nil { // a compaction after the compute moved it to the host
+		return e.assignView(dst, src)
+	}
 	if base.handle == nil {
 		return errDropped
 	}

@@ -2,6 +2,7 @@ package residency
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -237,4 +238,60 @@ func TestTheLedgerReportsFreePersistentBytes(t *testing.T) {
 	assert.Equal(t, l.PBufferBytes-first, s.Ledger().Map()["p_free_bytes"])
 	s.Reset(Persistent)
 	assert.Zero(t, s.Ledger().PFreeBytes)
+}
+
+// A tensor too large for the next arena gets a buffer of its own size, and
+// the arena after it doubles the last regular one, not that buffer: a small
+// value placed after a large weight costs a small arena.
+func TestALargeTensorsBufferDoesNotSizeTheNextArena(t *testing.T) {
+	s := newState(t)
+	var kept []*Handle // each stays its memory's owner
+	alloc := func(n int) {
+		h, err := s.Alloc(Request{Shape: []int{n}, Scope: Persistent})
+		require.NoError(t, err)
+		kept = append(kept, h)
+	}
+	alloc(4 << 20) // 16 MiB: its own buffer
+	big := s.Ledger().PBufferBytes
+	require.Greater(t, big, 16*MinArenaBytes)
+	alloc(1024)
+	assert.Equal(t, big+MinArenaBytes, s.Ledger().PBufferBytes, "the next arena is the first regular one")
+	alloc(int(MinArenaBytes * 3 / 16)) // 3/4 of an arena in bytes: fits
+	alloc(int(MinArenaBytes * 3 / 16)) // does not
+	assert.Equal(t, big+3*MinArenaBytes, s.Ledger().PBufferBytes, "then it doubles")
+	assert.Len(t, kept, 4)
+}
+
+// Tensors allocated Alone (a step's promoted values) each describe
+// themselves in a context of their own: dropped, they leave no context
+// behind, one that lives on pins no other's, and a collection while one is
+// being placed does not take its description.
+func TestAloneTensorsLeaveNoContextsBehind(t *testing.T) {
+	s := newState(t)
+	s.Reset(Pass) // a pass generation past the contexts' start: idle ones may go
+	long, err := s.Alloc(Request{Shape: []int{1}, Scope: Persistent, Alone: true})
+	require.NoError(t, err)
+	require.NoError(t, long.Write(make([]byte, 4)))
+	const n = 64 << 10 // 256 KiB: a few fill an arena, so placing one reclaims
+	raw := make([]byte, 4*n)
+	for i := 0; i < 200; i++ {
+		h, err := s.Alloc(Request{Shape: []int{n}, Scope: Persistent, Alone: true})
+		require.NoError(t, err)
+		raw[0], raw[4*n-1] = byte(i), byte(i+1)
+		require.NoError(t, h.Write(raw))
+		got := make([]byte, 4*n)
+		require.NoError(t, h.Read(got))
+		require.Equal(t, raw[4*n-1], got[4*n-1], "allocation %d", i)
+		for _, o := range s.pools[Persistent].owned { // no live tensor lost its description
+			require.True(t, o.m == nil || slices.Contains(s.pools[Persistent].metas, o.m), "allocation %d", i)
+		}
+		if i%50 == 0 {
+			runtime.GC()
+		}
+	}
+	runtime.GC()
+	s.Reset(Pass)
+	s.Ledger() // reclaims
+	assert.Less(t, len(s.pools[Persistent].metas), 5, "the dropped tensors' contexts are freed")
+	assert.True(t, long.Live())
 }

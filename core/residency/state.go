@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"weak"
 
@@ -50,6 +51,15 @@ type State struct {
 	// included, since the last pass reset.
 	scratch scratch
 	peak    int64
+	// reclaimedAt is when reclaim last looked: Go's collections so far,
+	// read into gcCycles, and the pass generation.
+	reclaimedAt reclaimed
+	gcCycles    [1]metrics.Sample
+}
+
+type reclaimed struct {
+	gc   uint64
+	pass int64
 }
 
 type pool struct {
@@ -58,7 +68,10 @@ type pool struct {
 	bytes  int64 // buffer bytes held
 	used   int64 // bytes of the arenas given to tensors
 	arenas []*arena
-	metas  []*meta // the contexts describing the pool's tensors, newest last
+	// regular is the size of the last arena made by doubling, not one
+	// sized for a tensor larger than that: the next doubles it.
+	regular int64
+	metas   []*meta // the contexts describing the pool's tensors, newest last
 	// owned (persistent pool only) are the tensors whose memory goes back
 	// to their arena's free list once their handle is unreachable.
 	owned []owned
@@ -97,6 +110,7 @@ type owned struct {
 // New starts an empty residency state on b. The State does not own b.
 func New(b *ggmlcgo.Backend) *State {
 	s := &State{backend: b, buft: b.BufferType(), epoch: 1}
+	s.gcCycles[0].Name = "/gc/cycles/total:gc-cycles"
 	for i := range s.pools {
 		s.pools[i].scope = Scope(i)
 	}
@@ -141,6 +155,10 @@ func (s *State) Reset(scopes ...Scope) {
 	}
 	s.peak = 0
 	s.notePeak()
+	// Persistent memory dropped during the pass goes back now (promoted
+	// values come and go every step), with the descriptions no graph of
+	// the pass freed can use any more.
+	s.reclaim()
 }
 
 // Computed tells the State that every graph built from the tensors that
@@ -271,6 +289,11 @@ type Request struct {
 	Type  ggmlcgo.Type
 	Scope Scope
 	Name  string
+	// Alone gives the tensor's description a context of its own, freed
+	// once the tensor is gone: for the many tensors made and dropped every
+	// step (core's promoted values), whose slots in a shared context are
+	// never reused, so that one long-lived among them pins no whole context.
+	Alone bool
 }
 
 // ne turns an outermost-first shape into ggml's innermost-first ne.
@@ -307,6 +330,9 @@ func (s *State) Alloc(r Request) (*Handle, error) {
 	}
 	p := &s.pools[r.Scope]
 	m, err := s.metaFor(p)
+	if r.Alone && err == nil {
+		m, err = s.aloneMeta(p)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +377,19 @@ func (s *State) metaFor(p *pool) (*meta, error) {
 	}
 	m := &meta{ctx: ctx}
 	p.metas = append(p.metas, m)
+	return m, nil
+}
+
+// aloneMeta is a context for one tensor, placed before p's newest (which
+// metaFor keeps filling).
+func (s *State) aloneMeta(p *pool) (*meta, error) {
+	ctx, err := ggmlcgo.NewContext(1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("residency: %w", err)
+	}
+	// Idle since now: a reclaim before its tensor is placed keeps it.
+	m := &meta{ctx: ctx, idleSince: s.pools[Pass].gen}
+	p.metas = slices.Insert(p.metas, max(len(p.metas)-1, 0), m)
 	return m, nil
 }
 
@@ -448,9 +487,25 @@ func (a *arena) give(off, size int64) {
 // reclaim gives the memory of persistent tensors whose handle the garbage
 // collector found unreachable back to their arenas; then frees the arenas
 // left empty (but the newest) and the metadata contexts no tensor and no
-// graph can use any more (but the newest).
+// graph can use any more (but the newest). It looks only after a
+// collection or a pass reset since its last look: nothing else can free
+// anything, and the pool may hold thousands of tensors (a step's promoted
+// values), which a look per compute would scan every time.
 func (s *State) reclaim() {
+	metrics.Read(s.gcCycles[:])
+	last := s.reclaimedAt
+	s.reclaimedAt = reclaimed{pass: s.pools[Pass].gen}
+	if v := s.gcCycles[0].Value; v.Kind() == metrics.KindUint64 {
+		s.reclaimedAt.gc = v.Uint64()
+	}
+	if s.reclaimedAt == last && s.reclaimedAt.gc != 0 {
+		return
+	}
 	p := &s.pools[Persistent]
+	if s.reclaimedAt.gc == last.gc && s.reclaimedAt.gc != 0 {
+		s.freeIdleMetas(p) // a pass reset since: only descriptions may go
+		return
+	}
 	kept := p.owned[:0]
 	for _, o := range p.owned {
 		if o.h.Value() != nil {
@@ -479,6 +534,12 @@ func (s *State) reclaim() {
 			return true
 		})
 	}
+	s.freeIdleMetas(p)
+}
+
+// freeIdleMetas frees p's metadata contexts that no tensor and no graph
+// can use any more (but the newest).
+func (s *State) freeIdleMetas(p *pool) {
 	if n := len(p.metas); n > 1 {
 		last, passGen := p.metas[n-1], s.pools[Pass].gen
 		p.metas = slices.DeleteFunc(p.metas, func(m *meta) bool {
@@ -505,7 +566,7 @@ func (s *State) collect() {
 // budget: before refusing, cached pass buffers are dropped and persistent
 // memory nothing references is reclaimed.
 func (s *State) grow(p *pool, need int64) (*arena, error) {
-	size := s.arenaSize(p, need)
+	size, doubled := s.arenaSize(p, need)
 	buf, reused := ggmlcgo.Buffer{}, false
 	if p.scope == Pass {
 		if buf, reused = s.fromCache(size); !reused {
@@ -520,7 +581,7 @@ func (s *State) grow(p *pool, need int64) (*arena, error) {
 				a.give(off, need)
 				return a, nil
 			}
-			size = s.arenaSize(p, need)
+			size, doubled = s.arenaSize(p, need)
 			if err := s.CheckBudget(size); err != nil {
 				return nil, err
 			}
@@ -529,6 +590,9 @@ func (s *State) grow(p *pool, need int64) (*arena, error) {
 		if buf, err = s.buft.Alloc(size); err != nil {
 			return nil, fmt.Errorf("residency: %s pool: %w", p.scope, err)
 		}
+	}
+	if doubled {
+		p.regular = size
 	}
 	a := &arena{buf: buf}
 	if first := buf.FirstOffset(); buf.Size() > first {
@@ -540,15 +604,21 @@ func (s *State) grow(p *pool, need int64) (*arena, error) {
 	return a, nil
 }
 
-// arenaSize is the size of p's next arena: twice the last (up to
-// MaxArenaBytes), shrunk to what the budget allows, but at least need.
-func (s *State) arenaSize(p *pool, need int64) int64 {
-	size := MinArenaBytes
-	if n := len(p.arenas); n > 0 {
-		size = min(2*p.arenas[n-1].buf.Size(), MaxArenaBytes)
+// arenaSize is the size of p's next arena: twice the last made by
+// doubling (up to MaxArenaBytes), shrunk to what the budget allows, or a
+// larger tensor's own size; doubled reports the first. A large tensor's
+// buffer does not set the next size: the one-number value placed after a
+// 221 MiB weight would get a 442 MiB arena.
+func (s *State) arenaSize(p *pool, need int64) (size int64, doubled bool) {
+	size = MinArenaBytes
+	if p.regular > 0 {
+		size = min(2*p.regular, MaxArenaBytes)
 	}
 	if s.limit > 0 {
 		size = min(size, s.limit-s.held())
 	}
-	return max(size, need+s.buft.Alignment()) // room for the base's alignment too
+	if own := need + s.buft.Alignment(); own > size { // room for the base's alignment too
+		return own, false
+	}
+	return size, true
 }
