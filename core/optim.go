@@ -298,6 +298,7 @@ func (o *optimizer) settle() {
 // queue records a step just queued (fresh: the parameters whose state it
 // writes first).
 func (o *optimizer) queue(fresh []*Tensor) error {
+	o.settle() // the steps before: the list holds only those in flight
 	for _, p := range fresh {
 		o.live[p] = true
 	}

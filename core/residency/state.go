@@ -69,7 +69,8 @@ type pool struct {
 	used   int64 // bytes of the arenas given to tensors
 	arenas []*arena
 	// regular is the size of the last arena made by doubling, not one
-	// sized for a tensor larger than that: the next doubles it.
+	// sized for a tensor larger than that: the persistent pool's next
+	// doubles it (arenaSize).
 	regular int64
 	metas   []*meta // the contexts describing the pool's tensors, newest last
 	// owned (persistent pool only) are the tensors whose memory goes back
@@ -604,15 +605,23 @@ func (s *State) grow(p *pool, need int64) (*arena, error) {
 	return a, nil
 }
 
-// arenaSize is the size of p's next arena: twice the last made by
-// doubling (up to MaxArenaBytes), shrunk to what the budget allows, or a
-// larger tensor's own size; doubled reports the first. A large tensor's
-// buffer does not set the next size: the one-number value placed after a
-// 221 MiB weight would get a 442 MiB arena.
+// arenaSize is the size of p's next arena: twice the last (up to
+// MaxArenaBytes), shrunk to what the budget allows, or a larger tensor's
+// own size; doubled reports the first. In the persistent pool "the last"
+// is the last made by doubling: a large weight's own buffer does not set
+// the next size, or the one-number value placed after a 221 MiB weight
+// would get a 442 MiB arena. The pass pool doubles its last arena, own
+// buffers included: its sizes then only grow, so every step takes its
+// buffers back from the cache in the same order, at the same addresses
+// (a replayed CUDA graph needs them).
 func (s *State) arenaSize(p *pool, need int64) (size int64, doubled bool) {
+	last := p.regular
+	if n := len(p.arenas); p.scope == Pass && n > 0 {
+		last = p.arenas[n-1].buf.Size()
+	}
 	size = MinArenaBytes
-	if p.regular > 0 {
-		size = min(2*p.regular, MaxArenaBytes)
+	if last > 0 {
+		size = min(2*last, MaxArenaBytes)
 	}
 	if s.limit > 0 {
 		size = min(size, s.limit-s.held())
