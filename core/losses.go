@@ -2,10 +2,12 @@ package core
 
 import "fmt"
 
-// MSELoss is the mean of (a - b)^2.
-func (e *Engine) MSELoss(a, b *Tensor) (*Tensor, error) {
-	if !sameShape(a.shape, b.shape) {
-		return nil, shapeErrorf("mse_loss: input shape %s and target shape %s differ", ShapeString(a.shape), ShapeString(b.shape))
+// MSELoss is PyTorch's F.mse_loss: (a - b)^2 reduced by reduction ("mean",
+// also when empty, "sum" or "none").
+func (e *Engine) MSELoss(a, b *Tensor, reduction string) (*Tensor, error) {
+	red, err := lossOperands("mse_loss", a, b, reduction, false)
+	if err != nil {
+		return nil, err
 	}
 	d, err := e.Sub(a, b)
 	if err != nil {
@@ -15,7 +17,7 @@ func (e *Engine) MSELoss(a, b *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.Mean(sq)
+	return e.reduceLoss(sq, red)
 }
 
 // CrossEntropyOptions are the options of PyTorch's F.cross_entropy. The
@@ -239,15 +241,28 @@ func (e *Engine) labelLoss(fn string, logp *Tensor, labels []int, o CrossEntropy
 	return do(func() (*Tensor, error) { return e.Scale(s, float32(1/denom)) }), ch.err
 }
 
-// BCELoss is the mean binary cross-entropy of probabilities p against
-// targets y: -mean(y log p + (1-y) log(1-p)), each log clamped at -100 as
-// PyTorch does. The gradients are PyTorch's: (p - y) / max(p (1-p), 1e-12)
-// for p (finite at p = 0 and 1) and -logit(p) for y, each over the count.
-func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
-	if !sameShape(p.shape, y.shape) {
-		return nil, shapeErrorf("bce_loss: input shape %s and target shape %s differ", ShapeString(p.shape), ShapeString(y.shape))
+// BCELossOptions are F.binary_cross_entropy's.
+type BCELossOptions struct {
+	// Reduction is "mean" (also when empty), "sum" or "none".
+	Reduction string
+	// Weight, when not nil, rescales each element's loss; it broadcasts to
+	// the input's shape and is not differentiated.
+	Weight *Tensor
+}
+
+// BCELoss is PyTorch's F.binary_cross_entropy of probabilities p against
+// targets y: per element -(y log p + (1-y) log(1-p)), each log clamped at
+// -100 as PyTorch does, times the weight, then reduced. The gradients are
+// PyTorch's: (p - y) / max(p (1-p), 1e-12) for p (finite at p = 0 and 1)
+// and -logit(p) for y.
+func (e *Engine) BCELoss(p, y *Tensor, opts BCELossOptions) (*Tensor, error) {
+	red, err := lossOperands("bce_loss", p, y, opts.Reduction, false)
+	if err != nil {
+		return nil, err
 	}
-	count := float32(p.Numel())
+	if err := lossWeight("bce_loss", "weight", opts.Weight, p.shape); err != nil {
+		return nil, err
+	}
 	var ch chain
 	do := ch.do
 	clampedLog := func(b *nodes, a node) node { // max(log a, -100), NaN kept
@@ -263,17 +278,14 @@ func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
 		})
 	})
 	out := do(func() (*Tensor, error) {
-		return e.build("bce_loss", []int{1}, []*Tensor{y, lp, lq}, func(b *nodes, in []node) node {
-			t := b.add(b.mul(in[0], in[1]), b.mul(b.scaleBias(in[0], -1, 1), in[2]))
-			if b.err != nil {
-				return node{}
-			}
-			return b.scale(b.set(b.c.Sum(t)), -1/count)
+		return e.build("bce_loss", p.shape, []*Tensor{y, lp, lq}, func(b *nodes, in []node) node {
+			return b.scale(b.add(b.mul(in[0], in[1]), b.mul(b.scaleBias(in[0], -1, 1), in[2])), -1)
 		})
 	})
 	if ch.err != nil {
 		return nil, ch.err
 	}
+	e.Transient(lp, lq)
 	e.record(out, "bce_loss", []*Tensor{p, y}, func(g *Tensor) ([]*Tensor, error) {
 		var gp, gy *Tensor
 		var err error
@@ -281,7 +293,7 @@ func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
 			gp, err = e.build("bce_back", p.shape, []*Tensor{g, p, y}, func(b *nodes, in []node) node {
 				den := b.mul(b.scaleBias(in[1], -1, 1), in[1]) // (1 - p) p
 				den = b.nanWhere(den, b.clamp(den, 1e-12, maxF32))
-				return b.scale(b.div(b.mul(b.sub(in[1], in[2]), in[0]), den), 1/count)
+				return b.div(b.mul(b.sub(in[1], in[2]), in[0]), den)
 			})
 			if err != nil {
 				return nil, err
@@ -290,12 +302,17 @@ func (e *Engine) BCELoss(p, y *Tensor) (*Tensor, error) {
 		if y.requiresGrad {
 			gy, err = e.build("bce_back", y.shape, []*Tensor{g, p}, func(b *nodes, in []node) node {
 				logit := b.unary("log", b.div(in[1], b.scaleBias(in[1], -1, 1))) // log(p / (1 - p))
-				return b.scale(b.mul(logit, in[0]), -1/count)
+				return b.scale(b.mul(logit, in[0]), -1)
 			})
 		}
 		return []*Tensor{gp, gy}, err
 	})
-	return out, nil
+	if opts.Weight != nil {
+		if out, err = e.Mul(out, opts.Weight); err != nil {
+			return nil, err
+		}
+	}
+	return e.reduceLoss(out, red)
 }
 
 // NLLLossOptions are F.nll_loss's; the zero value is PyTorch's defaults

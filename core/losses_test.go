@@ -25,7 +25,7 @@ func lossGradCases(t *testing.T) []gradCase {
 	}
 	return []gradCase{
 		{"mse", []*Tensor{x(1, 2, 3), x(1, 0, 5)},
-			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.MSELoss(in[0], in[1]) },
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.MSELoss(in[0], in[1], "") },
 			8. / 3, [][]float64{{0, 4. / 3, -4. / 3}, {0, -4. / 3, 4. / 3}}},
 		{"cross_entropy", []*Tensor{m23(1, 2, 3, 1, 1, 1), m23(0, 0, 1, 1, 0, 0)},
 			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.CrossEntropy(in[0], in[1]) },
@@ -52,8 +52,26 @@ func lossGradCases(t *testing.T) []gradCase {
 			},
 			ceProbsRef(ceP), [][]float64{refGrad(func(v []float64) float64 { return ceProbsRef(append(v, ceP[6:]...)) }, ceP[:6]),
 				refGrad(func(v []float64) float64 { return ceProbsRef(append(append([]float64(nil), ceP[:6]...), v...)) }, ceP[6:])}},
+		{"mse sum", []*Tensor{x(1, 2, 3), x(1, 0, 5)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.MSELoss(in[0], in[1], "sum") },
+			8, [][]float64{{0, 4, -4}, {0, -4, 4}}},
+		{"mse none", []*Tensor{x(1, 2, 3), x(1, 0, 5)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Mul(e.must(e.MSELoss(in[0], in[1], "none")), x(1, -2, 3)))
+			},
+			0 - 2*4 + 3*4, [][]float64{{0, -8, -12}, {0, 8, 12}}},
+		{"bce sum weight", []*Tensor{x(0.2, 0.7), x(0, 1)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return e.BCELoss(in[0], in[1], BCELossOptions{Reduction: "sum", Weight: x(2, 0.5)})
+			},
+			-(2*math.Log(0.8) + 0.5*math.Log(0.7)), [][]float64{{2 / 0.8, -0.5 / 0.7}, {2 * math.Log(0.8/0.2), 0.5 * math.Log(0.3/0.7)}}},
+		{"bce none", []*Tensor{x(0.2, 0.7), x(0, 1)},
+			func(e *Engine, in []*Tensor) (*Tensor, error) {
+				return sumOf(e)(e.Mul(e.must(e.BCELoss(in[0], in[1], BCELossOptions{Reduction: "none"})), x(3, -1)))
+			},
+			-(3*math.Log(0.8) - math.Log(0.7)), [][]float64{{3 / 0.8, 1 / 0.7}, {3 * math.Log(0.8/0.2), -math.Log(0.3 / 0.7)}}},
 		{"bce", []*Tensor{x(0.2, 0.7), x(0, 1)},
-			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.BCELoss(in[0], in[1]) },
+			func(e *Engine, in []*Tensor) (*Tensor, error) { return e.BCELoss(in[0], in[1], BCELossOptions{}) },
 			-(math.Log(0.8) + math.Log(0.7)) / 2, [][]float64{{1 / 0.8 / 2, -1 / 0.7 / 2}, {math.Log(0.8/0.2) / 2, math.Log(0.3/0.7) / 2}}},
 	}
 }
@@ -114,7 +132,7 @@ var lossTorchOps = map[string]torchOp{
 		return e.CrossEntropy(in[0], in[1], o)
 	},
 	"bce_loss": func(t *testing.T, e *Engine, c torchCase, in []*Tensor) (*Tensor, error) {
-		return e.BCELoss(in[0], in[1])
+		return e.BCELoss(in[0], in[1], BCELossOptions{})
 	},
 }
 

@@ -15,14 +15,14 @@ import (
 
 func (env *Env) lossFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
-		"bce_loss":                         env.binaryTensors("bce_loss", (*core.Engine).BCELoss),
+		"bce_loss":                         env.bceLoss,
 		"bce_with_logits":                  env.bceWithLogits, // the short name (the issue's, Torch users')
 		"binary_cross_entropy_with_logits": env.bceWithLogits,
 		"cross_entropy":                    env.crossEntropy,
 		"huber_loss":                       env.thresholdLoss("huber_loss", "delta", (*core.Engine).HuberLoss),
 		"kl_div":                           env.klDiv,
 		"l1_loss":                          env.l1Loss,
-		"mse_loss":                         env.binaryTensors("mse_loss", (*core.Engine).MSELoss),
+		"mse_loss":                         env.mseLoss,
 		"nll_loss":                         env.nllLoss,
 		"smooth_l1_loss":                   env.thresholdLoss("smooth_l1_loss", "beta", (*core.Engine).SmoothL1Loss),
 	}
@@ -84,6 +84,24 @@ func (env *Env) bceWithLogits(L *lua.LState) int {
 	opts := core.BCEWithLogitsOptions{Reduction: o.str("reduction", "mean"), PosWeight: tensorOpt(o, "pos_weight"), Weight: tensorOpt(o, "weight")}
 	o.done()
 	t, err := env.Engine.BCEWithLogits(x, y, opts)
+	return env.pushResult(L, t, err)
+}
+
+// mse_loss(input, target [, {reduction=}]).
+func (env *Env) mseLoss(L *lua.LState) int {
+	x, y, o := lossArgs(L, "mse_loss")
+	red := o.str("reduction", "mean")
+	o.done()
+	t, err := env.Engine.MSELoss(x, y, red)
+	return env.pushResult(L, t, err)
+}
+
+// bce_loss(input, target [, {reduction=, weight=}]).
+func (env *Env) bceLoss(L *lua.LState) int {
+	x, y, o := lossArgs(L, "bce_loss")
+	opts := core.BCELossOptions{Reduction: o.str("reduction", "mean"), Weight: tensorOpt(o, "weight")}
+	o.done()
+	t, err := env.Engine.BCELoss(x, y, opts)
 	return env.pushResult(L, t, err)
 }
 

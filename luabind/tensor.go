@@ -70,7 +70,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"item":          tensorItem,
 		"layer_norm":    env.layerNorm,
 		"le":            env.compare(core.OpLE),
-		"linear":        env.binaryTensors("linear", (*core.Engine).Linear),
+		"linear":        env.linear,
 		"log":           env.unary("log", (*core.Engine).Log),
 		"log1p":         env.unary("log1p", (*core.Engine).Log1p),
 		"log_softmax":   env.alongDim("log_softmax", (*core.Engine).LogSoftmax),

@@ -225,9 +225,23 @@ func (env *Env) indexSelect(L *lua.LState) int {
 // binaryTensors binds an op of two tensors: matmul(a, b), linear(x, w).
 func (env *Env) binaryTensors(name string, f func(*core.Engine, *core.Tensor, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
 	return func(L *lua.LState) int {
+		if n := L.GetTop(); n > 2 {
+			argError(L, name, "takes two tensors, got %d arguments (an option or argument it does not take is refused, never ignored)", n)
+		}
 		t, err := f(env.Engine, checkTensor(L, name, 1), checkTensor(L, name, 2))
 		return env.pushResult(L, t, err)
 	}
+}
+
+// linear(x, w [, b]) is F.linear: x wᵀ, plus b when given.
+func (env *Env) linear(L *lua.LState) int {
+	if L.GetTop() > 3 {
+		argError(L, "linear", "takes x, weight and an optional bias, got %d arguments", L.GetTop())
+	}
+	if L.Get(3) == lua.LNil {
+		return env.binaryTensors("linear", (*core.Engine).Linear)(L)
+	}
+	return env.linearThen((*core.Engine).Add)(L)
 }
 
 // ---- nn ----

@@ -61,3 +61,30 @@ for _, c in ipairs({
   local ok, err = pcall(c[1])
   assert(not ok and tostring(err):find(c[2]), tostring(err))
 end
+
+-- mse_loss and bce_loss honour reduction and weight (PyTorch's values:
+-- F.mse_loss(p, t, reduction="sum") = 0.14 for these; bce by hand), and
+-- refuse what they do not take.
+do
+  local p, t = tensor{0.2, 0.7, 0.4}, tensor{0.1, 1, 0}
+  local function near(a, b) return math.abs(a - b) < 1e-6 * math.max(1, math.abs(b)) end
+  assert(near(nn.mse_loss(p, t, {reduction = "sum"}):item(), 0.01 + 0.09 + 0.16))
+  assert(near(nn.mse_loss(p, t):item(), 0.26 / 3))
+  assert(nn.mse_loss(p, t, {reduction = "none"}):numel() == 3)
+  local bce = {-(0.1 * math.log(0.2) + 0.9 * math.log(0.8)), -math.log(0.7), -math.log(0.6)}
+  assert(near(nn.bce_loss(p, t, {reduction = "sum"}):item(), bce[1] + bce[2] + bce[3]))
+  local none = nn.bce_loss(p, t, {reduction = "none", weight = tensor{1, 2, 3}}):totable()
+  for i = 1, 3 do assert(near(none[i], i * bce[i]), "bce none " .. i) end
+  for _, c in ipairs({
+    {function() return nn.mse_loss(p, t, {reducton = "sum"}) end, "unknown option reducton"},
+    {function() return nn.bce_loss(p, t, {reduction = "avg"}) end, "reduction must be"},
+    {function() return p:matmul(t, t) end, "takes two tensors, got 3"},
+  }) do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2], 1, true), tostring(err))
+  end
+  -- F.linear's bias
+  local x, w, b = tensor{{1, 2}}, tensor{{1, 0}, {0, 1}, {1, 1}}, tensor{10, 20, 30}
+  local y = tensor.linear(x, w, b):totable()[1]
+  assert(y[1] == 11 and y[2] == 22 and y[3] == 33, table.concat(y, ","))
+end
