@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"math"
 
 	"github.com/gglua/gglua/ggmlcgo"
 )
@@ -27,22 +28,51 @@ func (p *Tensor) hasGradBuffer() bool {
 // clipping) as a pending one-element tensor. maxNorm may be +Inf, as in
 // torch: the norm is computed and nothing is clipped.
 func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error) {
+	return e.ClipGradNormType(params, maxNorm, 2)
+}
+
+// ClipGradNormType is ClipGradNorm with torch's norm_type: the total
+// p-norm (Σ|g|^p)^(1/p) over every gradient, or for p = +Inf the largest
+// |g|.
+func (e *Engine) ClipGradNormType(params []*Tensor, maxNorm float32, p float64) (*Tensor, error) {
 	if !(maxNorm > 0) { // NaN too
 		return nil, argErrorf("clip_grad_norm: max_norm must be > 0, got %g", maxNorm)
+	}
+	if !(p > 0) {
+		return nil, argErrorf("clip_grad_norm: norm_type must be > 0 (or math.huge), got %g", p)
 	}
 	var total *Tensor
 	var grads []*Tensor
 	flats, inFlats := e.dp.wholeGradBuckets(params)
 	err := e.NoGrad(func() error {
-		add := func(g *Tensor) error {
-			sq, err := e.Mul(g, g)
-			if err == nil {
-				sq, err = e.Sum(sq)
+		add := func(g *Tensor) error { // total += Σ|g|^p (the largest |g|, for p = inf)
+			var part *Tensor
+			var err error
+			switch {
+			case p == 2:
+				if part, err = e.Mul(g, g); err == nil {
+					part, err = e.Sum(part)
+				}
+			case math.IsInf(p, 1):
+				if part, err = e.Abs(g); err == nil {
+					part, err = e.Max(part)
+				}
+			default:
+				if part, err = e.Abs(g); err == nil {
+					part, err = e.Pow(part, p)
+				}
+				if err == nil {
+					part, err = e.Sum(part)
+				}
 			}
 			if err == nil && total != nil {
-				sq, err = e.Add(total, sq)
+				if math.IsInf(p, 1) {
+					part, err = e.Maximum(total, part)
+				} else {
+					part, err = e.Add(total, part)
+				}
 			}
-			total = sq
+			total = part
 			return err
 		}
 		for _, f := range flats {
@@ -61,7 +91,14 @@ func (e *Engine) ClipGradNorm(params []*Tensor, maxNorm float32) (*Tensor, error
 		if total == nil {
 			return errors.New("clip_grad_norm: no parameter has a gradient")
 		}
-		norm, err := e.Sqrt(total)
+		norm := total
+		var err error
+		switch {
+		case p == 2:
+			norm, err = e.Sqrt(total)
+		case p != 1 && !math.IsInf(p, 1):
+			norm, err = e.Pow(total, 1/p)
+		}
 		if err != nil {
 			return err
 		}

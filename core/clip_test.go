@@ -31,6 +31,31 @@ func TestClipGradNormAndValue(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// TestClipGradNormTypes: torch's norm_type, over two parameters' gradients
+// [3, -4, 0] and [1]: the 2-norm sqrt(26), the 1-norm 8, the 3-norm 92^(1/3)
+// and the largest |g| for inf; each clips by max_norm / (norm + 1e-6).
+func TestClipGradNormTypes(t *testing.T) {
+	for _, c := range []struct {
+		p, norm float64
+	}{{2, math.Sqrt(26)}, {1, 8}, {3, math.Cbrt(92)}, {math.Inf(1), 4}} {
+		e := newEngine(t)
+		a, b := host(t, []int{3}, 0, 0, 0), host(t, []int{1}, 0)
+		_, err := NewSGD(e, []*Tensor{a, b}, SGDOptions{LR: 0.1})
+		require.NoError(t, err)
+		gradOf(t, e, a, host(t, []int{3}, 3, -4, 0))
+		gradOf(t, e, b, host(t, []int{1}, 1))
+		norm, err := e.ClipGradNormType([]*Tensor{a, b}, 1, c.p)
+		require.NoError(t, err)
+		n, err := norm.Item()
+		require.NoError(t, err)
+		assert.InDelta(t, c.norm, n, 1e-5*c.norm, "norm_type %g", c.p)
+		k := 1 / (c.norm + 1e-6)
+		assertClose(t, []float64{3 * k, -4 * k, 0}, values(t, a.Grad()), 1e-5, "clipped")
+	}
+	_, err := newEngine(t).ClipGradNormType(nil, 1, 0)
+	assert.ErrorIs(t, err, ErrArgument)
+}
+
 // TestClipSettings: NaN (and <= 0) limits are argument errors; +Inf is
 // torch's "no limit": the norm is returned and nothing is clipped.
 func TestClipSettings(t *testing.T) {

@@ -56,7 +56,7 @@ func TestHelpPrints(t *testing.T) {
 		{`help("step")`, []string{"optimizer:step()", "scheduler:step()", "optim.lr_scheduler.step(optimizer"}, nil},
 		{`help(x)`, []string{"a tensor of shape [2, 3], dtype f32, on host\n", `help("tensor")`}, []string{"parameter"}},
 		{`help(tensor.param(tensor.ones(2)))`, []string{"a tensor of shape [2]", "a parameter"}, nil},
-		{`help(nn.Linear)`, []string{"nn.Linear(in_features, out_features [, bias=true])", `help("nn.Module")`}, nil},
+		{`help(nn.Linear)`, []string{"nn.Linear(in_features, out_features [, bias=true | {bias=}])", `help("nn.Module")`}, nil},
 		{`help(nn.Linear(2, 3))`, []string{"a module: Linear(2 -> 3)\n", "nn.Linear(in_features"}, nil},
 		{`help(MLP())`, []string{"a module: MLP", "module class MLP (made with nn.Module:extend)"}, nil},
 		{`help(nn.Module)`, []string{"nn.Module\n", "Methods:\n", "nn.Module:parameters", "nn.Module:state_dict"}, nil},

@@ -100,6 +100,15 @@ local function check(cond, fn, fmt, ...)
   if not cond then error(fn .. ": " .. string.format(fmt, ...), 3) end
 end
 
+-- known refuses options outside names.
+local function known(opts, fn, names)
+  for k in pairs(opts) do
+    local ok = false
+    for _, n in ipairs(names) do ok = ok or k == n end
+    check(ok, fn, "unknown option %s (expected %s)", tostring(k), table.concat(names, ", "))
+  end
+end
+
 local function uniform(shape1, shape2, bound)
   return tensor.param((tensor.rand(shape1, shape2) * 2 - 1) * bound)
 end
@@ -330,9 +339,15 @@ end
 
 -- Linear: y = x wᵀ + b, initialised as torch.nn.Linear (uniform ±1/sqrt(in)).
 nn.Linear = class("Linear")
+-- nn.Linear(in, out [, bias=true | {bias=}]), as torch.nn.Linear.
 function nn.Linear:init(n_in, n_out, bias)
   check(type(n_in) == "number" and type(n_out) == "number" and n_in >= 1 and n_out >= 1,
     "nn.Linear", "expected positive sizes (in, out), got %s and %s", tostring(n_in), tostring(n_out))
+  if type(bias) == "table" then
+    known(bias, "nn.Linear", {"bias"})
+    bias = bias.bias
+  end
+  check(bias == nil or type(bias) == "boolean", "nn.Linear", "bias must be a boolean, got %s", type(bias))
   local bound = 1 / math.sqrt(n_in)
   self.n_in = n_in
   self.n_out = n_out
@@ -349,18 +364,43 @@ function nn.Linear:describe() return string.format("Linear(%d -> %d)", self.n_in
 
 -- Embedding: rows of a weight table picked by 1-based indices.
 nn.Embedding = class("Embedding")
-function nn.Embedding:init(num, dim)
+-- nn.Embedding(num, dim [, padding_idx | {padding_idx=}]), as
+-- torch.nn.Embedding; padding_idx is 1-based, as indices are (negative
+-- counts from the end). Its row starts at zeros and gets no gradient.
+function nn.Embedding:init(num, dim, opts)
   check(type(num) == "number" and type(dim) == "number", "nn.Embedding", "expected sizes (num, dim)")
+  if type(opts) ~= "table" then opts = {padding_idx = opts} end
+  known(opts, "nn.Embedding", {"padding_idx"})
+  local pad = opts.padding_idx
+  if pad ~= nil then
+    check(type(pad) == "number" and pad == math.floor(pad) and pad ~= 0 and math.abs(pad) <= num, "nn.Embedding",
+      "padding_idx must be an index in 1..%d (or -%d..-1 from the end), got %s", num, num, tostring(pad))
+    if pad < 0 then pad = num + 1 + pad end
+  end
   self.num = num
   self.dim = dim
-  self.weight = tensor.param(tensor.randn(num, dim))
+  self.padding_idx = pad
+  local w = tensor.randn(num, dim)
+  if pad then w[pad] = tensor.zeros(dim) end
+  self.weight = tensor.param(w)
 end
 function nn.Embedding:forward(idx)
+  local flat, shape = idx, nil
   if type(idx) ~= "table" and idx:dim() == 2 then
-    local b, s = idx:size(1), idx:size(2)
-    return self.weight:index_select(1, idx:reshape(b * s)):reshape(b, s, self.dim)
+    flat, shape = idx:reshape(idx:size(1) * idx:size(2)), {idx:size(1), idx:size(2), self.dim}
   end
-  return self.weight:index_select(1, idx)
+  local out = self.weight:index_select(1, flat)
+  if self.padding_idx then
+    -- The padding rows' value, with no gradient: mask * out + (1 - mask) * out:detach().
+    local n = type(flat) == "table" and #flat or flat:numel()
+    local keep = {}
+    local ids = type(flat) == "table" and flat or flat:totable()
+    for i = 1, n do keep[i] = {ids[i] == self.padding_idx and 0 or 1} end
+    local mask = tensor(keep)
+    out = out * mask + out:detach() * (1 - mask)
+  end
+  if shape then out = out:reshape(shape[1], shape[2], shape[3]) end
+  return out
 end
 function nn.Embedding:describe() return string.format("Embedding(%d, %d)", self.num, self.dim) end
 
@@ -533,14 +573,6 @@ local function pair_of(v, fn, what)
   return v[1], v[2]
 end
 
--- known refuses options outside names.
-local function known(opts, fn, names)
-  for k in pairs(opts) do
-    local ok = false
-    for _, n in ipairs(names) do ok = ok or k == n end
-    check(ok, fn, "unknown option %s (expected %s)", tostring(k), table.concat(names, ", "))
-  end
-end
 
 -- conv_module makes Conv1d and Conv2d: weight [out, in/groups, k...] and
 -- bias [out], both uniform in ±1/sqrt(fan_in) as torch.nn's init

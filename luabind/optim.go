@@ -257,8 +257,26 @@ func (env *Env) adam(name string, decoupled bool, wd float64) lua.LGFunction {
 	}
 }
 
+// clip_grad_norm(params, max_norm [, norm_type=2 | {norm_type=,
+// error_if_nonfinite=false}]), as torch.nn.utils.clip_grad_norm_.
 func (env *Env) clipGradNorm(L *lua.LState) int {
-	n, err := env.Engine.ClipGradNorm(paramsArg(L, "optim.clip_grad_norm"), float32(L.CheckNumber(2)))
+	const fn = "optim.clip_grad_norm"
+	params, maxNorm := paramsArg(L, fn), float32(L.CheckNumber(2))
+	if L.GetTop() > 3 {
+		argError(L, fn, "takes params, max_norm and norm_type (or an options table), got %d arguments", L.GetTop())
+	}
+	p := 2.0
+	if v, ok := L.Get(3).(lua.LNumber); ok {
+		p = float64(v)
+	} else {
+		o := readOpts(L, fn, 3)
+		p = o.number("norm_type", 2)
+		if o.boolean("error_if_nonfinite", false) {
+			argError(L, fn, "error_if_nonfinite=true is not supported (it would wait for the device every step); check the returned norm with isfinite")
+		}
+		o.done()
+	}
+	n, err := env.Engine.ClipGradNormType(params, maxNorm, p)
 	return env.pushResult(L, n, err)
 }
 

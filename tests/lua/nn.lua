@@ -171,3 +171,34 @@ for _, bad in ipairs{
   ok, err = pcall(nn.cross_entropy, logits, bad[1], bad[2])
   assert(not ok and err:find(bad[3], 1, true), tostring(err))
 end
+
+-- PyTorch's options are honoured or refused: Linear's bias in a table,
+-- Embedding's padding_idx (1-based; the row starts at zeros, keeps its
+-- value and gets no gradient), clip_grad_norm's norm_type.
+do
+  assert(nn.Linear(2, 3, {bias = false}).bias == nil, "{bias=false}")
+  assert(nn.Linear(2, 3, false).bias == nil and nn.Linear(2, 3, {bias = true}).bias ~= nil)
+  local ok, err = pcall(nn.Linear, 2, 3, {bais = false})
+  assert(not ok and err:find("unknown option bais"), err)
+  local e = nn.Embedding(5, 3, {padding_idx = 2})
+  for j = 1, 3 do assert(e.weight:totable()[2][j] == 0, "the padding row starts at zeros") end
+  no_grad(function() e.weight[2]:fill_(7) end) -- a value of the user's: kept, not trained
+  local idx = tensor({{1, 2}, {2, 4}}, {dtype = "i32"})
+  local cot = tensor.randn(2, 2, 3)
+  local loss = with_grad_tape(function() return (e(idx) * cot):sum() end)
+  backward(loss)
+  local g, out = e.weight.grad:totable(), e(idx):totable()
+  local c = cot:totable()
+  for j = 1, 3 do
+    assert(g[2][j] == 0, "no gradient for the padding row")
+    assert(math.abs(g[1][j] - c[1][1][j]) < 1e-6 and math.abs(g[4][j] - c[2][2][j]) < 1e-6, "the other rows' gradients")
+    assert(out[1][2][j] == 7, "the padding row's value")
+  end
+  assert(nn.Embedding(5, 3, -1).padding_idx == 5, "negative padding_idx counts from the end")
+  ok, err = pcall(nn.Embedding, 5, 3, {max_norm = 1})
+  assert(not ok and err:find("unknown option max_norm"), err)
+  local p = tensor.param(tensor{3, -4})
+  backward(with_grad_tape(function() return (p * p):sum() / 2 end))
+  assert(optim.clip_grad_norm({p}, 100, 1):item() == 7, "the 1-norm")
+  assert(optim.clip_grad_norm({p}, 100, math.huge):item() == 4, "the inf-norm")
+end
