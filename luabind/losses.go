@@ -21,8 +21,8 @@ func (env *Env) lossFunctions() map[string]lua.LGFunction {
 		"cross_entropy":                    env.crossEntropy,
 		"huber_loss":                       env.thresholdLoss("huber_loss", "delta", (*core.Engine).HuberLoss),
 		"kl_div":                           env.klDiv,
-		"l1_loss":                          env.l1Loss,
-		"mse_loss":                         env.mseLoss,
+		"l1_loss":                          env.reducedLoss("l1_loss", (*core.Engine).L1Loss),
+		"mse_loss":                         env.reducedLoss("mse_loss", (*core.Engine).MSELoss),
 		"nll_loss":                         env.nllLoss,
 		"smooth_l1_loss":                   env.thresholdLoss("smooth_l1_loss", "beta", (*core.Engine).SmoothL1Loss),
 	}
@@ -87,15 +87,6 @@ func (env *Env) bceWithLogits(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// mse_loss(input, target [, {reduction=}]).
-func (env *Env) mseLoss(L *lua.LState) int {
-	x, y, o := lossArgs(L, "mse_loss")
-	red := o.str("reduction", "mean")
-	o.done()
-	t, err := env.Engine.MSELoss(x, y, red)
-	return env.pushResult(L, t, err)
-}
-
 // bce_loss(input, target [, {reduction=, weight=}]).
 func (env *Env) bceLoss(L *lua.LState) int {
 	x, y, o := lossArgs(L, "bce_loss")
@@ -105,13 +96,16 @@ func (env *Env) bceLoss(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
+// reducedLoss binds a loss that takes only a reduction: mse_loss and
 // l1_loss(input, target [, {reduction=}]).
-func (env *Env) l1Loss(L *lua.LState) int {
-	x, y, o := lossArgs(L, "l1_loss")
-	red := o.str("reduction", "mean")
-	o.done()
-	t, err := env.Engine.L1Loss(x, y, red)
-	return env.pushResult(L, t, err)
+func (env *Env) reducedLoss(fn string, f func(e *core.Engine, x, y *core.Tensor, reduction string) (*core.Tensor, error)) lua.LGFunction {
+	return func(L *lua.LState) int {
+		x, y, o := lossArgs(L, fn)
+		red := o.str("reduction", "mean")
+		o.done()
+		t, err := f(env.Engine, x, y, red)
+		return env.pushResult(L, t, err)
+	}
 }
 
 // thresholdLoss binds smooth_l1_loss(input, target [, {reduction=,
