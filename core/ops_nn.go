@@ -370,17 +370,19 @@ func contiguousRows(n *nodes, a node) node {
 // 1/(1-p) when training. The mask is drawn on the host from the engine's
 // generator and uploaded with the step.
 func (e *Engine) Dropout(x *Tensor, p float64, training bool) (*Tensor, error) {
-	if !(p >= 0 && p < 1) { // NaN too
-		return nil, argErrorf("dropout: probability %g outside [0, 1)", p)
+	if !(p >= 0 && p <= 1) { // NaN too
+		return nil, argErrorf("dropout: probability %g outside [0, 1]", p)
 	}
 	if !training || p == 0 {
 		return x, nil
 	}
 	mask := make([]float32, x.Numel())
-	keep := float32(1 / (1 - p))
-	for i := range mask {
-		if e.Rand().Float64() >= p {
-			mask[i] = keep
+	if p < 1 { // p = 1 drops everything: x times zeros, as PyTorch (NaN stays NaN)
+		keep := float32(1 / (1 - p))
+		for i := range mask {
+			if e.Rand().Float64() >= p {
+				mask[i] = keep
+			}
 		}
 	}
 	m, err := FromFloat32(mask, x.shape...)

@@ -264,7 +264,26 @@ func TestDropout(t *testing.T) {
 	}
 	assert.InDelta(t, 2500, zeros, 200, "about a quarter dropped")
 	assert.InDelta(t, 10000, sum, 400, "the expectation is kept")
-	_, err = e.Dropout(x, 1, true)
+	// p = 1 drops everything, as PyTorch: x times zeros (NaN stays NaN),
+	// and so does the gradient.
+	y := host(t, []int{3}, 1, float32(math.NaN()), -2)
+	require.NoError(t, y.SetRequiresGrad(true))
+	var all, loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		var err error
+		if all, err = e.Dropout(y, 1, true); err == nil {
+			loss, err = e.Sum(all)
+		}
+		return err
+	}))
+	v := values(t, all)
+	assert.Equal(t, float32(0), v[0])
+	assert.True(t, math.IsNaN(float64(v[1])))
+	assert.Equal(t, float32(0), v[2])
+	_, err = e.Backward(loss)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{0, 0, 0}, values(t, y.Grad()))
+	_, err = e.Dropout(x, 1.5, true)
 	assert.ErrorContains(t, err, "dropout")
 }
 

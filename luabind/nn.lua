@@ -418,7 +418,7 @@ function nn.LayerNorm:forward(x) return x:layer_norm(self.weight, self.bias, sel
 nn.Dropout = class("Dropout")
 function nn.Dropout:init(p)
   p = p or 0.5
-  check(type(p) == "number" and p >= 0 and p < 1, "nn.Dropout", "p must be in [0, 1), got %s", tostring(p))
+  check(type(p) == "number" and p >= 0 and p <= 1, "nn.Dropout", "p must be in [0, 1], got %s", tostring(p))
   self.p = p
 end
 function nn.Dropout:forward(x) return x:dropout(self.p, self.training) end
