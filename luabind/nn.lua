@@ -134,7 +134,10 @@ end
 local function members(self)
   local params, children, seen = {}, {}, {}
   local function add(k, v)
-    local name = tostring(k)
+    -- A numbered member (a Sequential's layers, a ModuleList's) is named
+    -- 0-based, as PyTorch names it: state_dict keys are shared with
+    -- PyTorch's files. Lua's own indexing, seq[1], stays 1-based.
+    local name = type(k) == "number" and tostring(k - 1) or tostring(k)
     if seen[name] or v == nil then return end
     if is_module(v) then
       seen[name] = true

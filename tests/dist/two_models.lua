@@ -12,15 +12,15 @@ local X, Y = tensor.randn(8, 3), tensor.randn(8, 2)
 tensor.manual_seed(100 + r)
 local enc = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh()}
 no_grad(function()
-  enc:state_dict()["2.running_mean"]:copy_(tensor.randn(4))
-  enc:state_dict()["2.running_var"]:copy_(tensor.rand(4) + 0.5)
+  enc:state_dict()["1.running_mean"]:copy_(tensor.randn(4))
+  enc:state_dict()["1.running_var"]:copy_(tensor.rand(4) + 0.5)
 end)
 -- normalising by the running statistics makes each sample's output its
 -- own, so that halves of a batch average to the whole batch's gradient
 enc:eval()
 dist.data_parallel(enc)
 local sd = enc:state_dict()
-print("B " .. table.concat(sd["2.running_mean"]:totable(), " ") .. " " .. table.concat(sd["2.running_var"]:totable(), " "))
+print("B " .. table.concat(sd["1.running_mean"]:totable(), " ") .. " " .. table.concat(sd["1.running_var"]:totable(), " "))
 local head = dist.data_parallel(nn.Linear(4, 2))
 local n = 8 / W
 local x, y = X:narrow(1, r * n + 1, n):clone(), Y:narrow(1, r * n + 1, n):clone()

@@ -17,7 +17,7 @@ for name, t in pairs(net:state_dict()) do
   assert(#a == #b, name)
   assert(table.concat(t:shape(), "x") == table.concat(back[name]:shape(), "x"), name)
 end
-assert(back["1.bias"]:dim() == 1, "exact shapes, including 1-d")
+assert(back["0.bias"]:dim() == 1, "exact shapes, including 1-d")
 
 local other = nn.Sequential{nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)}
 back.epoch, back.note, back.half = nil, nil, nil

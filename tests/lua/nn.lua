@@ -15,7 +15,7 @@ local net = nn.Sequential{nn.Linear(2, 8), nn.Tanh(), nn.Dropout(0.5), nn.Linear
 local names = {}
 for name in pairs(net:state_dict()) do names[#names + 1] = name end
 table.sort(names)
-assert(table.concat(names, ",") == "1.bias,1.weight,4.bias,4.weight", table.concat(names, ","))
+assert(table.concat(names, ",") == "0.bias,0.weight,3.bias,3.weight", table.concat(names, ","))
 assert(#net:parameters() == 4)
 
 -- eval() turns dropout off: two evaluations agree; train() turns it on.
@@ -35,14 +35,14 @@ local other = nn.Sequential{nn.Linear(2, 8), nn.Tanh(), nn.Dropout(0.5), nn.Line
 other:load_state_dict(net:state_dict())
 net:eval(); other:eval()
 assert(net(x):totable()[1][1] == other(x):totable()[1][1], "same weights, same output")
-local ok, err = pcall(other.load_state_dict, other, {["1.weight"] = tensor.zeros(8, 2)})
-assert(not ok and err:find("missing parameter or buffer 1.bias"), err)
+local ok, err = pcall(other.load_state_dict, other, {["0.weight"] = tensor.zeros(8, 2)})
+assert(not ok and err:find("missing parameter or buffer 0.bias"), err)
 local sd = net:state_dict()
 sd["9.weight"] = tensor.zeros(1)
 ok, err = pcall(other.load_state_dict, other, sd)
 assert(not ok and err:find("unexpected parameter or buffer 9.weight"), err)
 sd["9.weight"] = nil
-sd["1.weight"] = tensor.zeros(3, 3)
+sd["0.weight"] = tensor.zeros(3, 3)
 ok, err = pcall(other.load_state_dict, other, sd)
 assert(not ok and err:find("shape"), err)
 

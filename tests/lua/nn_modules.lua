@@ -97,14 +97,14 @@ assert(close(aff.w:item(), 2, 0.02) and close(aff.b:item(), 1, 0.05), aff.w:item
 local seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
 seq:add(nn.Linear(3, 1))
 assert(#seq == 3 and getmetatable(seq[3]) == nn.Linear and seq(tensor{{1, 2}}):shape()[2] == 1)
-assert(names_of(seq) == "1.weight,1.bias,3.weight,3.bias", names_of(seq))
+assert(names_of(seq) == "0.weight,0.bias,2.weight,2.bias", names_of(seq))
 assert(#nn.Sequential{nn.Identity(), nn.Identity()} == 2 and #nn.Sequential() == 0)
 ok, err = pcall(seq.add, seq, 42)
 assert(not ok and err:find("element 4 is not a module"), err)
 ok, err = pcall(nn.Sequential, {nn.ReLU(), "relu"})
 assert(not ok and err:find("element 2 is not a module"), err)
 assert(tostring(nn.Sequential{nn.Flatten(), nn.Sequential{nn.ReLU()}}) ==
-  "Sequential(\n  (1): Flatten(start_dim=2, end_dim=-1)\n  (2): Sequential(\n    (1): ReLU()\n  )\n)")
+  "Sequential(\n  (0): Flatten(start_dim=2, end_dim=-1)\n  (1): Sequential(\n    (0): ReLU()\n  )\n)")
 
 -- ModuleList: registered, indexed, ipairs-able, not callable.
 local Stack = nn.Module:extend("Stack")
@@ -117,7 +117,7 @@ function Stack:forward(v)
   return v
 end
 local st = Stack(3)
-assert(#st.layers == 3 and names_of(st):find("^layers.1.weight,layers.1.bias,layers.2.weight"), names_of(st))
+assert(#st.layers == 3 and names_of(st):find("^layers.0.weight,layers.0.bias,layers.1.weight"), names_of(st))
 assert(#st:parameters() == 6 and st(tensor{{1, 1}}):shape()[2] == 2)
 local count = 0
 for i, l in ipairs(st.layers) do count = count + 1 assert(l == st.layers[i]) end
@@ -142,7 +142,7 @@ assert(#f == 3 and f[2] == 12 and f[3] == 5)
 -- named_modules, modules, children, apply.
 local nm = {}
 for i, m in ipairs(st:named_modules()) do nm[i] = m[1] end
-assert(table.concat(nm, ",") == ",layers,layers.1,layers.2,layers.3,layers.4", table.concat(nm, ","))
+assert(table.concat(nm, ",") == ",layers,layers.0,layers.1,layers.2,layers.3", table.concat(nm, ","))
 assert(#st:children() == 1 and #st:modules() == 6)
 local visited = 0
 st:apply(function(m)
@@ -233,10 +233,10 @@ do
   bn:train()
   no_grad(function() bn(x) end) -- updates the running stats
   local sd = bn:state_dict()
-  assert(sd["2.running_mean"] and sd["2.running_var"], "buffers are in the state dict")
+  assert(sd["1.running_mean"] and sd["1.running_var"], "buffers are in the state dict")
   local names = {}
   for _, nb in ipairs(bn:named_buffers()) do names[#names + 1] = nb[1] end
-  assert(table.concat(names, ",") == "2.running_mean,2.running_var", table.concat(names, ","))
+  assert(table.concat(names, ",") == "1.running_mean,1.running_var", table.concat(names, ","))
   bn:eval()
   local want = bn(x):totable()
   local copy = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4)}
@@ -248,10 +248,10 @@ do
   end
   local ok, err = pcall(function()
     local partial = {}
-    for k, v in pairs(sd) do if k ~= "2.running_var" then partial[k] = v end end
+    for k, v in pairs(sd) do if k ~= "1.running_var" then partial[k] = v end end
     copy:load_state_dict(partial)
   end)
-  assert(not ok and err:find("missing parameter or buffer 2.running_var"), err)
+  assert(not ok and err:find("missing parameter or buffer 1.running_var"), err)
 end
 
 -- Sequential runs a Linear with a bias and a ReLU as one op (relu(x wᵀ + b)):
@@ -328,7 +328,7 @@ do
   local frozen = net[1].weight
   frozen:requires_grad(false)
   assert(#net:parameters() == 4, "the frozen weight is still a parameter")
-  assert(net:state_dict()["1.weight"] ~= nil, "and in the state_dict")
+  assert(net:state_dict()["0.weight"] ~= nil, "and in the state_dict")
   net:to_gpu()
   assert(frozen:scope() == "persistent", "to_gpu moves it")
   local before = frozen:totable()
