@@ -109,6 +109,22 @@ local function known(opts, fn, names)
   end
 end
 
+-- positional turns PyTorch's positional arguments after the required ones
+-- (first, then the rest) into the options table names lists, in
+-- PyTorch's order; an options table alone is returned as it is.
+local function positional(fn, names, first, ...)
+  local n = select("#", ...)
+  if n == 0 and (first == nil or type(first) == "table") then return first or {} end
+  local args = {first, ...}
+  check(n + 1 <= #names, fn, "takes at most %d arguments after its sizes (%s), got %d", #names, table.concat(names, ", "), n + 1)
+  local opts = {}
+  for i = 1, n + 1 do
+    check(type(args[i]) ~= "table", fn, "argument %d after the sizes is a table: give the options as one table, or every argument in PyTorch's order", i)
+    opts[names[i]] = args[i]
+  end
+  return opts
+end
+
 local function uniform(shape1, shape2, bound)
   return tensor.param((tensor.rand(shape1, shape2) * 2 - 1) * bound)
 end
@@ -582,9 +598,9 @@ end
 -- (kaiming_uniform with a = sqrt(5)).
 local function conv_module(name, dims, fn)
   local c = class(name)
-  function c:init(n_in, n_out, k, opts)
-    opts = opts or {}
+  function c:init(n_in, n_out, k, ...)
     local cname = "nn." .. name
+    local opts = positional(cname, {"stride", "padding", "dilation", "groups", "bias"}, ...)
     check(type(n_in) == "number" and type(n_out) == "number" and n_in >= 1 and n_out >= 1, cname,
       "expected positive channel counts (in, out), got %s and %s", tostring(n_in), tostring(n_out))
     known(opts, cname, {"stride", "padding", "dilation", "groups", "bias"})
@@ -626,10 +642,16 @@ local pool_options = {
   max = {"stride", "padding", "dilation", "ceil_mode"},
   avg = {"stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"},
 }
+-- PyTorch's positional order of the same (return_indices is not supported).
+local pool_positional = {
+  max = {"stride", "padding", "dilation", "return_indices", "ceil_mode"},
+  avg = {"stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"},
+}
 local function pool_module(name, fn, kind)
   local c = class(name)
-  function c:init(k, opts)
-    opts = opts or {}
+  function c:init(k, ...)
+    local opts = positional("nn." .. name, pool_positional[kind], ...)
+    if opts.return_indices == false then opts.return_indices = nil end -- PyTorch's default
     known(opts, "nn." .. name, pool_options[kind])
     self.kernel = k
     self.opts = {}
@@ -664,9 +686,9 @@ function nn.AdaptiveAvgPool2d:forward(x) return nn.adaptive_avg_pool2d(x, self.o
 -- running_var (buffers, not parameters), eval() normalises by those.
 local function batch_norm_module(name, ranks)
   local c = class(name)
-  function c:init(n, opts)
-    opts = opts or {}
+  function c:init(n, ...)
     local cname = "nn." .. name
+    local opts = positional(cname, {"eps", "momentum", "affine"}, ...)
     check(type(n) == "number" and n >= 1, cname, "expected a positive number of features, got %s", tostring(n))
     known(opts, cname, {"eps", "momentum", "affine"})
     self.num_features, self.eps, self.momentum = n, opts.eps or 1e-5, opts.momentum or 0.1

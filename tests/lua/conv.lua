@@ -162,3 +162,29 @@ assert(tostring(nn.MaxPool2d(3, {stride = 2})) == "MaxPool2d(kernel_size=3, stri
 assert(tostring(nn.MaxPool2d({2, 3}, {dilation = 2, ceil_mode = true})) == "MaxPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0, dilation=2, ceil_mode=True)")
 assert(tostring(nn.AvgPool1d(3)) == "AvgPool1d(kernel_size=(3,), stride=(3,), padding=(0,))", tostring(nn.AvgPool1d(3)))
 assert(tostring(nn.AvgPool2d({2, 3})) == "AvgPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0)")
+
+-- PyTorch's positional forms, beside the options table: Conv2d(in, out, k,
+-- stride, padding, dilation, groups, bias), MaxPool2d(k, stride, padding,
+-- dilation, return_indices, ceil_mode), AvgPool2d(k, stride, padding, ...),
+-- BatchNorm2d(n, eps, momentum, affine).
+do
+  local c = nn.Conv2d(1, 4, 3, 2, 1, 1, 1, false)
+  assert(c.opts.stride == 2 and c.opts.padding == 1 and c.bias == nil)
+  local x = tensor.randn(1, 1, 8, 8)
+  assert(table.concat(c(x):shape(), "x") == "1x4x4x4")
+  local ct = nn.Conv2d(1, 4, 3, {stride = 2, padding = 1, bias = false})
+  no_grad(function() ct.weight:copy_(c.weight) end)
+  assert(ct(x):sub(c(x)):abs():sum():item() == 0, "the same layer as its options table")
+  assert(tostring(nn.MaxPool2d(3, 2)) == "MaxPool2d(kernel_size=3, stride=2, padding=0, dilation=1, ceil_mode=False)")
+  assert(tostring(nn.AvgPool2d(2, 2, 1)) == "AvgPool2d(kernel_size=2, stride=2, padding=1)")
+  local bn = nn.BatchNorm2d(4, 1e-3, 0.2, false)
+  assert(bn.eps == 1e-3 and bn.momentum == 0.2 and bn.weight == nil)
+  for _, bad in ipairs({
+    {function() return nn.MaxPool2d(3, 2, 0, 1, true) end, "unknown option return_indices"},
+    {function() return nn.Conv2d(1, 2, 3, 1, 0, 1, 1, true, "zeros") end, "takes at most 5 arguments"},
+    {function() return nn.BatchNorm2d(4, {eps = 1e-3}, 2) end, "give the options as one table"},
+  }) do
+    local ok, err = pcall(bad[1])
+    assert(not ok and err:find(bad[2], 1, true), tostring(err))
+  end
+end
