@@ -425,11 +425,23 @@ function nn.Embedding:describe() return string.format("Embedding(%d, %d)", self.
 
 -- LayerNorm over the last dim, with a learnt scale and shift.
 nn.LayerNorm = class("LayerNorm")
-function nn.LayerNorm:init(dim, eps)
+-- nn.LayerNorm(normalized_shape [, eps, elementwise_affine, bias | {...}]),
+-- as torch.nn.LayerNorm, over the last dim only.
+function nn.LayerNorm:init(dim, ...)
+  if type(dim) == "table" then
+    check(#dim == 1, "nn.LayerNorm", "normalises over the last dim only: normalized_shape must be one size, got %d", #dim)
+    dim = dim[1]
+  end
+  check(type(dim) == "number" and dim >= 1, "nn.LayerNorm", "expected a positive size, got %s", tostring(dim))
+  local opts = positional("nn.LayerNorm", {"eps", "elementwise_affine", "bias"}, ...)
+  known(opts, "nn.LayerNorm", {"eps", "elementwise_affine", "bias"})
+  check(opts.eps == nil or (type(opts.eps) == "number" and opts.eps >= 0), "nn.LayerNorm", "eps must be a number >= 0, got %s", tostring(opts.eps))
   self.dim = dim
-  self.eps = eps or 1e-5
-  self.weight = tensor.param(tensor.ones(dim))
-  self.bias = tensor.param(tensor.zeros(dim))
+  self.eps = opts.eps or 1e-5
+  if opts.elementwise_affine ~= false then
+    self.weight = tensor.param(tensor.ones(dim))
+    if opts.bias ~= false then self.bias = tensor.param(tensor.zeros(dim)) end
+  end
 end
 function nn.LayerNorm:forward(x) return x:layer_norm(self.weight, self.bias, self.eps) end
 

@@ -217,3 +217,20 @@ do
   assert(d[1] == 0 and d[2] == 0 and d[3] == 0, "dropout p=1")
   assert(nn.Dropout(1)(tensor{4}):totable()[1] == 0)
 end
+
+-- LayerNorm's eps, elementwise_affine and bias, positional or in a table.
+do
+  local x = tensor{{1, 2, 4}, {0, 0, 3}}
+  local plain = nn.LayerNorm(3, {elementwise_affine = false})
+  assert(plain.weight == nil and plain.bias == nil and #plain:parameters() == 0)
+  local ref = nn.LayerNorm(3) -- weight ones, bias zeros: the same values
+  assert(plain(x):sub(ref(x)):abs():sum():item() == 0)
+  assert(nn.LayerNorm({3}, 1e-3, true, false).bias == nil and nn.LayerNorm(3, {eps = 1e-3}).eps == 1e-3)
+  local big = nn.LayerNorm(3, {eps = 100, elementwise_affine = false})(x):totable()
+  -- row 1: mean 7/3, variance 14/9: (1 - 7/3) / sqrt(14/9 + 100)
+  assert(math.abs(big[1][1] - (1 - 7 / 3) / math.sqrt(14 / 9 + 100)) < 1e-6, big[1][1])
+  local ok, err = pcall(nn.LayerNorm, 3, {elementwise_afine = false})
+  assert(not ok and err:find("unknown option elementwise_afine"), err)
+  ok, err = pcall(nn.LayerNorm, {2, 3})
+  assert(not ok and err:find("last dim only"), err)
+end
