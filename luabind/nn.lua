@@ -178,15 +178,16 @@ local function members(self)
 end
 
 -- named_parameters lists {name, tensor} pairs, the module's own first, then
--- its children's with dotted names; a tensor reached twice is listed once.
+-- its children's with dotted names; a tensor reached twice is listed once
+-- (memo false lists it under each name, as a state_dict does).
 function Module:named_parameters(prefix, out, memo)
   out = out or {}
   prefix = prefix or ""
-  memo = memo or {}
+  if memo == nil then memo = {} end
   local params, children = members(self)
   for _, np in ipairs(params) do
-    if not memo[np[2]] then
-      memo[np[2]] = true
+    if not (memo and memo[np[2]]) then
+      if memo then memo[np[2]] = true end
       out[#out + 1] = {prefix .. np[1], np[2]}
     end
   end
@@ -289,10 +290,11 @@ function Module:named_buffers(prefix, out)
 end
 
 -- state_dict maps names to the module's parameters and buffers (the
--- tensors themselves, not copies), as PyTorch's.
+-- tensors themselves, not copies), as PyTorch's: a tied weight under each
+-- of its names.
 function Module:state_dict()
   local sd = {}
-  for _, np in ipairs(self:named_parameters()) do sd[np[1]] = np[2] end
+  for _, np in ipairs(self:named_parameters("", {}, false)) do sd[np[1]] = np[2] end
   for _, nb in ipairs(self:named_buffers()) do sd[nb[1]] = nb[2] end
   return sd
 end
@@ -318,7 +320,7 @@ function Module:load_state_dict(sd, strict, ...)
   check(strict == nil or type(strict) == "boolean", "load_state_dict", "strict must be a boolean, got %s", type(strict))
   strict = strict ~= false
   local seen, missing, unexpected = {}, {}, {}
-  local targets = self:named_parameters()
+  local targets = self:named_parameters("", {}, false)
   for _, nb in ipairs(self:named_buffers()) do targets[#targets + 1] = nb end
   for _, np in ipairs(targets) do
     local name, p = np[1], np[2]

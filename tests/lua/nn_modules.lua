@@ -380,3 +380,23 @@ do
   ok, err = pcall(function() b:load_state_dict(sd, {format = "pt"}) end)
   assert(not ok and err:find("missing parameter"), "tensor.load's metadata second: strict " .. tostring(err))
 end
+
+-- A tied weight is one parameter, listed in a state_dict under each of its
+-- names (as PyTorch's), and loading wants both.
+do
+  local Tied = nn.Module:extend("Tied")
+  function Tied:init()
+    self.enc = nn.Linear(2, 2, false)
+    self.dec = nn.Linear(2, 2, false)
+    self.dec.weight = self.enc.weight
+  end
+  local m = Tied()
+  assert(#m:parameters() == 1, "one parameter")
+  local sd = m:state_dict()
+  assert(sd["enc.weight"] and sd["dec.weight"] and rawequal(sd["enc.weight"], sd["dec.weight"]), "both names")
+  local other = Tied()
+  other:load_state_dict(sd)
+  assert(other.enc.weight:totable()[1][1] == m.enc.weight:totable()[1][1])
+  local ok, err = pcall(other.load_state_dict, other, {["enc.weight"] = sd["enc.weight"]})
+  assert(not ok and err:find("missing parameter or buffer dec.weight"), err)
+end
