@@ -304,14 +304,15 @@ func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
 	// values); a persistent parameter's buffer is reused. A gradient moved
 	// to the host (to_gpu's pass scope) or made on another device gets a
 	// buffer here too.
-	fresh := !leaf.persistent() && (leaf.gradZero || old == nil || !old.persistent() || old.engine != e)
-	if old == nil || fresh {
-		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent, Alone: !leaf.persistent()})
+	persistent := leaf.persistent()
+	reuse := old != nil && (persistent || (!leaf.gradZero && old.persistent() && old.engine == e))
+	if !reuse {
+		h, err := e.res.Alloc(residency.Request{Shape: leaf.shape, Scope: residency.Persistent, Alone: !persistent})
 		if err != nil {
 			return err
 		}
 		leaf.grad = &Tensor{shape: leaf.Shape(), dtype: h.Type(), handle: h, engine: e}
-		if !leaf.persistent() {
+		if !persistent {
 			e.keep(leaf.grad) // kept through a reset of the persistent pool, as the parameter is
 		}
 	}

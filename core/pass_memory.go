@@ -190,9 +190,6 @@ func (e *Engine) compactPass() error {
 // not collected yet (a loop's last activations, an evaluation's results).
 var promoteCollectBytes int64 = 1 << 20
 
-// The kept values are read to the host before a reset of the persistent
-// pool (keptToHost), where they would otherwise go.
-
 // promote moves the pass pool's values that outlive it (see above) and
 // returns the bytes it moved. It computes a graph of the copies: call it
 // with nothing pending, just before the pass pool is reset.
@@ -215,7 +212,7 @@ func (e *Engine) promote(everything, persistentToo bool) (int64, error) {
 	}
 	find()
 	if everything || bytes >= promoteCollectBytes {
-		found = nil
+		found = nil    // its backing array would keep every value found reachable
 		goruntime.GC() // what no one references is not copied
 		find()
 	}

@@ -499,12 +499,11 @@ func (s *State) reclaim() {
 	if v := s.gcCycles[0].Value; v.Kind() == metrics.KindUint64 {
 		s.reclaimedAt.gc = v.Uint64()
 	}
-	if s.reclaimedAt == last && s.reclaimedAt.gc != 0 {
-		return
-	}
 	p := &s.pools[Persistent]
-	if s.reclaimedAt.gc == last.gc && s.reclaimedAt.gc != 0 {
-		s.freeIdleMetas(p) // a pass reset since: only descriptions may go
+	if s.reclaimedAt.gc != 0 && s.reclaimedAt.gc == last.gc { // no collection since: no handle was freed
+		if s.reclaimedAt.pass != last.pass {
+			s.freeIdleMetas(p) // but after a pass reset, idle descriptions may go
+		}
 		return
 	}
 	kept := p.owned[:0]
