@@ -6,8 +6,8 @@ import (
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
-// Attention, composed of differentiable ops (matmul, masked_fill, softmax,
-// dropout), so its gradient needs nothing of its own.
+// Attention: one fused op where gglua has the kernel (flashFor), composed
+// of differentiable ops elsewhere (matmul, masked_fill, softmax, dropout).
 
 // AttentionOptions are scaled_dot_product_attention's options.
 type AttentionOptions struct {
@@ -43,6 +43,10 @@ func (e *Engine) ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) 
 	}
 	if math.IsNaN(scale) || math.IsInf(scale, 0) {
 		return nil, argErrorf("scaled_dot_product_attention: scale %g is not a finite number", scale)
+	}
+	if fo, ok := e.flashFor(q, k, v, o); ok {
+		fo.Scale = float32(scale)
+		return e.flashAttention(q, k, v, fo)
 	}
 	tq, tk := q.shape[q.Dim()-2], k.shape[k.Dim()-2]
 	var c chain
@@ -258,4 +262,81 @@ func (e *Engine) scaledSoftmax(s *Tensor, scale float32, bias *Tensor) (*Tensor,
 		return []*Tensor{gs}, err
 	})
 	return p, nil
+}
+
+// flashFor reports whether attention of q, k and v with o runs as the
+// fused kernel, and in which precision: no mask, bias or dropout, heads
+// of one batch shape (no broadcast) and one width for q, k and v. On the
+// CPU in f32 (memory O(T) instead of the scores; autocast there composes
+// ggml's products); on a device under autocast, bf16 on the tensor cores
+// as PyTorch's flash kernel, for the head widths it has. A device in f32
+// composes cuBLAS's f32 products (the kernel has no f32 form).
+func (e *Engine) flashFor(q, k, v *Tensor, o AttentionOptions) (ggmlcgo.FlashOptions, bool) {
+	n := q.Dim()
+	if forceComposedAttention || o.Mask != nil || o.Bias != nil || (o.DropoutP > 0 && o.Training) || n < 3 || n > 4 || k.Dim() != n || v.Dim() != n ||
+		!sameShape(q.shape[:n-2], k.shape[:n-2]) || !sameShape(k.shape[:n-1], v.shape[:n-1]) || v.shape[n-1] != q.shape[n-1] ||
+		q.shape[n-2] == 0 || k.shape[n-2] == 0 || q.shape[n-1] == 0 || q.shape[n-1] > ggmlcgo.FlashMaxHeadDim ||
+		q.dtype != ggmlcgo.F32 || k.dtype != ggmlcgo.F32 || v.dtype != ggmlcgo.F32 {
+		return ggmlcgo.FlashOptions{}, false
+	}
+	fo := ggmlcgo.FlashOptions{Causal: o.Causal, BF16: e.autocast == ggmlcgo.BF16}
+	if e.backend.IsCPU() {
+		return fo, !fo.BF16 || forceFlashBF16
+	}
+	return fo, fo.BF16 && ggmlcgo.FlashDeviceHeadDim(q.shape[n-1]) && e.backend.HasKernel(ggmlcgo.KernelFlashAttnBF16)
+}
+
+// forceComposedAttention makes tests take the composed attention where the
+// fused one would run; forceFlashBF16 makes them run the devices' bf16
+// kernel (its CPU reference) under autocast on the CPU.
+var forceComposedAttention, forceFlashBF16 = false, false
+
+// flashAttention is attention as one fused node (flash_attn.c,
+// gglua-flash-attn.cu). Its result is a view of the node's run, in which
+// the heads lie side by side ([.., T, H, D]: the transpose back to
+// [.., T, H·D] that a projection reads is free); the log-sum-exp after
+// them is what the backward's node reads to remake the weights.
+func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tensor, error) {
+	run, err := e.newOpReading("scaled_dot_product_attention", []int{flashRun(q, 0)}, []*Tensor{q, k, v}, e.rowsInput, func(c ctx, in []node) (node, error) {
+		return c.FlashAttention(in[0], in[1], in[2], fo)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := headsView(run, q.shape, 0)
+	e.record(out, "scaled_dot_product_attention", []*Tensor{q, k, v}, func(g *Tensor) ([]*Tensor, error) {
+		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{flashRun(q, 2*int(k.Numel()))}, []*Tensor{q, k, v, run, g}, e.rowsInput,
+			func(c ctx, in []node) (node, error) {
+				return c.FlashAttentionBack(in[0], in[1], in[2], in[3], in[4], fo)
+			})
+		if err != nil {
+			return nil, err
+		}
+		nq := q.Numel()
+		return []*Tensor{headsView(grads, q.shape, 0), headsView(grads, k.shape, nq), headsView(grads, v.shape, nq+k.Numel())}, nil
+	})
+	return out, nil
+}
+
+// flashRun is the elements of a fused node's run: q's and its extra (the
+// forward's log-sum-exp, one a query row; the backward's dk and dv).
+func flashRun(q *Tensor, extra int) int {
+	n := int(q.Numel())
+	if extra == 0 {
+		return n + n/q.shape[q.Dim()-1]
+	}
+	return n + extra
+}
+
+// headsView is the [.., H, T, D] tensor of shape that lies at element off
+// of run as [.., T, H, D].
+func headsView(run *Tensor, shape []int, off int64) *Tensor {
+	n := len(shape)
+	d, t, h := int64(shape[n-1]), int64(shape[n-2]), int64(shape[n-3])
+	strides := make([]int64, n)
+	strides[n-1], strides[n-2], strides[n-3] = 1, h*d, d
+	if n == 4 {
+		strides[0] = t * h * d
+	}
+	return viewOf(run, shape, off, strides)
 }

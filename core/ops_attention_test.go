@@ -68,8 +68,8 @@ func attentionRun(t *testing.T) func(force bool, o AttentionOptions, packed bool
 		wv[i] = float32(rng.NormFloat64())
 	}
 	return func(force bool, o AttentionOptions, packed bool, fwd, bwd ggmlcgo.Type) ([]float32, []float32) {
-		forceRowsMatmul = force
-		defer func() { forceRowsMatmul = false }()
+		forceRowsMatmul, forceComposedAttention = force, true // the products of the composed attention
+		defer func() { forceRowsMatmul, forceComposedAttention = false, false }()
 		e := newEngine(t)
 		x := host(t, []int{b, tt, 3 * h * d}, xv...)
 		require.NoError(t, x.SetRequiresGrad(true))

@@ -58,11 +58,20 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_BF16, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_round_bf16_f32, -1, NULL), "to_bf16");
 // }
+// // gglua_flash_probe is a bf16 flash_attn node (back: its gradient's) of
+// // one head of 64 dims and 16 rows.
+// static struct ggml_tensor * gglua_flash_probe(struct ggml_context * ctx, bool back) {
+//     const int64_t ne[2] = {64, 16};
+//     struct ggml_tensor * q = ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne);
+//     const uint64_t code = (uint64_t) 0x3e000000u | (uint64_t) 3 << 32; // scale 0.125, causal, bf16
+//     struct ggml_tensor * f = gglua_flash_attn_node(ctx, q, q, q, code);
+//     return back ? gglua_flash_attn_back_node(ctx, q, q, q, f, q, code) : f;
+// }
 // // gglua_runs_kernel reports whether backend b computes gglua's kernel
 // // number k (see kernelNodes) on f32 operands of one shape: the CPU always,
 // // a device if its library has the kernel (scripts/cuda/gglua-kernels.cu).
 // static bool gglua_runs_kernel(ggml_backend_t b, int k) {
-//     struct ggml_init_params p = { 10 * ggml_tensor_overhead(), NULL, true };
+//     struct ggml_init_params p = { 16 * ggml_tensor_overhead(), NULL, true };
 //     struct ggml_context * ctx = ggml_init(p);
 //     if (ctx == NULL) return false;
 //     struct ggml_tensor * a[3];
@@ -76,6 +85,7 @@ package ggmlcgo
 //         k == 9 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_F32) : k == 10 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
 //         k == 11 ? gglua_col_sum_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2)) :
 //         k == 12 ? gglua_all_reduce_node(ctx, a[0], NULL) : k == 13 ? gglua_all_reduce_join_node(ctx, a[0], NULL) :
+//         k == 14 || k == 15 ? gglua_flash_probe(ctx, k == 15) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
@@ -96,17 +106,18 @@ import (
 type Kernel int
 
 const (
-	KernelRelu         Kernel = iota // ReluKernel and ReluBackKernel
-	KernelGeluBack                   // GeluErfBackKernel
-	KernelBiasRelu                   // BiasReluKernel, and ReluBackKernel for its gradient
-	KernelGemmBF16                   // GemmBF16 (the three transposes a product and its gradients use) and RoundBF16Kernel
-	KernelBiasReluBF16               // BiasReluKernel to bf16, ReluBackKernel of a bf16 result (to f32 or bf16), ColumnSumKernel of bf16
-	KernelAllReduce                  // AllReduce and AllReduceJoin (collective.go)
+	KernelRelu          Kernel = iota // ReluKernel and ReluBackKernel
+	KernelGeluBack                    // GeluErfBackKernel
+	KernelBiasRelu                    // BiasReluKernel, and ReluBackKernel for its gradient
+	KernelGemmBF16                    // GemmBF16 (the three transposes a product and its gradients use) and RoundBF16Kernel
+	KernelBiasReluBF16                // BiasReluKernel to bf16, ReluBackKernel of a bf16 result (to f32 or bf16), ColumnSumKernel of bf16
+	KernelAllReduce                   // AllReduce and AllReduceJoin (collective.go)
+	KernelFlashAttnBF16               // FlashAttention and FlashAttentionBack with BF16 set (attention.go)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:

@@ -119,4 +119,18 @@ void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * use
 // the columns split over nth threads.
 void gglua_col_sum_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_flash_attn_f32 writes dst = softmax(q·kᵀ·scale [causal]) · v and
+// its log-sum-exp, gglua_flash_attn_back_f32 the gradients for q, k and v
+// (flash_attn.c says the layouts); userdata carries the scale's f32 bits
+// (the low 32), causal (bit 32) and bf16 rounding (bit 33).
+void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+// The nodes (named flash_attn and flash_attn_back, which
+// gglua-flash-attn.cu matches): fwd is the forward's node, go the
+// gradient of its output.
+struct ggml_tensor * gglua_flash_attn_node(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                           struct ggml_tensor * v, uint64_t code);
+struct ggml_tensor * gglua_flash_attn_back_node(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
+                                                struct ggml_tensor * v, struct ggml_tensor * fwd, struct ggml_tensor * go, uint64_t code);
+
 #endif

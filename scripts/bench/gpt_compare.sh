@@ -14,8 +14,10 @@
 #   GGLUA   the gglua binary (default bin/gglua, built with `make build` if absent;
 #           for cuda, bin/libggml-cuda.so beside it: docs/GPU.md)
 #   PYTHON  the interpreter with torch (default python3, else /usr/bin/python3)
-#   ATTN    PyTorch's attention: math (default, op by op as gglua computes it)
-#           or sdpa (F.scaled_dot_product_attention, PyTorch >= 2.0)
+#   ATTN    PyTorch's attention: math (default, op by op), sdpa
+#           (F.scaled_dot_product_attention, PyTorch >= 2.0), or best: PyTorch at
+#           its best (sdpa, bf16 autocast, TF32, fused AdamW, torch.compile; set
+#           PRECISION=bf16 for gglua's side too)
 #   THREADS CPU threads for both sides (default: the machine's cores)
 #   PRECISION f32 (default) or bf16: the forward under autocast on both sides
 set -euo pipefail
@@ -25,6 +27,7 @@ dev=${1:-cpu}
 if [ $# -ge 7 ]; then cfg=("${@:2:6}"); rounds=${8:-3}; else cfg=(2 4 128 64 16 20); rounds=${2:-3}; fi
 case $dev in cpu | cuda) ;; *) echo "gpt_compare: device must be cpu or cuda, not $dev" >&2; exit 2 ;; esac
 attn=${ATTN:-math}
+case $attn in math | sdpa | best) ;; *) echo "gpt_compare: ATTN must be math, sdpa or best, not $attn" >&2; exit 2 ;; esac
 precision=${PRECISION:-f32}
 case $precision in f32 | bf16) ;; *) echo "gpt_compare: PRECISION must be f32 or bf16, not $precision" >&2; exit 2 ;; esac
 threads=${THREADS:-$(nproc)}

@@ -1,7 +1,7 @@
 """The PyTorch twin of scripts/bench/gpt_bench.lua: the same character GPT
 (scripts/examples/gpt.lua's) and the same training step, in eager mode.
 
-    python3 scripts/bench/torch_gpt.py L H d T B steps [cpu|cuda] [math|sdpa] [warmup] [f32|bf16]
+    python3 scripts/bench/torch_gpt.py L H d T B steps [cpu|cuda] [math|sdpa|best] [warmup] [f32|bf16]
 
 Defaults: 2 4 128 64 16 20 cpu math 5 f32; bf16 runs the forward under
 torch.autocast(dtype=torch.bfloat16) (gpt_bench.lua's bf16: gglua's autocast). Prints the line gpt_bench.lua prints,
@@ -14,7 +14,10 @@ q k^T * scale, the causal mask filled with -inf, softmax, times v (gglua's
 nn.scaled_dot_product_attention is composed of those ops, not fused).
 "sdpa" uses torch.nn.functional.scaled_dot_product_attention (PyTorch >= 2.0;
 fused flash/memory-efficient kernels on a GPU), which is what a PyTorch user
-would write today: run both to see what fusing buys.
+would write today: run both to see what fusing buys. "best" is PyTorch at
+its best: sdpa, bf16 autocast, TF32 matmuls, AdamW(fused=True) on a GPU and
+torch.compile(model) (compiled during the warm-up steps, which are not
+timed).
 
 Everything else matches gpt_bench.lua: untied head without bias, GELU (exact),
 LayerNorm eps 1e-5, normal(0, 0.02) on every matrix (embeddings included),
@@ -118,6 +121,11 @@ def main():
     attn = argv[7] if len(argv) > 7 else "math"
     warmup = int(argv[8]) if len(argv) > 8 else 5
     precision = argv[9] if len(argv) > 9 else "f32"  # bf16: the forward under autocast
+    best = attn == "best"  # what a PyTorch user turns on today, on a GPU
+    if best:
+        attn, precision = "sdpa", "bf16"
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     if E % H != 0 or attn not in ("math", "sdpa") or dev not in ("cpu", "cuda") or precision not in ("f32", "bf16"):
         sys.exit(f"torch_gpt: bad arguments {argv} (d a multiple of H; device cpu|cuda; attention math|sdpa)")
     if attn == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
@@ -147,7 +155,9 @@ def main():
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "emb" not in n)]
     lr0 = 3e-3
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr0, betas=(0.9, 0.95))
+                            lr=lr0, betas=(0.9, 0.95), **({"fused": True} if best and dev == "cuda" else {}))
+    if best:
+        model = torch.compile(model)
     total = warmup + steps
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(total // 10, total, lr0, 3e-4))
 
@@ -181,6 +191,7 @@ def main():
     if rank != 0:
         return
     print(f"torch {torch.__version__} {dev}, {torch.get_num_threads()} threads, attention {attn}, {precision}, "
+          f"{'compiled, TF32, fused AdamW, ' if best else ''}"
           f"{warmup} warm-up steps, {world} processes", file=sys.stderr)
     print(f"torch gpt L={L} H={H} d={E} T={T} B={global_b} tokens/s={steps * global_b * T / dt:.0f} "
           f"ms/step={1000 * dt / steps:.2f} loss={loss:.4f} params={nparams}"

@@ -7,6 +7,7 @@
 // result is 0 gives 0, not NaN). Built in ggml-cuda's target, with its flags
 // (-use_fast_math: subnormals flush to 0, expf and the division are the
 // fast forms, as in ggml's own kernels).
+#include "gglua-flash-attn.cuh"
 #include "gglua-kernels.cuh"
 #include "gglua_collective.h"
 
@@ -488,9 +489,88 @@ static void gglua_all_reduce_join(cudaStream_t stream, ggml_tensor * dst) {
     gglua_collective_failed(c, GGLUA_COLLECTIVE_CUDA, cudaMemsetAsync(dst->data, 0, sizeof(float), stream));
 }
 
+// ---- fused attention (gglua-flash-attn.cuh) ----
+
+// gglua_flash_of reports whether dst is a bf16 flash_attn node (back: a
+// flash_attn_back node) that the kernels take, and fills p but for its
+// pointers' memory (flash_attn.c says the layouts; ggmlcgo's attention.go
+// checked the shapes, and they are checked again here, as ggml would
+// otherwise run a kernel out of bounds).
+static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params * p) {
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, back ? "flash_attn_back" : "flash_attn") != 0 || dst->type != GGML_TYPE_F32 ||
+        !ggml_is_contiguous(dst) || !gglua_only_srcs(dst, back ? 5 : 3)) {
+        return false;
+    }
+    ggml_custom_op_params op;
+    memcpy(&op, dst->op_params, sizeof op);
+    const uint64_t code = (uint64_t) (uintptr_t) op.userdata;
+    const ggml_tensor * q = dst->src[0];
+    const ggml_tensor * k = dst->src[1];
+    const ggml_tensor * v = dst->src[2];
+    const int64_t D = q->ne[0], Tq = q->ne[1], Tk = k->ne[1], H = q->ne[2], B = q->ne[3];
+    if (!((code >> 33) & 1) || !gglua_fa_head_dim(D) || Tq < 1 || Tk < 1 || Tq > (1 << 30) || Tk > (1 << 30) || H > 65535 || B > 65535 ||
+        !ggml_are_same_shape(k, v) || k->ne[0] != D || k->ne[2] != H || k->ne[3] != B ||
+        ggml_cuda_info().devices[ggml_cuda_get_device()].cc < GGML_CUDA_CC_AMPERE) {
+        return false;
+    }
+    const int n_rows = back ? 4 : 3;
+    const ggml_tensor * rows[4] = {q, k, v, back ? dst->src[4] : nullptr};
+    gglua_fa_rows * out[4] = {&p->q, &p->k, &p->v, &p->go};
+    for (int i = 0; i < n_rows; i++) {
+        const ggml_tensor * t = rows[i];
+        if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) {
+            return false;
+        }
+        *out[i] = {(const char *) t->data, (int64_t) t->nb[1], (int64_t) t->nb[2], (int64_t) t->nb[3],
+                   (uintptr_t) t->data % 16 == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && t->nb[3] % 16 == 0};
+    }
+    const int64_t nq = D * Tq * H * B, nk = D * Tk * H * B;
+    if (back) {
+        const ggml_tensor * fwd = dst->src[3];
+        if (!ggml_are_same_shape(dst->src[4], q) || fwd->type != GGML_TYPE_F32 || !ggml_is_contiguous(fwd) ||
+            ggml_nelements(fwd) != nq + Tq * H * B || ggml_nelements(dst) != nq + 2 * nk) {
+            return false;
+        }
+        p->out = (float *) fwd->data;
+        p->dq = (float *) dst->data;
+        p->dk = p->dq + nq;
+        p->dv = p->dk + nk;
+    } else {
+        if (ggml_nelements(dst) != nq + Tq * H * B) {
+            return false;
+        }
+        p->out = (float *) dst->data;
+    }
+    p->lse = p->out + nq;
+    p->Tq = (int) Tq;
+    p->Tk = (int) Tk;
+    p->H = (int) H;
+    p->B = (int) B;
+    const uint32_t bits = (uint32_t) code;
+    memcpy(&p->scale, &bits, sizeof p->scale);
+    p->causal = (code >> 32) & 1;
+    gglua_fa_raise_limits();
+    return true;
+}
+
+// gglua_flash runs a flash_attn or flash_attn_back node (with p from
+// gglua_flash_of), the backward's row sums in ggml's pool.
+static void gglua_flash(ggml_backend_cuda_context & ctx, const ggml_tensor * dst, bool back, gglua_fa_params & p) {
+    const int d = (int) dst->src[0]->ne[0];
+    if (!back) {
+        gglua_fa_forward(d, p, ctx.stream());
+        return;
+    }
+    ggml_cuda_pool_alloc<float> delta(ctx.pool(), (size_t) p.B * p.H * p.Tq);
+    p.delta = delta.get();
+    gglua_fa_backward(d, p, ctx.stream());
+}
+
 bool gglua_cuda_supports(const ggml_tensor * dst) {
     gglua_gemm g;
+    gglua_fa_params p;
     return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_col_sum(dst) ||
+           gglua_flash_of(dst, false, &p) || gglua_flash_of(dst, true, &p) ||
            gglua_is_collective(dst, false) || gglua_is_collective(dst, true);
 }
 
@@ -500,6 +580,13 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
     if (gglua_gemm_of(dst, &g)) {
         gglua_gemm_bf16(ctx, dst, g);
         return true;
+    }
+    gglua_fa_params p;
+    for (bool back : {false, true}) {
+        if (gglua_flash_of(dst, back, &p)) {
+            gglua_flash(ctx, dst, back, p);
+            return true;
+        }
     }
     if (gglua_is_col_sum(dst)) {
         if (dst->src[0]->type == GGML_TYPE_BF16) {

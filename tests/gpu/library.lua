@@ -12,7 +12,10 @@ local function P(t) return tensor.param(t) end
 -- table of tensors to compare (values), after which the inputs' gradients
 -- are compared too.
 local cases = {}
-local function case(name, inputs, f) cases[#cases + 1] = {name = name, inputs = inputs, f = f} end
+local function case(name, inputs, f, o)
+  o = o or {}
+  cases[#cases + 1] = {name = name, inputs = inputs, f = f, autocast = o.autocast, tol = o.tol or 1e-3}
+end
 
 local function seeded(...)
   tensor.manual_seed(5)
@@ -131,6 +134,24 @@ case("attention, heads of a chunked projection", function() return {P(seeded(2, 
   local f = nn.scaled_dot_product_attention(q, k, v)
   return (y * c):sum() + f:sum(), {y, c, f}
 end)
+-- Under autocast a GPU runs the fused bf16 attention (gglua-flash-attn.cuh)
+-- for heads of 16, 32, 64 or 128; the CPU composes bf16 products: both
+-- round q, k, v and the weights to bf16, so they agree to bf16's 1e-2.
+local function gpt_heads(z, t, h, d) return z:reshape(2, t, h, d):transpose(2, 3) end
+case("autocast attention, heads of 64", function() return {P(seeded(2, 70, 3 * 128)), P(seeded(2, 130, 3 * 128))} end, function(x, m)
+  local q, k, v = unpack(x:chunk(3, 3))
+  local _, k2, v2 = unpack(m:chunk(3, 3))
+  local y = nn.scaled_dot_product_attention(gpt_heads(q, 70, 2, 64), gpt_heads(k, 70, 2, 64), gpt_heads(v, 70, 2, 64), {is_causal = true})
+  local c = nn.scaled_dot_product_attention(gpt_heads(q, 70, 2, 64), gpt_heads(k2, 130, 2, 64), gpt_heads(v2, 130, 2, 64))
+  local o = y:transpose(2, 3):reshape(2, 70, 128)
+  return (o * o):sum() + (c * y):sum(), {y, c}
+end, {autocast = true, tol = 2e-2})
+case("autocast attention, heads of 16, 32 and 128", function() return {P(seeded(3, 129, 32)), P(seeded(1, 65, 128)), P(seeded(2, 17, 16))} end, function(a, b, c)
+  local y = nn.scaled_dot_product_attention(a, a * 0.5, a, {is_causal = true})
+  local z = nn.scaled_dot_product_attention(b, b, b * 2, {is_causal = true, scale = 0.05})
+  local w = nn.scaled_dot_product_attention(c, c:flip(2), c)
+  return (y * y):sum() + (z * z):sum() + (w * w):sum(), {y, z, w}
+end, {autocast = true, tol = 2e-2})
 case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
   tensor.manual_seed(9)
   local mha = nn.MultiheadAttention(8, 2)
@@ -157,7 +178,11 @@ local function run(c)
   local inputs = c.inputs()
   local loss, vals
   with_grad_tape(function()
-    loss, vals = c.f(unpack(inputs))
+    if c.autocast then
+      autocast(function() loss, vals = c.f(unpack(inputs)) end)
+    else
+      loss, vals = c.f(unpack(inputs))
+    end
     loss:backward()
   end)
   local r = {loss = loss:item(), values = {}, grads = {}}
@@ -220,8 +245,8 @@ for _, c in ipairs(cases) do
     print(string.format("FAIL %-22s cpu: %s | gpu: %s", c.name, ok_cpu and "ok" or tostring(cpu), ok_gpu and "ok" or tostring(g)))
   else
     local worst = compare(g, cpu)
-    local verdict = worst.err < 1e-3 and "ok  " or "DIFF"
-    if worst.err >= 1e-3 then failed = failed + 1 end
+    local verdict = worst.err < c.tol and "ok  " or "DIFF"
+    if worst.err >= c.tol then failed = failed + 1 end
     print(string.format("%s %-22s largest difference %.2e at %s", verdict, c.name, worst.err, worst.path))
   end
 end

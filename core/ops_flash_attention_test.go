@@ -1,0 +1,176 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// The fused attention (flash_attn.c; a GPU's gglua-flash-attn.cu is
+// checked against it by tests/gpu/library.lua) against the composed one:
+// values and the gradients of q, k and v, causal or not, odd lengths, more
+// keys than queries and fewer, 3-d and 4-d, heads read strided from a
+// projection or packed.
+
+type flashCase struct {
+	name            string
+	b, h, tq, tk, d int // b 0: 3-d operands [h, t, d]
+	causal, strided bool
+	scale           float64
+}
+
+var flashCases = []flashCase{
+	{"causal strided", 2, 3, 7, 7, 8, true, true, 0},
+	{"plain strided", 2, 2, 5, 5, 4, false, true, 0},
+	{"causal more keys", 1, 2, 3, 9, 16, true, false, 0},
+	{"causal fewer keys", 2, 1, 9, 4, 4, true, false, 0.7},
+	{"3-d, long", 0, 2, 70, 131, 8, false, false, 0},
+	{"3-d causal, long", 0, 1, 131, 131, 5, true, false, 0},
+}
+
+// flashRunCase returns attention's values and the gradients of q, k and v
+// of sum(y·w) for c under autocast type cast, fused or composed.
+func flashRunCase(t *testing.T, c flashCase, fused bool, cast ggmlcgo.Type) [][]float32 {
+	rng := rand.New(rand.NewSource(int64(c.tq*31 + c.tk)))
+	randn := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	lead := []int{c.h}
+	if c.b > 0 {
+		lead = []int{c.b, c.h}
+	}
+	shape := func(tt int) []int { return append(append([]int(nil), lead...), tt, c.d) }
+	forceComposedAttention = !fused
+	defer func() { forceComposedAttention = false }()
+	e := newEngine(t)
+	var ins []*Tensor
+	for _, tt := range []int{c.tq, c.tk, c.tk} {
+		s := shape(tt)
+		if c.strided { // [.., t, 2d] narrowed: rows 2d apart
+			wide := append(append([]int(nil), s[:len(s)-1]...), 2*c.d)
+			x := host(t, wide, randn(numel(wide))...)
+			require.NoError(t, x.SetRequiresGrad(true))
+			ins = append(ins, x)
+			continue
+		}
+		x := host(t, s, randn(numel(s))...)
+		require.NoError(t, x.SetRequiresGrad(true))
+		ins = append(ins, x)
+	}
+	w := host(t, shape(c.tq), randn(numel(shape(c.tq)))...)
+	var y, loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		return e.Autocast(cast, func() error {
+			var ch chain
+			qkv := make([]*Tensor, 3)
+			for i, x := range ins {
+				qkv[i] = x
+				if c.strided {
+					qkv[i] = ch.do(func() (*Tensor, error) { return e.Narrow(x, x.Dim()-1, c.d/2, c.d) })
+				}
+			}
+			y = ch.do(func() (*Tensor, error) {
+				return e.ScaledDotProductAttention(qkv[0], qkv[1], qkv[2], AttentionOptions{Causal: c.causal, Scale: c.scale})
+			})
+			loss = ch.do(func() (*Tensor, error) { return e.Mul(y, w) })
+			loss = ch.do(func() (*Tensor, error) { return e.Sum(loss) })
+			return ch.err
+		})
+	}))
+	if fused {
+		require.NotNil(t, y.base, "%s: the fused op ran (its result is a view of the node's run)", c.name)
+		assert.Equal(t, "scaled_dot_product_attention", y.gradFn.name)
+	}
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	return [][]float32{values(t, y), values(t, ins[0].Grad()), values(t, ins[1].Grad()), values(t, ins[2].Grad())}
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}
+
+func TestFlashAttentionMatchesComposed(t *testing.T) {
+	for _, c := range flashCases {
+		want := flashRunCase(t, c, false, ggmlcgo.F32)
+		got := flashRunCase(t, c, true, ggmlcgo.F32)
+		for i, what := range []string{"values", "grad q", "grad k", "grad v"} {
+			assertNear(t, want[i], got[i], 1e-5, fmt.Sprintf("%s: %s", c.name, what))
+		}
+	}
+}
+
+// TestFlashAttentionBF16: the devices' bf16 form (its CPU reference,
+// forced) keeps to the composed attention under autocast within bf16's
+// rounding, and rounds: it is not the f32 form.
+func TestFlashAttentionBF16(t *testing.T) {
+	forceFlashBF16 = true
+	defer func() { forceFlashBF16 = false }()
+	for _, c := range flashCases {
+		want := flashRunCase(t, c, false, ggmlcgo.BF16)
+		got := flashRunCase(t, c, true, ggmlcgo.BF16)
+		f32 := flashRunCase(t, c, true, ggmlcgo.F32)
+		for i, what := range []string{"values", "grad q", "grad k", "grad v"} {
+			assertNear(t, want[i], got[i], 3e-2, fmt.Sprintf("%s: %s", c.name, what))
+		}
+		assert.NotEqual(t, f32[0], got[0], "%s: bf16 rounds", c.name)
+	}
+}
+
+// assertNear checks |want - got| <= tol·(1 + |want|) element by element.
+func assertNear(t *testing.T, want, got []float32, tol float64, msg string) {
+	t.Helper()
+	require.Len(t, got, len(want), msg)
+	for i := range want {
+		w, g := float64(want[i]), float64(got[i])
+		if !(math.Abs(w-g) <= tol*(1+math.Abs(w))) {
+			require.Failf(t, msg, "element %d: want %g, got %g", i, w, g)
+		}
+	}
+}
+
+// TestFlashAttentionGradcheck: the fused op's gradients against central
+// differences, independently of the composed op.
+func TestFlashAttentionGradcheck(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for _, causal := range []bool{false, true} {
+		e := newEngine(t)
+		var ins []*Tensor
+		for _, tt := range []int{3, 4, 4} {
+			v := make([]float32, 2*tt*3)
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			ins = append(ins, host(t, []int{2, tt, 3}, v...))
+		}
+		f := func(xs []*Tensor) (*Tensor, error) {
+			y, err := e.ScaledDotProductAttention(xs[0], xs[1], xs[2], AttentionOptions{Causal: causal})
+			if err != nil {
+				return nil, err
+			}
+			if y.base == nil {
+				return nil, fmt.Errorf("the composed attention ran")
+			}
+			sq, err := e.Mul(y, y)
+			if err != nil {
+				return nil, err
+			}
+			return e.Sum(sq)
+		}
+		require.NoError(t, Gradcheck(e, f, ins, 1e-2, 2e-3, 2e-2), "causal %v", causal)
+	}
+}

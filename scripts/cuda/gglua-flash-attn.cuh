@@ -1,0 +1,436 @@
+// gglua-flash-attn.cuh - fused attention on the tensor cores, forward and
+// backward, as FlashAttention-2 computes it: softmax(q·kᵀ·scale, causal)·v
+// for a tile of 64 queries at a time against tiles of 64 keys, the
+// softmax online (a running maximum and sum per row rescale what came
+// before), so the [Tq, Tk] scores are never in memory; the backward
+// remakes the weights from the forward's log-sum-exp. The CPU's form, and
+// the layouts, are ggmlcgo/flash_attn.c's; gglua-kernels.cu matches the
+// nodes and calls gglua_fa_forward and gglua_fa_backward.
+//
+// Products read bf16 (q, k, v, dO rounded as a tile is loaded, the weights
+// and dS rounded before they multiply) and sum in f32, with the softmax,
+// its sums and the log-sum-exp in f32: autocast's attention, as PyTorch's
+// flash kernel under bf16 autocast. Each of a block's 4 warps owns 16 rows
+// of the tile; the products are WMMA 16x16x16 fragments (sm_80 and up),
+// and scores, weights and sums stay in the fragments' registers.
+// No atomics: the backward sums dk and dv in one kernel (a block per key
+// tile, looping over the queries) and dq in another (a block per query
+// tile), so results do not depend on scheduling.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cmath>
+#include <cstdint>
+
+// gglua_fa_rows is an f32 tensor of ne (D, T, H, B) with packed rows: row
+// (t, h, b) at data + b*nb3 + h*nb2 + t*nb1.
+struct gglua_fa_rows {
+    const char * data;
+    int64_t nb1, nb2, nb3;
+    bool vec; // 16-byte aligned rows: float4 loads
+};
+
+struct gglua_fa_params {
+    gglua_fa_rows q, k, v, go; // go: the output's gradient (backward)
+    float * out;               // [B][Tq][H][D] (the backward reads it)
+    float * lse;               // [B][H][Tq]
+    float * dq, * dk, * dv;    // [B][Tq][H][D], [B][Tk][H][D] twice
+    float * delta;             // [B][H][Tq] scratch: Σ dO·O per row
+    int Tq, Tk, H, B;
+    float scale;
+    bool causal;
+};
+
+#define GGLUA_FA_TILE 64
+#define GGLUA_FA_THREADS 128 // 4 warps of 16 rows
+
+namespace gglua_fa {
+
+using namespace nvcuda;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a_t;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b_t;   // B as stored
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bt_t;  // Bᵀ of a row-major tile
+
+// load_tile rounds rows t0.. of head (h, b) of x into a [64][D + 8] bf16
+// tile, zeros past T.
+template <int D>
+__device__ __forceinline__ void load_tile(__nv_bfloat16 * dst, const gglua_fa_rows & x, int h, int b, int t0, int T) {
+    const char * base = x.data + (int64_t) b * x.nb3 + (int64_t) h * x.nb2;
+    constexpr int C4 = D / 4;
+    for (int i = threadIdx.x; i < GGLUA_FA_TILE * C4; i += GGLUA_FA_THREADS) {
+        const int r = i / C4, c = (i % C4) * 4;
+        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t0 + r < T) {
+            const float * src = (const float *) (base + (int64_t) (t0 + r) * x.nb1) + c;
+            f = x.vec ? *(const float4 *) src : make_float4(src[0], src[1], src[2], src[3]);
+        }
+        __nv_bfloat162 * d2 = (__nv_bfloat162 *) (dst + r * (D + 8) + c);
+        d2[0] = __floats2bfloat162_rn(f.x, f.y);
+        d2[1] = __floats2bfloat162_rn(f.z, f.w);
+    }
+}
+
+// The fragments' elements: on sm_80 and up a 16x16 WMMA fragment is two
+// m16n8k16 mma tiles, so element i of a thread's accumulator lies at row
+// frow(i), column fcol(i) of the 16x16 block, and element i of a bf16
+// row-major matrix_a fragment at the same place: a block of scores becomes
+// the weights that multiply v without leaving the registers, as
+// FlashAttention-2 keeps them (flash_attn_check.cu checks this on the GPU).
+__device__ __forceinline__ int frow(int i) { return (threadIdx.x % 32) / 4 + 8 * ((i / 2) % 2); }
+__device__ __forceinline__ int fcol(int i) { return (threadIdx.x % 4) * 2 + i % 2 + 8 * (i / 4); }
+
+// scores is s[n] = a · bᵀ over D for the warp's 16 rows a (matrix_a
+// fragments, D/16 of them) and the 64 rows of tile b: 16x64 in 4 blocks.
+template <int D>
+__device__ __forceinline__ void scores(acc_t * s, const a_t * a, const __nv_bfloat16 * b) {
+    for (int n = 0; n < 4; n++) {
+        wmma::fill_fragment(s[n], 0.0f);
+        for (int kk = 0; kk < D / 16; kk++) {
+            bt_t fb;
+            wmma::load_matrix_sync(fb, b + n * 16 * (D + 8) + kk * 16, D + 8);
+            wmma::mma_sync(s[n], a[kk], fb, s[n]);
+        }
+    }
+}
+
+// weighted is acc[n] += w · x for the warp's 16x64 weights w (4 matrix_a
+// fragments, a block of 16 keys each) and the [64][D] tile x.
+template <int D>
+__device__ __forceinline__ void weighted(acc_t * acc, const a_t * w, const __nv_bfloat16 * x) {
+    for (int n = 0; n < D / 16; n++) {
+        for (int kk = 0; kk < 4; kk++) {
+            b_t fb;
+            wmma::load_matrix_sync(fb, x + kk * 16 * (D + 8) + n * 16, D + 8);
+            wmma::mma_sync(acc[n], w[kk], fb, acc[n]);
+        }
+    }
+}
+
+// rows_of loads the warp's 16 rows of tile t as D/16 matrix_a fragments.
+template <int D>
+__device__ __forceinline__ void rows_of(a_t * a, const __nv_bfloat16 * t) {
+    for (int kk = 0; kk < D / 16; kk++) {
+        wmma::load_matrix_sync(a[kk], t + kk * 16, D + 8);
+    }
+}
+
+// store_rows writes the warp's 16 rows of acc (times scale), rows t0.. of
+// head (h, b) of dst ([B][T][H][D]), two columns a store.
+template <int D>
+__device__ __forceinline__ void store_rows(float * dst, const acc_t * acc, float scale, int t0, int T, int H, int h, int b) {
+    for (int n = 0; n < D / 16; n++) {
+        for (int i = 0; i < 8; i += 2) {
+            const int t = t0 + frow(i);
+            if (t < T) {
+                *(float2 *) (dst + (((int64_t) b * T + t) * H + h) * D + n * 16 + fcol(i)) = make_float2(acc[n].x[i] * scale, acc[n].x[i + 1] * scale);
+            }
+        }
+    }
+}
+
+// attends reports whether query qi attends to key kj.
+__device__ __forceinline__ bool attends(const gglua_fa_params & p, int qi, int kj) {
+    return qi < p.Tq && kj < p.Tk && !(p.causal && kj > qi);
+}
+
+// row_max and row_sum reduce over the four lanes that hold a row.
+__device__ __forceinline__ float row_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float row_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int D> constexpr size_t fwd_smem() { return 3 * GGLUA_FA_TILE * (D + 8) * 2; }
+template <int D> constexpr size_t bwd_smem() { return 4 * GGLUA_FA_TILE * (D + 8) * 2 + 2 * GGLUA_FA_TILE * 4; }
+
+// fwd: a block per (query tile, head, batch). A thread holds two rows of
+// its warp's 16 (frow(0) and frow(2)): their running maximum m and sum l.
+template <int D>
+__global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p) {
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int LDH = D + 8;
+    __nv_bfloat16 * Qs = (__nv_bfloat16 *) smem;
+    __nv_bfloat16 * Ks = Qs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Vs = Ks + GGLUA_FA_TILE * LDH;
+    const int w = threadIdx.x / 32;
+    const int q0 = blockIdx.x * GGLUA_FA_TILE, h = blockIdx.y, b = blockIdx.z;
+    load_tile<D>(Qs, p.q, h, b, q0, p.Tq);
+    __syncthreads();
+    a_t qa[D / 16];
+    rows_of<D>(qa, Qs + w * 16 * LDH);
+    acc_t o[D / 16];
+    for (int n = 0; n < D / 16; n++) {
+        wmma::fill_fragment(o[n], 0.0f);
+    }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_TILE) : p.Tk;
+    for (int k0 = 0; k0 < kend; k0 += GGLUA_FA_TILE) {
+        __syncthreads(); // every warp is done with the last tile
+        load_tile<D>(Ks, p.k, h, b, k0, p.Tk);
+        load_tile<D>(Vs, p.v, h, b, k0, p.Tk);
+        __syncthreads();
+        acc_t s[4];
+        scores<D>(s, qa, Ks);
+        float mx[2] = {-INFINITY, -INFINITY};
+        for (int n = 0; n < 4; n++) {
+            for (int i = 0; i < 8; i++) {
+                const int qi = q0 + w * 16 + frow(i);
+                const float x = attends(p, qi < p.Tq ? qi : p.Tq - 1, k0 + n * 16 + fcol(i)) ? s[n].x[i] * p.scale : -INFINITY;
+                s[n].x[i] = x;
+                mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], x);
+            }
+        }
+        float alpha[2], sum[2] = {0.0f, 0.0f};
+        for (int r = 0; r < 2; r++) {
+            const float mn = fmaxf(m[r], row_max(mx[r]));
+            alpha[r] = mn == -INFINITY ? 1.0f : __expf(m[r] - mn);
+            m[r] = mn;
+        }
+        a_t pa[4];
+        for (int n = 0; n < 4; n++) {
+            for (int i = 0; i < 8; i++) {
+                const int r = (i / 2) % 2;
+                const float e = m[r] == -INFINITY ? 0.0f : __expf(s[n].x[i] - m[r]);
+                sum[r] += e;
+                pa[n].x[i] = __float2bfloat16_rn(e);
+            }
+        }
+        for (int r = 0; r < 2; r++) {
+            l[r] = l[r] * alpha[r] + row_sum(sum[r]);
+        }
+        for (int n = 0; n < D / 16; n++) {
+            for (int i = 0; i < 8; i++) {
+                o[n].x[i] *= alpha[(i / 2) % 2];
+            }
+        }
+        weighted<D>(o, pa, Vs);
+    }
+    // Divide by the sums (0: no key, NaN as in PyTorch) and write.
+    for (int n = 0; n < D / 16; n++) {
+        for (int i = 0; i < 8; i++) {
+            const float li = l[(i / 2) % 2];
+            o[n].x[i] = li > 0.0f ? o[n].x[i] / li : NAN;
+        }
+    }
+    store_rows<D>(p.out, o, 1.0f, q0 + w * 16, p.Tq, p.H, h, b);
+    if (threadIdx.x % 4 == 0) {
+        for (int r = 0; r < 2; r++) {
+            const int qi = q0 + w * 16 + frow(2 * r);
+            if (qi < p.Tq) {
+                p.lse[((int64_t) b * p.H + h) * p.Tq + qi] = m[r] + logf(l[r]);
+            }
+        }
+    }
+#endif
+}
+
+// delta: Σ_d dO·O for every row, a warp each.
+template <int D>
+__global__ void delta(const gglua_fa_params p) {
+    const int64_t row = (int64_t) blockIdx.x * 4 + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= (int64_t) p.B * p.H * p.Tq) {
+        return;
+    }
+    const int t = (int) (row % p.Tq), h = (int) ((row / p.Tq) % p.H), b = (int) (row / ((int64_t) p.Tq * p.H));
+    const float * g = (const float *) (p.go.data + (int64_t) b * p.go.nb3 + (int64_t) h * p.go.nb2 + (int64_t) t * p.go.nb1);
+    const float * o = p.out + (((int64_t) b * p.Tq + t) * p.H + h) * D;
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+        s += g[d] * o[d];
+    }
+    for (int off = 16; off > 0; off /= 2) {
+        s += __shfl_xor_sync(0xffffffffu, s, off);
+    }
+    if (lane == 0) {
+        p.delta[((int64_t) b * p.H + h) * p.Tq + t] = s;
+    }
+}
+
+// load_rows copies the log-sum-exp and delta of queries q0.. into ls, dl.
+__device__ __forceinline__ void load_rows(float * ls, float * dl, const gglua_fa_params & p, int h, int b, int q0) {
+    for (int i = threadIdx.x; i < GGLUA_FA_TILE; i += GGLUA_FA_THREADS) {
+        const int64_t at = ((int64_t) b * p.H + h) * p.Tq + q0 + i;
+        ls[i] = q0 + i < p.Tq ? p.lse[at] : 0.0f;
+        dl[i] = q0 + i < p.Tq ? p.delta[at] : 0.0f;
+    }
+}
+
+// bwd_kv: dk and dv for a block's 64 keys (16 a warp), over every query.
+// The warp's scores are transposed (keys by queries: Sᵀ = k·qᵀ), so that
+// the weights Pᵀ and dSᵀ are the matrix_a operands of dv += Pᵀ·dO and
+// dk += dSᵀ·q straight from the registers.
+template <int D>
+__global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_kv(const gglua_fa_params p) {
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int LDH = D + 8;
+    __nv_bfloat16 * Ks = (__nv_bfloat16 *) smem;
+    __nv_bfloat16 * Vs = Ks + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Qs = Vs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Gs = Qs + GGLUA_FA_TILE * LDH;
+    float * Ls = (float *) (Gs + GGLUA_FA_TILE * LDH);
+    float * Dl = Ls + GGLUA_FA_TILE;
+    const int w = threadIdx.x / 32;
+    const int k0 = blockIdx.x * GGLUA_FA_TILE, h = blockIdx.y, b = blockIdx.z;
+    load_tile<D>(Ks, p.k, h, b, k0, p.Tk);
+    load_tile<D>(Vs, p.v, h, b, k0, p.Tk);
+    __syncthreads();
+    a_t ka[D / 16], va[D / 16];
+    rows_of<D>(ka, Ks + w * 16 * LDH);
+    rows_of<D>(va, Vs + w * 16 * LDH);
+    acc_t dk[D / 16], dv[D / 16];
+    for (int n = 0; n < D / 16; n++) {
+        wmma::fill_fragment(dk[n], 0.0f);
+        wmma::fill_fragment(dv[n], 0.0f);
+    }
+    for (int q0 = p.causal ? k0 : 0; q0 < p.Tq; q0 += GGLUA_FA_TILE) {
+        __syncthreads();
+        load_tile<D>(Qs, p.q, h, b, q0, p.Tq);
+        load_tile<D>(Gs, p.go, h, b, q0, p.Tq);
+        load_rows(Ls, Dl, p, h, b, q0);
+        __syncthreads();
+        acc_t s[4], dp[4];
+        scores<D>(s, ka, Qs);  // Sᵀ
+        scores<D>(dp, va, Gs); // dPᵀ = v·dOᵀ
+        a_t pa[4], sa[4];
+        for (int n = 0; n < 4; n++) {
+            for (int i = 0; i < 8; i++) {
+                const int j = n * 16 + fcol(i); // the query, in the tile
+                const float e = attends(p, q0 + j, k0 + w * 16 + frow(i)) ? __expf(s[n].x[i] * p.scale - Ls[j]) : 0.0f;
+                pa[n].x[i] = __float2bfloat16_rn(e);
+                sa[n].x[i] = __float2bfloat16_rn(e * (dp[n].x[i] - Dl[j]));
+            }
+        }
+        weighted<D>(dv, pa, Gs); // dv += Pᵀ·dO
+        weighted<D>(dk, sa, Qs); // dk += dSᵀ·q
+    }
+    store_rows<D>(p.dk, dk, p.scale, k0 + w * 16, p.Tk, p.H, h, b);
+    store_rows<D>(p.dv, dv, 1.0f, k0 + w * 16, p.Tk, p.H, h, b);
+#endif
+}
+
+// bwd_q: dq for a block's 64 queries (16 a warp), over their keys.
+template <int D>
+__global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_q(const gglua_fa_params p) {
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int LDH = D + 8;
+    __nv_bfloat16 * Qs = (__nv_bfloat16 *) smem;
+    __nv_bfloat16 * Gs = Qs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Ks = Gs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Vs = Ks + GGLUA_FA_TILE * LDH;
+    float * Ls = (float *) (Vs + GGLUA_FA_TILE * LDH);
+    float * Dl = Ls + GGLUA_FA_TILE;
+    const int w = threadIdx.x / 32;
+    const int q0 = blockIdx.x * GGLUA_FA_TILE, h = blockIdx.y, b = blockIdx.z;
+    load_tile<D>(Qs, p.q, h, b, q0, p.Tq);
+    load_tile<D>(Gs, p.go, h, b, q0, p.Tq);
+    load_rows(Ls, Dl, p, h, b, q0);
+    __syncthreads();
+    a_t qa[D / 16], ga[D / 16];
+    rows_of<D>(qa, Qs + w * 16 * LDH);
+    rows_of<D>(ga, Gs + w * 16 * LDH);
+    float li[2], di[2];
+    for (int r = 0; r < 2; r++) {
+        li[r] = Ls[w * 16 + frow(2 * r)];
+        di[r] = Dl[w * 16 + frow(2 * r)];
+    }
+    acc_t dq[D / 16];
+    for (int n = 0; n < D / 16; n++) {
+        wmma::fill_fragment(dq[n], 0.0f);
+    }
+    const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_TILE) : p.Tk;
+    for (int k0 = 0; k0 < kend; k0 += GGLUA_FA_TILE) {
+        __syncthreads();
+        load_tile<D>(Ks, p.k, h, b, k0, p.Tk);
+        load_tile<D>(Vs, p.v, h, b, k0, p.Tk);
+        __syncthreads();
+        acc_t s[4], dp[4];
+        scores<D>(s, qa, Ks);  // S = q·kᵀ
+        scores<D>(dp, ga, Vs); // dP = dO·vᵀ
+        a_t sa[4];
+        for (int n = 0; n < 4; n++) {
+            for (int i = 0; i < 8; i++) {
+                const int r = (i / 2) % 2;
+                const float e = attends(p, q0 + w * 16 + frow(i), k0 + n * 16 + fcol(i)) ? __expf(s[n].x[i] * p.scale - li[r]) : 0.0f;
+                sa[n].x[i] = __float2bfloat16_rn(e * (dp[n].x[i] - di[r]));
+            }
+        }
+        weighted<D>(dq, sa, Ks); // dq += dS·k
+    }
+    store_rows<D>(p.dq, dq, p.scale, q0 + w * 16, p.Tq, p.H, h, b);
+#endif
+}
+
+template <int D> static void raise_limits() {
+    cudaFuncSetAttribute(fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) fwd_smem<D>());
+    cudaFuncSetAttribute(bwd_kv<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bwd_smem<D>());
+    cudaFuncSetAttribute(bwd_q<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bwd_smem<D>());
+}
+
+template <int D>
+static void forward(const gglua_fa_params & p, cudaStream_t stream) {
+    const dim3 grid((unsigned) ((p.Tq + GGLUA_FA_TILE - 1) / GGLUA_FA_TILE), (unsigned) p.H, (unsigned) p.B);
+    fwd<D><<<grid, GGLUA_FA_THREADS, fwd_smem<D>(), stream>>>(p);
+}
+
+template <int D>
+static void backward(const gglua_fa_params & p, cudaStream_t stream) {
+    const int64_t rows = (int64_t) p.B * p.H * p.Tq;
+    delta<D><<<(unsigned) ((rows + 3) / 4), GGLUA_FA_THREADS, 0, stream>>>(p);
+    const dim3 kv((unsigned) ((p.Tk + GGLUA_FA_TILE - 1) / GGLUA_FA_TILE), (unsigned) p.H, (unsigned) p.B);
+    bwd_kv<D><<<kv, GGLUA_FA_THREADS, bwd_smem<D>(), stream>>>(p);
+    const dim3 q((unsigned) ((p.Tq + GGLUA_FA_TILE - 1) / GGLUA_FA_TILE), (unsigned) p.H, (unsigned) p.B);
+    bwd_q<D><<<q, GGLUA_FA_THREADS, bwd_smem<D>(), stream>>>(p);
+}
+
+} // namespace gglua_fa
+
+// gglua_fa_head_dim reports whether the kernels take heads of d dims
+// (ggmlcgo's FlashDeviceHeadDim).
+static inline bool gglua_fa_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
+
+// gglua_fa_raise_limits lets the kernels use more than the default 48 KiB
+// of shared memory on the current device: once, before any launch (not
+// inside a CUDA graph's capture: gglua-kernels.cu calls it when ggml asks
+// whether the device takes a node).
+static inline void gglua_fa_raise_limits() {
+    static bool raised = false;
+    if (!raised) {
+        gglua_fa::raise_limits<16>();
+        gglua_fa::raise_limits<32>();
+        gglua_fa::raise_limits<64>();
+        gglua_fa::raise_limits<128>();
+        raised = true;
+    }
+}
+
+// gglua_fa_forward fills p.out and p.lse from p.q, p.k, p.v;
+// gglua_fa_backward fills p.dq, p.dk and p.dv (p.delta: B*H*Tq floats of
+// scratch) from those, p.out, p.lse and p.go.
+static inline void gglua_fa_forward(int d, const gglua_fa_params & p, cudaStream_t stream) {
+    switch (d) {
+        case 16: gglua_fa::forward<16>(p, stream); break;
+        case 32: gglua_fa::forward<32>(p, stream); break;
+        case 64: gglua_fa::forward<64>(p, stream); break;
+        case 128: gglua_fa::forward<128>(p, stream); break;
+    }
+}
+
+static inline void gglua_fa_backward(int d, const gglua_fa_params & p, cudaStream_t stream) {
+    switch (d) {
+        case 16: gglua_fa::backward<16>(p, stream); break;
+        case 32: gglua_fa::backward<32>(p, stream); break;
+        case 64: gglua_fa::backward<64>(p, stream); break;
+        case 128: gglua_fa::backward<128>(p, stream); break;
+    }
+}
