@@ -74,20 +74,29 @@ static void fa_block(float * rows, float * t, const struct ggml_tensor * x, int6
 
 // fa_scores is out[j] = Σ_d a[d]·t[d][j] for the FA_KEYS keys of a block:
 // eight vectors of eight sums (GCC's and Clang's vector extension).
+// The accumulators are loaded and stored a vector at a time (fa_ld,
+// fa_st: through a type that may alias floats at any alignment); a memcpy
+// of the whole array kept them on the stack. Macros, not functions: a
+// vector passed by value warns (-Wpsabi) where AVX is not enabled.
 typedef float fa_v8 __attribute__((vector_size(32)));
+typedef float fa_v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define fa_ld(p) (*(const fa_v8u *) (p))
+#define fa_st(p, v) (*(fa_v8u *) (p) = (v))
 
 static void fa_scores(float * out, const float * a, const float * t, int64_t D) {
     fa_v8 acc[FA_KEYS / 8];
-    memset(acc, 0, sizeof acc);
+    for (int l = 0; l < FA_KEYS / 8; l++) {
+        acc[l] = (fa_v8) {0};
+    }
     for (int64_t d = 0; d < D; d++) {
         const float x = a[d];
         for (int l = 0; l < FA_KEYS / 8; l++) {
-            fa_v8 y;
-            memcpy(&y, t + d * FA_KEYS + 8 * l, sizeof y);
-            acc[l] += y * x;
+            acc[l] += fa_ld(t + d * FA_KEYS + 8 * l) * x;
         }
     }
-    memcpy(out, acc, sizeof acc);
+    for (int l = 0; l < FA_KEYS / 8; l++) {
+        fa_st(out + 8 * l, acc[l]);
+    }
 }
 
 // fa_sum_rows is y[D] += Σ_r c[r·cs]·x[r][D] over n rows: 64 columns of y
@@ -96,16 +105,18 @@ static void fa_sum_rows(float * y, const float * c, int64_t cs, const float * x,
     int64_t d0 = 0;
     for (; d0 + 64 <= D; d0 += 64) {
         fa_v8 acc[8];
-        memcpy(acc, y + d0, sizeof acc);
+        for (int l = 0; l < 8; l++) {
+            acc[l] = fa_ld(y + d0 + 8 * l);
+        }
         for (int64_t r = 0; r < n; r++) {
             const float a = c[r * cs];
             for (int l = 0; l < 8; l++) {
-                fa_v8 v;
-                memcpy(&v, x + r * D + d0 + 8 * l, sizeof v);
-                acc[l] += v * a;
+                acc[l] += fa_ld(x + r * D + d0 + 8 * l) * a;
             }
         }
-        memcpy(y + d0, acc, sizeof acc);
+        for (int l = 0; l < 8; l++) {
+            fa_st(y + d0 + 8 * l, acc[l]);
+        }
     }
     for (int64_t r = 0; r < n; r++) {
         for (int64_t d = d0; d < D; d++) {
@@ -124,8 +135,7 @@ typedef int32_t fa_i8 __attribute__((vector_size(32)));
 static void fa_exp(float * x) {
     const fa_v8 zero = {0}, one = zero + 1.0f;
     for (int l = 0; l < FA_KEYS / 8; l++) {
-        fa_v8 v;
-        memcpy(&v, x + 8 * l, sizeof v);
+        const fa_v8 v = fa_ld(x + 8 * l);
         const fa_i8 nan = v != v, low = v < -87.33654f, high = v > 88.72283f;
         fa_v8 t = FA_SEL(nan | low | high, zero, v);
         const fa_v8 z = t * 1.44269504088896341f + 0.5f; // n = floor(z)
@@ -147,7 +157,7 @@ static void fa_exp(float * x) {
         e = FA_SEL(low, zero, e);
         e = FA_SEL(high, zero + INFINITY, e);
         e = FA_SEL(nan, v, e);
-        memcpy(x + 8 * l, &e, sizeof e);
+        fa_st(x + 8 * l, e);
     }
 }
 
