@@ -304,7 +304,10 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 		return nil, err
 	}
 	out := headsView(run, q.shape, 0)
-	e.record(out, "scaled_dot_product_attention", []*Tensor{q, k, v}, func(g *Tensor) ([]*Tensor, error) {
+	// The backward reads run (the output and its log-sum-exp): recorded
+	// as an input, so that a write into it (through out:detach()) is
+	// refused at backward as a change of a saved tensor.
+	e.record(out, "scaled_dot_product_attention", []*Tensor{q, k, v, run}, func(g *Tensor) ([]*Tensor, error) {
 		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{flashRun(q, 2*int(k.Numel()))}, []*Tensor{q, k, v, run, g}, e.rowsInput,
 			func(c ctx, in []node) (node, error) {
 				return c.FlashAttentionBack(in[0], in[1], in[2], in[3], in[4], fo)
@@ -313,7 +316,7 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 			return nil, err
 		}
 		nq := q.Numel()
-		return []*Tensor{headsView(grads, q.shape, 0), headsView(grads, k.shape, nq), headsView(grads, v.shape, nq+k.Numel())}, nil
+		return []*Tensor{headsView(grads, q.shape, 0), headsView(grads, k.shape, nq), headsView(grads, v.shape, nq+k.Numel()), nil}, nil
 	})
 	return out, nil
 }

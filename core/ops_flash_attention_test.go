@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -172,5 +173,74 @@ func TestFlashAttentionGradcheck(t *testing.T) {
 			return e.Sum(sq)
 		}
 		require.NoError(t, Gradcheck(e, f, ins, 1e-2, 2e-3, 2e-2), "causal %v", causal)
+	}
+}
+
+// A write into the fused op's output through a detached view, between
+// the forward and the backward, is refused: the backward reads the
+// output (the tape saved its run), as PyTorch's flash kernel does.
+func TestFlashAttentionRefusesAChangedOutput(t *testing.T) {
+	e := newEngine(t)
+	var ins []*Tensor
+	for _, tt := range []int{3, 5, 5} {
+		x := host(t, []int{1, 2, tt, 4}, make([]float32, 2*tt*4)...)
+		require.NoError(t, x.SetRequiresGrad(true))
+		ins = append(ins, x)
+	}
+	err := e.WithGradTape(func() error {
+		y := e.must(e.ScaledDotProductAttention(ins[0], ins[1], ins[2], AttentionOptions{}))
+		require.NotNil(t, y.base, "the fused op ran")
+		loss := e.must(e.Sum(y))
+		zeros := host(t, y.Shape(), make([]float32, y.Numel())...)
+		require.NoError(t, e.Assign(y.Detach(), e.must(e.Add(zeros, zeros))))
+		_, err := e.Backward(loss)
+		return err
+	})
+	require.ErrorContains(t, err, "changed in place after the forward used it")
+}
+
+// NaN: a row whose whole first block of keys scores NaN gives NaN (no
+// maximum picks a NaN, and the running one stays -inf); a NaN key or
+// value behind the causal diagonal, which the forward never reads, leaves
+// the gradients of the rows before it finite, as their values are (on the
+// CPU; a GPU's tensor cores multiply a masked tile's NaN by 0, as
+// PyTorch's kernels do).
+func TestFlashAttentionNaN(t *testing.T) {
+	e := newEngine(t)
+	nan := float32(math.NaN())
+	q := host(t, []int{1, 2, 4}, 1, 2, 3, 4, 5, 6, 7, 8)
+	kv := make([]float32, 128*4)
+	for i := range kv {
+		kv[i] = float32(i%7) / 7
+		if i < 64*4 {
+			kv[i] = nan
+		}
+	}
+	k := host(t, []int{1, 128, 4}, kv...)
+	y := e.must(e.ScaledDotProductAttention(q, k, k, AttentionOptions{}))
+	require.NotNil(t, y.base)
+	for _, x := range values(t, y) {
+		require.True(t, math.IsNaN(float64(x)), "NaN scores give NaN, got %v", values(t, y))
+	}
+
+	vv := make([]float32, 8*4)
+	for i := range vv {
+		vv[i] = float32(i%5) / 5
+	}
+	qs := host(t, []int{1, 8, 4}, slices.Clone(vv)...)
+	require.NoError(t, qs.SetRequiresGrad(true))
+	ks := host(t, []int{1, 8, 4}, slices.Clone(vv)...)
+	ks.host[6*4+1] = nan // key 6: after queries 0..5
+	vv[5*4+2] = nan      // value 5: after queries 0..4
+	v := host(t, []int{1, 8, 4}, vv...)
+	require.NoError(t, e.WithGradTape(func() error {
+		y := e.must(e.ScaledDotProductAttention(qs, ks, v, AttentionOptions{Causal: true}))
+		first := e.must(e.Narrow(y, 1, 0, 2))
+		_, err := e.Backward(e.must(e.Sum(first)))
+		return err
+	}))
+	g := values(t, qs.Grad())
+	for i, x := range g[:2*4] {
+		require.False(t, math.IsNaN(float64(x)), "grad element %d of the rows before the NaN: %v", i, g)
 	}
 }

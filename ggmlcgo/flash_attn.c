@@ -205,8 +205,9 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
                     sc[j] *= s.scale;
                     bm = sc[j] > bm ? sc[j] : bm;
                 }
-                // The running maximum rescales what came before; NaN
-                // scores pass (to a NaN output), as in PyTorch.
+                // The running maximum rescales what came before; a NaN
+                // score (which no maximum picks) makes the output NaN,
+                // as in PyTorch.
                 const float mn = bm > m[r] ? bm : m[r];
                 const float alpha = mn == -INFINITY ? 1.0f : expf(m[r] - mn);
                 float * o = acc + r * D;
@@ -214,8 +215,8 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
                 for (int64_t d = 0; d < D; d++) {
                     o[d] *= alpha;
                 }
-                for (int64_t j = 0; j < FA_KEYS; j++) {
-                    sc[j] = j < nk && mn != -INFINITY ? sc[j] - mn : -INFINITY;
+                for (int64_t j = 0; j < FA_KEYS; j++) { // NaN stays NaN, -inf gives 0
+                    sc[j] = j < nk ? sc[j] - (mn == -INFINITY ? 0.0f : mn) : -INFINITY;
                 }
                 fa_exp(sc);
                 for (int64_t j = 0; j < nk; j++) {
@@ -291,17 +292,24 @@ void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
                         pr[j] = j < keys && j < n ? pr[j] * s.scale - li : -INFINITY;
                     }
                     fa_exp(pr);
-                    for (int64_t j = 0; j < n; j++) {
-                        dr[j] = fa_round(pr[j] * (dp[j] - delta[r]), s.bf16);
+                    for (int64_t j = 0; j < n; j++) { // a masked key's dS is 0, whatever dp is
+                        dr[j] = j < keys ? fa_round(pr[j] * (dp[j] - delta[r]), s.bf16) : 0.0f;
                         pr[j] = fa_round(pr[j], s.bf16);
                     }
                 }
+                // The sums run over the pairs that attend only: a NaN in a
+                // row the forward never read stays out (0·NaN is NaN).
                 for (int64_t r = 0; r < rows; r++) { // dq += dS·k
-                    fa_sum_rows(dq + ((b * s.Tq + i0 + r) * H + h) * D, ds + r * FA_KEYS, 1, ks, n, D);
+                    const int64_t keys = fa_keys(&s, i0 + r) - j0;
+                    fa_sum_rows(dq + ((b * s.Tq + i0 + r) * H + h) * D, ds + r * FA_KEYS, 1, ks, keys < n ? keys : n, D);
                 }
                 for (int64_t j = 0; j < n; j++) { // dk += dSᵀ·q, dv += pᵀ·dO
-                    fa_sum_rows(dk + ((b * s.Tk + j0 + j) * H + h) * D, ds + j, FA_KEYS, qs, rows, D);
-                    fa_sum_rows(dv + ((b * s.Tk + j0 + j) * H + h) * D, pw + j, FA_KEYS, gs, rows, D);
+                    const int64_t r0 = s.causal && j0 + j > i0 ? j0 + j - i0 : 0; // the first query attending key j0 + j
+                    if (r0 >= rows) {
+                        continue;
+                    }
+                    fa_sum_rows(dk + ((b * s.Tk + j0 + j) * H + h) * D, ds + r0 * FA_KEYS + j, FA_KEYS, qs + r0 * D, rows - r0, D);
+                    fa_sum_rows(dv + ((b * s.Tk + j0 + j) * H + h) * D, pw + r0 * FA_KEYS + j, FA_KEYS, gs + r0 * D, rows - r0, D);
                 }
             }
             for (int64_t r = 0; r < rows; r++) {
