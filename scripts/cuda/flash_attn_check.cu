@@ -5,6 +5,7 @@
 // checks the kernels inside ggml against the CPU's):
 //
 //   nvcc -O3 -arch=sm_90 -use_fast_math -o check scripts/cuda/flash_attn_check.cu && ./check
+//   compute-sanitizer ./check only     # the checks alone, for out-of-bounds accesses
 #include "gglua-flash-attn.cuh"
 
 #include <cstdio>
@@ -130,12 +131,16 @@ static bool run(const Case & c, bool timeit) {
     return ok;
 }
 
-int main() {
+// With an argument ("check") only the checks run: under compute-sanitizer.
+int main(int argc, char ** argv) {
     gglua_fa_raise_limits();
     const Case cases[] = {{2, 3, 70, 70, 64, true}, {1, 2, 33, 130, 32, false}, {2, 1, 129, 65, 16, true},
                           {1, 2, 100, 100, 128, true}, {1, 1, 64, 64, 64, false}, {2, 2, 200, 77, 64, false}};
     bool ok = true;
     for (const Case & c : cases) ok = run(c, false) && ok;
+    if (argc > 1) {
+        return ok ? 0 : 1;
+    }
     run({8, 12, 1024, 1024, 64, true}, true);
     run({64, 6, 256, 256, 64, true}, true);
     run({16, 6, 1024, 1024, 64, true}, true);

@@ -1,6 +1,6 @@
 // gglua-flash-attn.cuh - fused attention on the tensor cores, forward and
 // backward, as FlashAttention-2 computes it: softmax(q·kᵀ·scale, causal)·v
-// for a tile of 64 queries at a time against tiles of 64 keys, the
+// for 128 queries at a time against tiles of 64 keys, the
 // softmax online (a running maximum and sum per row rescale what came
 // before), so the [Tq, Tk] scores are never in memory; the backward
 // remakes the weights from the forward's log-sum-exp. The CPU's form, and
@@ -10,8 +10,9 @@
 // Products read bf16 (q, k, v, dO rounded as a tile is loaded, the weights
 // and dS rounded before they multiply) and sum in f32, with the softmax,
 // its sums and the log-sum-exp in f32: autocast's attention, as PyTorch's
-// flash kernel under bf16 autocast. Each of a block's 4 warps owns 16 rows
-// of the tile; the products are WMMA 16x16x16 fragments (sm_80 and up),
+// flash kernel under bf16 autocast. A block owns 128 rows (queries, or
+// the backward's keys), 16 to each of its 8 warps, and streams tiles of 64
+// of the other side through shared memory; the products are WMMA 16x16x16 fragments (sm_80 and up),
 // and scores, weights and sums stay in the fragments' registers.
 // No atomics: the backward sums dk and dv in one kernel (a block per key
 // tile, looping over the queries) and dq in another (a block per query
@@ -44,8 +45,9 @@ struct gglua_fa_params {
     bool causal;
 };
 
-#define GGLUA_FA_TILE 64
-#define GGLUA_FA_THREADS 128 // 4 warps of 16 rows
+#define GGLUA_FA_TILE 64     // rows of the tiles a block streams through
+#define GGLUA_FA_OWN 128     // rows a block owns: 8 warps of 16
+#define GGLUA_FA_THREADS 256
 
 namespace gglua_fa {
 
@@ -55,13 +57,13 @@ typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_majo
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b_t;   // B as stored
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bt_t;  // Bᵀ of a row-major tile
 
-// load_tile rounds rows t0.. of head (h, b) of x into a [64][D + 8] bf16
-// tile, zeros past T.
-template <int D>
+// load_tile rounds rows t0..t0+R of head (h, b) of x into an [R][D + 8]
+// bf16 tile, zeros past T.
+template <int D, int R>
 __device__ __forceinline__ void load_tile(__nv_bfloat16 * dst, const gglua_fa_rows & x, int h, int b, int t0, int T) {
     const char * base = x.data + (int64_t) b * x.nb3 + (int64_t) h * x.nb2;
     constexpr int C4 = D / 4;
-    for (int i = threadIdx.x; i < GGLUA_FA_TILE * C4; i += GGLUA_FA_THREADS) {
+    for (int i = threadIdx.x; i < R * C4; i += GGLUA_FA_THREADS) {
         const int r = i / C4, c = (i % C4) * 4;
         float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (t0 + r < T) {
@@ -71,6 +73,40 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16 * dst, const gglua_fa_ro
         __nv_bfloat162 * d2 = (__nv_bfloat162 *) (dst + r * (D + 8) + c);
         d2[0] = __floats2bfloat162_rn(f.x, f.y);
         d2[1] = __floats2bfloat162_rn(f.z, f.w);
+    }
+}
+
+// A streamed tile ([64][D]) goes through registers: fetch issues the
+// global loads of the next tile before the current one is computed, put
+// rounds them into shared memory after, so the loads' latency hides
+// behind the tensor cores' work.
+template <int D> struct staged {
+    float4 v[GGLUA_FA_TILE * D / 4 / GGLUA_FA_THREADS];
+};
+
+template <int D>
+__device__ __forceinline__ void fetch(staged<D> & r, const gglua_fa_rows & x, int h, int b, int t0, int T) {
+    const char * base = x.data + (int64_t) b * x.nb3 + (int64_t) h * x.nb2;
+    constexpr int C4 = D / 4;
+    for (int k = 0; k < GGLUA_FA_TILE * C4 / GGLUA_FA_THREADS; k++) {
+        const int i = threadIdx.x + k * GGLUA_FA_THREADS, row = i / C4, c = (i % C4) * 4;
+        float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t0 + row < T) {
+            const float * src = (const float *) (base + (int64_t) (t0 + row) * x.nb1) + c;
+            f = x.vec ? *(const float4 *) src : make_float4(src[0], src[1], src[2], src[3]);
+        }
+        r.v[k] = f;
+    }
+}
+
+template <int D>
+__device__ __forceinline__ void put(__nv_bfloat16 * dst, const staged<D> & r) {
+    constexpr int C4 = D / 4;
+    for (int k = 0; k < GGLUA_FA_TILE * C4 / GGLUA_FA_THREADS; k++) {
+        const int i = threadIdx.x + k * GGLUA_FA_THREADS, row = i / C4, c = (i % C4) * 4;
+        __nv_bfloat162 * d2 = (__nv_bfloat162 *) (dst + row * (D + 8) + c);
+        d2[0] = __floats2bfloat162_rn(r.v[k].x, r.v[k].y);
+        d2[1] = __floats2bfloat162_rn(r.v[k].z, r.v[k].w);
     }
 }
 
@@ -147,10 +183,10 @@ __device__ __forceinline__ float row_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <int D> constexpr size_t fwd_smem() { return 3 * GGLUA_FA_TILE * (D + 8) * 2; }
-template <int D> constexpr size_t bwd_smem() { return 4 * GGLUA_FA_TILE * (D + 8) * 2 + 2 * GGLUA_FA_TILE * 4; }
+template <int D> constexpr size_t fwd_smem() { return (GGLUA_FA_OWN + 2 * GGLUA_FA_TILE) * (D + 8) * 2; }
+template <int D> constexpr size_t bwd_smem() { return (2 * GGLUA_FA_OWN + 2 * GGLUA_FA_TILE) * (D + 8) * 2 + 2 * GGLUA_FA_OWN * 4; }
 
-// fwd: a block per (query tile, head, batch). A thread holds two rows of
+// fwd: a block per (128 queries, head, batch). A thread holds two rows of
 // its warp's 16 (frow(0) and frow(2)): their running maximum m and sum l.
 template <int D>
 __global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p) {
@@ -158,11 +194,11 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p)
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int LDH = D + 8;
     __nv_bfloat16 * Qs = (__nv_bfloat16 *) smem;
-    __nv_bfloat16 * Ks = Qs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Ks = Qs + GGLUA_FA_OWN * LDH;
     __nv_bfloat16 * Vs = Ks + GGLUA_FA_TILE * LDH;
     const int w = threadIdx.x / 32;
-    const int q0 = blockIdx.x * GGLUA_FA_TILE, h = blockIdx.y, b = blockIdx.z;
-    load_tile<D>(Qs, p.q, h, b, q0, p.Tq);
+    const int q0 = blockIdx.x * GGLUA_FA_OWN, h = blockIdx.y, b = blockIdx.z;
+    load_tile<D, GGLUA_FA_OWN>(Qs, p.q, h, b, q0, p.Tq);
     __syncthreads();
     a_t qa[D / 16];
     rows_of<D>(qa, Qs + w * 16 * LDH);
@@ -171,19 +207,36 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p)
         wmma::fill_fragment(o[n], 0.0f);
     }
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_TILE) : p.Tk;
+    const float scale2 = p.scale * 1.44269504088896341f; // log2(e)
+    const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_OWN) : p.Tk;
+    staged<D> kr, vr;
+    fetch<D>(kr, p.k, h, b, 0, p.Tk);
+    fetch<D>(vr, p.v, h, b, 0, p.Tk);
     for (int k0 = 0; k0 < kend; k0 += GGLUA_FA_TILE) {
         __syncthreads(); // every warp is done with the last tile
-        load_tile<D>(Ks, p.k, h, b, k0, p.Tk);
-        load_tile<D>(Vs, p.v, h, b, k0, p.Tk);
+        put<D>(Ks, kr);
+        put<D>(Vs, vr);
         __syncthreads();
+        if (k0 + GGLUA_FA_TILE < kend) {
+            fetch<D>(kr, p.k, h, b, k0 + GGLUA_FA_TILE, p.Tk);
+            fetch<D>(vr, p.v, h, b, k0 + GGLUA_FA_TILE, p.Tk);
+        }
+        if (p.causal && k0 > q0 + w * 16 + 15) {
+            continue; // every key of the tile is after the warp's queries
+        }
         acc_t s[4];
         scores<D>(s, qa, Ks);
+        // Scores in log2 units (exp2 is the hardware's); the masks only
+        // on tiles that cross the causal diagonal or an end.
+        const bool inside = k0 + GGLUA_FA_TILE <= p.Tk && q0 + w * 16 + 16 <= p.Tq && (!p.causal || k0 + GGLUA_FA_TILE - 1 <= q0 + w * 16);
         float mx[2] = {-INFINITY, -INFINITY};
         for (int n = 0; n < 4; n++) {
             for (int i = 0; i < 8; i++) {
-                const int qi = q0 + w * 16 + frow(i);
-                const float x = attends(p, qi < p.Tq ? qi : p.Tq - 1, k0 + n * 16 + fcol(i)) ? s[n].x[i] * p.scale : -INFINITY;
+                float x = s[n].x[i] * scale2;
+                if (!inside) {
+                    const int qi = q0 + w * 16 + frow(i);
+                    x = attends(p, qi < p.Tq ? qi : p.Tq - 1, k0 + n * 16 + fcol(i)) ? x : -INFINITY;
+                }
                 s[n].x[i] = x;
                 mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], x);
             }
@@ -191,14 +244,14 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p)
         float alpha[2], sum[2] = {0.0f, 0.0f};
         for (int r = 0; r < 2; r++) {
             const float mn = fmaxf(m[r], row_max(mx[r]));
-            alpha[r] = mn == -INFINITY ? 1.0f : __expf(m[r] - mn);
+            alpha[r] = mn == -INFINITY ? 1.0f : exp2f(m[r] - mn);
             m[r] = mn;
         }
         a_t pa[4];
         for (int n = 0; n < 4; n++) {
             for (int i = 0; i < 8; i++) {
                 const int r = (i / 2) % 2;
-                const float e = m[r] == -INFINITY ? 0.0f : __expf(s[n].x[i] - m[r]);
+                const float e = exp2f(s[n].x[i] - (m[r] == -INFINITY ? 0.0f : m[r])); // NaN stays NaN
                 sum[r] += e;
                 pa[n].x[i] = __float2bfloat16_rn(e);
             }
@@ -225,7 +278,7 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p)
         for (int r = 0; r < 2; r++) {
             const int qi = q0 + w * 16 + frow(2 * r);
             if (qi < p.Tq) {
-                p.lse[((int64_t) b * p.H + h) * p.Tq + qi] = m[r] + logf(l[r]);
+                p.lse[((int64_t) b * p.H + h) * p.Tq + qi] = m[r] * 0.693147180559945309f + logf(l[r]);
             }
         }
     }
@@ -255,16 +308,17 @@ __global__ void delta(const gglua_fa_params p) {
     }
 }
 
-// load_rows copies the log-sum-exp and delta of queries q0.. into ls, dl.
-__device__ __forceinline__ void load_rows(float * ls, float * dl, const gglua_fa_params & p, int h, int b, int q0) {
-    for (int i = threadIdx.x; i < GGLUA_FA_TILE; i += GGLUA_FA_THREADS) {
+// load_rows copies the log-sum-exp (in log2 units) and delta of queries
+// q0.. into ls, dl.
+__device__ __forceinline__ void load_rows(float * ls, float * dl, const gglua_fa_params & p, int h, int b, int q0, int n) {
+    for (int i = threadIdx.x; i < n; i += GGLUA_FA_THREADS) {
         const int64_t at = ((int64_t) b * p.H + h) * p.Tq + q0 + i;
-        ls[i] = q0 + i < p.Tq ? p.lse[at] : 0.0f;
+        ls[i] = q0 + i < p.Tq ? p.lse[at] * 1.44269504088896341f : 0.0f;
         dl[i] = q0 + i < p.Tq ? p.delta[at] : 0.0f;
     }
 }
 
-// bwd_kv: dk and dv for a block's 64 keys (16 a warp), over every query.
+// bwd_kv: dk and dv for a block's 128 keys (16 a warp), over every query.
 // The warp's scores are transposed (keys by queries: Sᵀ = k·qᵀ), so that
 // the weights Pᵀ and dSᵀ are the matrix_a operands of dv += Pᵀ·dO and
 // dk += dSᵀ·q straight from the registers.
@@ -274,15 +328,16 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_kv(const gglua_fa_params
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int LDH = D + 8;
     __nv_bfloat16 * Ks = (__nv_bfloat16 *) smem;
-    __nv_bfloat16 * Vs = Ks + GGLUA_FA_TILE * LDH;
-    __nv_bfloat16 * Qs = Vs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Vs = Ks + GGLUA_FA_OWN * LDH;
+    __nv_bfloat16 * Qs = Vs + GGLUA_FA_OWN * LDH;
     __nv_bfloat16 * Gs = Qs + GGLUA_FA_TILE * LDH;
     float * Ls = (float *) (Gs + GGLUA_FA_TILE * LDH);
     float * Dl = Ls + GGLUA_FA_TILE;
     const int w = threadIdx.x / 32;
-    const int k0 = blockIdx.x * GGLUA_FA_TILE, h = blockIdx.y, b = blockIdx.z;
-    load_tile<D>(Ks, p.k, h, b, k0, p.Tk);
-    load_tile<D>(Vs, p.v, h, b, k0, p.Tk);
+    const int k0 = blockIdx.x * GGLUA_FA_OWN, h = blockIdx.y, b = blockIdx.z;
+    const float scale2 = p.scale * 1.44269504088896341f;
+    load_tile<D, GGLUA_FA_OWN>(Ks, p.k, h, b, k0, p.Tk);
+    load_tile<D, GGLUA_FA_OWN>(Vs, p.v, h, b, k0, p.Tk);
     __syncthreads();
     a_t ka[D / 16], va[D / 16];
     rows_of<D>(ka, Ks + w * 16 * LDH);
@@ -292,22 +347,35 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_kv(const gglua_fa_params
         wmma::fill_fragment(dk[n], 0.0f);
         wmma::fill_fragment(dv[n], 0.0f);
     }
-    for (int q0 = p.causal ? k0 : 0; q0 < p.Tq; q0 += GGLUA_FA_TILE) {
+    const int qstart = p.causal ? k0 : 0;
+    staged<D> qr, gr;
+    fetch<D>(qr, p.q, h, b, qstart, p.Tq);
+    fetch<D>(gr, p.go, h, b, qstart, p.Tq);
+    for (int q0 = qstart; q0 < p.Tq; q0 += GGLUA_FA_TILE) {
         __syncthreads();
-        load_tile<D>(Qs, p.q, h, b, q0, p.Tq);
-        load_tile<D>(Gs, p.go, h, b, q0, p.Tq);
-        load_rows(Ls, Dl, p, h, b, q0);
+        put<D>(Qs, qr);
+        put<D>(Gs, gr);
+        load_rows(Ls, Dl, p, h, b, q0, GGLUA_FA_TILE);
         __syncthreads();
+        if (q0 + GGLUA_FA_TILE < p.Tq) {
+            fetch<D>(qr, p.q, h, b, q0 + GGLUA_FA_TILE, p.Tq);
+            fetch<D>(gr, p.go, h, b, q0 + GGLUA_FA_TILE, p.Tq);
+        }
+        if (p.causal && k0 + w * 16 > q0 + GGLUA_FA_TILE - 1) {
+            continue; // every query of the tile is before the warp's keys
+        }
         acc_t s[4], dp[4];
         scores<D>(s, ka, Qs);  // Sᵀ
         scores<D>(dp, va, Gs); // dPᵀ = v·dOᵀ
         a_t pa[4], sa[4];
+        const bool inside = q0 + GGLUA_FA_TILE <= p.Tq && k0 + w * 16 + 16 <= p.Tk && (!p.causal || k0 + w * 16 + 15 <= q0);
         for (int n = 0; n < 4; n++) {
             for (int i = 0; i < 8; i++) {
                 const int j = n * 16 + fcol(i); // the query, in the tile
-                const float e = attends(p, q0 + j, k0 + w * 16 + frow(i)) ? __expf(s[n].x[i] * p.scale - Ls[j]) : 0.0f;
+                const bool a = inside || attends(p, q0 + j, k0 + w * 16 + frow(i));
+                const float e = a ? exp2f(s[n].x[i] * scale2 - Ls[j]) : 0.0f;
                 pa[n].x[i] = __float2bfloat16_rn(e);
-                sa[n].x[i] = __float2bfloat16_rn(e * (dp[n].x[i] - Dl[j]));
+                sa[n].x[i] = __float2bfloat16_rn(a ? e * (dp[n].x[i] - Dl[j]) : 0.0f); // masked: 0, whatever dP is
             }
         }
         weighted<D>(dv, pa, Gs); // dv += Pᵀ·dO
@@ -318,23 +386,24 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_kv(const gglua_fa_params
 #endif
 }
 
-// bwd_q: dq for a block's 64 queries (16 a warp), over their keys.
+// bwd_q: dq for a block's 128 queries (16 a warp), over their keys.
 template <int D>
 __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_q(const gglua_fa_params p) {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int LDH = D + 8;
     __nv_bfloat16 * Qs = (__nv_bfloat16 *) smem;
-    __nv_bfloat16 * Gs = Qs + GGLUA_FA_TILE * LDH;
-    __nv_bfloat16 * Ks = Gs + GGLUA_FA_TILE * LDH;
+    __nv_bfloat16 * Gs = Qs + GGLUA_FA_OWN * LDH;
+    __nv_bfloat16 * Ks = Gs + GGLUA_FA_OWN * LDH;
     __nv_bfloat16 * Vs = Ks + GGLUA_FA_TILE * LDH;
     float * Ls = (float *) (Vs + GGLUA_FA_TILE * LDH);
-    float * Dl = Ls + GGLUA_FA_TILE;
+    float * Dl = Ls + GGLUA_FA_OWN;
     const int w = threadIdx.x / 32;
-    const int q0 = blockIdx.x * GGLUA_FA_TILE, h = blockIdx.y, b = blockIdx.z;
-    load_tile<D>(Qs, p.q, h, b, q0, p.Tq);
-    load_tile<D>(Gs, p.go, h, b, q0, p.Tq);
-    load_rows(Ls, Dl, p, h, b, q0);
+    const int q0 = blockIdx.x * GGLUA_FA_OWN, h = blockIdx.y, b = blockIdx.z;
+    const float scale2 = p.scale * 1.44269504088896341f;
+    load_tile<D, GGLUA_FA_OWN>(Qs, p.q, h, b, q0, p.Tq);
+    load_tile<D, GGLUA_FA_OWN>(Gs, p.go, h, b, q0, p.Tq);
+    load_rows(Ls, Dl, p, h, b, q0, GGLUA_FA_OWN);
     __syncthreads();
     a_t qa[D / 16], ga[D / 16];
     rows_of<D>(qa, Qs + w * 16 * LDH);
@@ -348,21 +417,32 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_q(const gglua_fa_params 
     for (int n = 0; n < D / 16; n++) {
         wmma::fill_fragment(dq[n], 0.0f);
     }
-    const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_TILE) : p.Tk;
+    const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_OWN) : p.Tk;
+    staged<D> kr, vr;
+    fetch<D>(kr, p.k, h, b, 0, p.Tk);
+    fetch<D>(vr, p.v, h, b, 0, p.Tk);
     for (int k0 = 0; k0 < kend; k0 += GGLUA_FA_TILE) {
         __syncthreads();
-        load_tile<D>(Ks, p.k, h, b, k0, p.Tk);
-        load_tile<D>(Vs, p.v, h, b, k0, p.Tk);
+        put<D>(Ks, kr);
+        put<D>(Vs, vr);
         __syncthreads();
+        if (k0 + GGLUA_FA_TILE < kend) {
+            fetch<D>(kr, p.k, h, b, k0 + GGLUA_FA_TILE, p.Tk);
+            fetch<D>(vr, p.v, h, b, k0 + GGLUA_FA_TILE, p.Tk);
+        }
+        if (p.causal && k0 > q0 + w * 16 + 15) {
+            continue;
+        }
         acc_t s[4], dp[4];
         scores<D>(s, qa, Ks);  // S = q·kᵀ
         scores<D>(dp, ga, Vs); // dP = dO·vᵀ
         a_t sa[4];
+        const bool inside = k0 + GGLUA_FA_TILE <= p.Tk && q0 + w * 16 + 16 <= p.Tq && (!p.causal || k0 + GGLUA_FA_TILE - 1 <= q0 + w * 16);
         for (int n = 0; n < 4; n++) {
             for (int i = 0; i < 8; i++) {
                 const int r = (i / 2) % 2;
-                const float e = attends(p, q0 + w * 16 + frow(i), k0 + n * 16 + fcol(i)) ? __expf(s[n].x[i] * p.scale - li[r]) : 0.0f;
-                sa[n].x[i] = __float2bfloat16_rn(e * (dp[n].x[i] - di[r]));
+                const bool a = inside || attends(p, q0 + w * 16 + frow(i), k0 + n * 16 + fcol(i));
+                sa[n].x[i] = __float2bfloat16_rn(a ? exp2f(s[n].x[i] * scale2 - li[r]) * (dp[n].x[i] - di[r]) : 0.0f);
             }
         }
         weighted<D>(dq, sa, Ks); // dq += dS·k
@@ -379,17 +459,17 @@ template <int D> static void raise_limits() {
 
 template <int D>
 static void forward(const gglua_fa_params & p, cudaStream_t stream) {
-    const dim3 grid((unsigned) ((p.Tq + GGLUA_FA_TILE - 1) / GGLUA_FA_TILE), (unsigned) p.H, (unsigned) p.B);
+    const dim3 grid((unsigned) ((p.Tq + GGLUA_FA_OWN - 1) / GGLUA_FA_OWN), (unsigned) p.H, (unsigned) p.B);
     fwd<D><<<grid, GGLUA_FA_THREADS, fwd_smem<D>(), stream>>>(p);
 }
 
 template <int D>
 static void backward(const gglua_fa_params & p, cudaStream_t stream) {
     const int64_t rows = (int64_t) p.B * p.H * p.Tq;
-    delta<D><<<(unsigned) ((rows + 3) / 4), GGLUA_FA_THREADS, 0, stream>>>(p);
-    const dim3 kv((unsigned) ((p.Tk + GGLUA_FA_TILE - 1) / GGLUA_FA_TILE), (unsigned) p.H, (unsigned) p.B);
+    delta<D><<<(unsigned) ((rows + 3) / 4), 128, 0, stream>>>(p); // 4 warps, a row each
+    const dim3 kv((unsigned) ((p.Tk + GGLUA_FA_OWN - 1) / GGLUA_FA_OWN), (unsigned) p.H, (unsigned) p.B);
     bwd_kv<D><<<kv, GGLUA_FA_THREADS, bwd_smem<D>(), stream>>>(p);
-    const dim3 q((unsigned) ((p.Tq + GGLUA_FA_TILE - 1) / GGLUA_FA_TILE), (unsigned) p.H, (unsigned) p.B);
+    const dim3 q((unsigned) ((p.Tq + GGLUA_FA_OWN - 1) / GGLUA_FA_OWN), (unsigned) p.H, (unsigned) p.B);
     bwd_q<D><<<q, GGLUA_FA_THREADS, bwd_smem<D>(), stream>>>(p);
 }
 
@@ -400,17 +480,30 @@ static void backward(const gglua_fa_params & p, cudaStream_t stream) {
 static inline bool gglua_fa_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
 
 // gglua_fa_raise_limits lets the kernels use more than the default 48 KiB
-// of shared memory on the current device: once, before any launch (not
-// inside a CUDA graph's capture: gglua-kernels.cu calls it when ggml asks
-// whether the device takes a node).
+// of shared memory on the current device, once a device (as ggml's own
+// kernels do): gglua-kernels.cu calls it before every launch, with the
+// node's device current.
 static inline void gglua_fa_raise_limits() {
-    static bool raised = false;
-    if (!raised) {
-        gglua_fa::raise_limits<16>();
-        gglua_fa::raise_limits<32>();
-        gglua_fa::raise_limits<64>();
-        gglua_fa::raise_limits<128>();
-        raised = true;
+    static bool raised[64] = {false}; // a device's function attributes are its own
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64 || raised[dev]) {
+        return;
+    }
+    gglua_fa::raise_limits<16>();
+    gglua_fa::raise_limits<32>();
+    gglua_fa::raise_limits<64>();
+    gglua_fa::raise_limits<128>();
+    raised[dev] = true;
+}
+
+// gglua_fa_smem is the shared memory a block of the kernels for heads of
+// d dims needs (the device must allow a block that much).
+static inline size_t gglua_fa_smem(int64_t d) {
+    switch (d) {
+        case 16: return gglua_fa::bwd_smem<16>();
+        case 32: return gglua_fa::bwd_smem<32>();
+        case 64: return gglua_fa::bwd_smem<64>();
+        default: return gglua_fa::bwd_smem<128>();
     }
 }
 

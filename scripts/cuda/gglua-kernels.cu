@@ -510,7 +510,8 @@ static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params *
     const int64_t D = q->ne[0], Tq = q->ne[1], Tk = k->ne[1], H = q->ne[2], B = q->ne[3];
     if (!((code >> 33) & 1) || !gglua_fa_head_dim(D) || Tq < 1 || Tk < 1 || Tq > (1 << 30) || Tk > (1 << 30) || H > 65535 || B > 65535 ||
         !ggml_are_same_shape(k, v) || k->ne[0] != D || k->ne[2] != H || k->ne[3] != B ||
-        ggml_cuda_info().devices[ggml_cuda_get_device()].cc < GGML_CUDA_CC_AMPERE) {
+        ggml_cuda_info().devices[ggml_cuda_get_device()].cc < GGML_CUDA_CC_AMPERE ||
+        ggml_cuda_info().devices[ggml_cuda_get_device()].smpbo < gglua_fa_smem(D)) {
         return false;
     }
     const int n_rows = back ? 4 : 3;
@@ -549,7 +550,6 @@ static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params *
     const uint32_t bits = (uint32_t) code;
     memcpy(&p->scale, &bits, sizeof p->scale);
     p->causal = (code >> 32) & 1;
-    gglua_fa_raise_limits();
     return true;
 }
 
@@ -557,6 +557,7 @@ static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params *
 // gglua_flash_of), the backward's row sums in ggml's pool.
 static void gglua_flash(ggml_backend_cuda_context & ctx, const ggml_tensor * dst, bool back, gglua_fa_params & p) {
     const int d = (int) dst->src[0]->ne[0];
+    gglua_fa_raise_limits(); // ggml made the node's device current
     if (!back) {
         gglua_fa_forward(d, p, ctx.stream());
         return;
