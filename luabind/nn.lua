@@ -70,6 +70,49 @@ local function construct(c, ...)
   return m
 end
 
+-- An error inside a module's forward names where in the model it
+-- happened, as the module's name in PyTorch's state_dict keys, with its
+-- class (`blocks.1.attn (SelfAttention): ...`): each module call the
+-- error passes records the child it came through, and the outermost puts
+-- the path in front of the message. Errors stay strings on the way (a Go
+-- function between two modules, or a pcall that changes the message,
+-- starts the path again).
+local calling, failed = 0, {}
+
+local function child_name(m, child)
+  for _, c in ipairs(m:named_modules()) do
+    if c[1] ~= "" and rawequal(c[2], child) then return c[1] end
+  end
+end
+
+local function pack(...) return {n = select("#", ...), ...} end
+
+local function call_module(self, ...)
+  calling = calling + 1
+  local r = pack(pcall(self.forward, self, ...))
+  calling = calling - 1
+  if r[1] then return unpack(r, 2, r.n) end
+  local e = r[2]
+  local name = failed.inner and rawequal(failed.msg, e) and child_name(self, failed.inner)
+  if name then
+    table.insert(failed.path, 1, name)
+  else -- raised in this module's own forward
+    failed.msg, failed.path, failed.class = e, {}, tostring(rawget(getmetatable(self) or {}, "__name"))
+  end
+  failed.inner = self
+  if calling > 0 or type(e) ~= "string" then
+    error(e, 0)
+  end
+  -- The outermost call: a position inside nn.lua tells the user nothing,
+  -- the line that called the model does.
+  local path, class, inside = failed.path, failed.class, e:match("^nn%.lua:%d+: (.*)$")
+  failed = {}
+  if #path > 0 then
+    e = string.format("%s (%s): %s", table.concat(path, "."), class, inside or e)
+  end
+  error(inside and (#path > 0 and e or inside) or e, inside and 3 or 0)
+end
+
 -- class makes a module class: its instances are callable (forward) and
 -- printable (describe); the class is called to construct one, as
 -- c.new(...) is.
@@ -78,7 +121,7 @@ local function class(name, parent)
   local c = setmetatable({}, {__index = parent, __call = function(cls, ...) return cls.new(...) end})
   c.__index = c
   c.__newindex = track
-  c.__call = function(self, ...) return self:forward(...) end
+  c.__call = call_module
   c.__tostring = function(self) return self:describe() end
   c.__name = name
   c.new = function(...) return construct(c, ...) end

@@ -400,3 +400,35 @@ do
   local ok, err = pcall(other.load_state_dict, other, {["enc.weight"] = sd["enc.weight"]})
   assert(not ok and err:find("missing parameter or buffer dec.weight"), err)
 end
+
+-- An error inside a module names the module's path in the model (its
+-- state_dict name) and class, at the line that called the model, not a
+-- line of nn.lua; an error in the outermost module's own forward is as it
+-- was raised.
+do
+  local seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(5, 2))
+  local ok, err = pcall(function() return seq(tensor.randn(2, 3)) end)
+  assert(not ok and err:find("^[^:]*nn_modules%.lua:%d+: 2 %(Linear%): linear: cannot multiply"), err)
+  local Block = nn.Module:extend("Block")
+  function Block:init() self.attn = nn.Sequential(nn.Linear(4, 4), nn.Linear(3, 1)) end
+  function Block:forward(x) return self.attn(x) end
+  local Model = nn.Module:extend("Model")
+  function Model:init() self.blocks = nn.ModuleList({Block(), Block()}) end
+  function Model:forward(x)
+    for _, b in ipairs(self.blocks) do x = b(x) end
+    return x
+  end
+  ok, err = pcall(function() return Model()(tensor.randn(2, 4)) end)
+  assert(not ok and err:find("blocks%.0%.attn%.1 %(Linear%): linear"), err)
+  assert(not err:find("nn%.lua"), err)
+  local Own = nn.Module:extend("Own")
+  function Own:forward(x) error("own failure") end
+  ok, err = pcall(function() return nn.Sequential(nn.ReLU(), Own())(tensor{1}) end)
+  assert(not ok and err:find("1 %(Own%): [^:]*nn_modules%.lua:%d+: own failure"), err)
+  ok, err = pcall(function() return Own()(tensor{1}) end)
+  assert(not ok and err:find("nn_modules%.lua:%d+: own failure$") and not err:find("Own"), err)
+  -- After the failures a model runs, and a later error carries no old path.
+  assert(nn.Sequential(nn.Linear(3, 4), nn.ReLU())(tensor.randn(2, 3)):size(2) == 4)
+  ok, err = pcall(function() return nn.Linear(3, 2)(tensor.randn(2, 5)) end)
+  assert(not ok and err:find("nn_modules%.lua:%d+: linear: cannot multiply") and not err:find("%(Linear%)"), err)
+end
