@@ -64,9 +64,16 @@ local function track(self, k, v)
   end
 end
 
+-- construct makes an instance and runs its init; an error raised inside
+-- nn.lua (a constructor's check) is given the line that called the
+-- constructor instead, which is where the mistake is.
 local function construct(c, ...)
   local m = setmetatable({_order = {}, _seen = {}, training = true}, c)
-  m:init(...)
+  local ok, err = pcall(m.init, m, ...)
+  if not ok then
+    local inside = type(err) == "string" and err:match("^nn%.lua:%d+: (.*)$")
+    error(inside or err, inside and 3 or 0)
+  end
   return m
 end
 

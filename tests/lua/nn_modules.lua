@@ -432,3 +432,16 @@ do
   ok, err = pcall(function() return nn.Linear(3, 2)(tensor.randn(2, 5)) end)
   assert(not ok and err:find("nn_modules%.lua:%d+: linear: cannot multiply") and not err:find("%(Linear%)"), err)
 end
+
+-- A constructor's error cites the line that called the constructor, not
+-- a line of nn.lua.
+do
+  local ok, err = pcall(function() return nn.Linear("a", 2) end)
+  assert(not ok and err:find("^[^:]*nn_modules%.lua:%d+: nn%.Linear: expected positive sizes"), err)
+  ok, err = pcall(function() return nn.Conv2d(1, 2, 3, {bogus = 1}) end)
+  assert(not ok and err:find("nn_modules%.lua:%d+: nn%.Conv2d: unknown option bogus"), err)
+  local Holder = nn.Module:extend("Holder")
+  function Holder:init() self.l = nn.Embedding(5, 3, {padding_idx = 9}) end
+  ok, err = pcall(function() return Holder() end)
+  assert(not ok and err:find("nn_modules%.lua:%d+: nn%.Embedding: padding_idx") and not err:find("nn%.lua"), err)
+end
