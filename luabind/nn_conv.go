@@ -170,32 +170,91 @@ func optionalTensor(L *lua.LState, fn string, n int) *core.Tensor {
 	return checkTensor(L, fn, n)
 }
 
-// nn.batch_norm(x, running_mean, running_var [, {weight=, bias=,
-// training=false, momentum=0.1, eps=1e-5}]), as PyTorch's: in training the
-// running statistics (either may be nil, then both) are updated in place.
+// nn.batch_norm(x, running_mean, running_var [, weight, bias, training,
+// momentum, eps | {weight=, bias=, training=false, momentum=0.1,
+// eps=1e-5}]), as PyTorch's, positionally in its order or as options: in
+// training the running statistics (either may be nil, then both) are
+// updated in place.
 func (env *Env) batchNorm(L *lua.LState) int {
 	const fn = "batch_norm"
 	x := checkTensor(L, fn, 1)
 	rm, rv := optionalTensor(L, fn, 2), optionalTensor(L, fn, 3)
-	o := readOpts(L, fn, 4)
-	w, b := tensorOpt(o, "weight"), tensorOpt(o, "bias")
-	opts := core.BatchNormOptions{Training: o.boolean("training", false), Momentum: o.number("momentum", 0.1), Eps: o.number("eps", 1e-5)}
-	o.done()
+	var w, b *core.Tensor
+	opts := core.BatchNormOptions{Momentum: 0.1, Eps: 1e-5}
+	if optionsAt(L, fn, 4, 8) {
+		o := readOpts(L, fn, 4)
+		w, b = tensorOpt(o, "weight"), tensorOpt(o, "bias")
+		opts = core.BatchNormOptions{Training: o.boolean("training", false), Momentum: o.number("momentum", 0.1), Eps: o.number("eps", 1e-5)}
+		o.done()
+	} else {
+		w, b = optionalTensor(L, fn, 4), optionalTensor(L, fn, 5)
+		opts.Training = positionalBool(L, fn, 6, "training", false)
+		opts.Momentum = positionalNumber(L, fn, 7, "momentum", 0.1)
+		opts.Eps = positionalNumber(L, fn, 8, "eps", 1e-5)
+	}
 	t, err := env.Engine.BatchNorm(x, rm, rv, w, b, opts)
 	return env.pushResult(L, t, err)
 }
 
-// nn.group_norm(x, groups [, {weight=, bias=, eps=1e-5}]).
+// nn.group_norm(x, groups [, weight, bias, eps | {weight=, bias=,
+// eps=1e-5}]), positionally in PyTorch's order or as options.
 func (env *Env) groupNorm(L *lua.LState) int {
 	const fn = "group_norm"
 	x := checkTensor(L, fn, 1)
 	g := checkInteger(L, fn, 2)
-	o := readOpts(L, fn, 3)
-	w, b := tensorOpt(o, "weight"), tensorOpt(o, "bias")
-	eps := o.number("eps", 1e-5)
-	o.done()
+	var w, b *core.Tensor
+	var eps float64
+	if optionsAt(L, fn, 3, 5) {
+		o := readOpts(L, fn, 3)
+		w, b = tensorOpt(o, "weight"), tensorOpt(o, "bias")
+		eps = o.number("eps", 1e-5)
+		o.done()
+	} else {
+		w, b = optionalTensor(L, fn, 3), optionalTensor(L, fn, 4)
+		eps = positionalNumber(L, fn, 5, "eps", 1e-5)
+	}
 	t, err := env.Engine.GroupNorm(x, g, w, b, eps)
 	return env.pushResult(L, t, err)
+}
+
+// optionsAt reports whether argument n is an options table (the last
+// argument) rather than the first of PyTorch's positional ones, which
+// may run to argument last; more arguments than that are an error.
+func optionsAt(L *lua.LState, fn string, n, last int) bool {
+	if L.GetTop() > last {
+		argError(L, fn, "%d arguments given, at most %d", L.GetTop(), last)
+	}
+	_, ok := L.Get(n).(*lua.LTable)
+	if ok && L.GetTop() > n {
+		argError(L, fn, "argument %d is an options table: nothing may follow it", n)
+	}
+	return ok
+}
+
+// positionalBool and positionalNumber read argument n of PyTorch's
+// positional form (nil: def).
+func positionalBool(L *lua.LState, fn string, n int, name string, def bool) bool {
+	switch v := L.Get(n).(type) {
+	case *lua.LNilType:
+		return def
+	case lua.LBool:
+		return bool(v)
+	default:
+		argError(L, fn, "argument %d (%s) must be a boolean, got %s", n, name, luaTypeName(v))
+		return def
+	}
+}
+
+func positionalNumber(L *lua.LState, fn string, n int, name string, def float64) float64 {
+	switch v := L.Get(n).(type) {
+	case *lua.LNilType:
+		return def
+	case lua.LNumber:
+		return float64(v)
+	default:
+		argError(L, fn, "argument %d (%s) must be a number, got %s", n, name, luaTypeName(v))
+		return def
+	}
 }
 
 // nn.rms_norm(x, normalized_shape [, {weight=, eps=}]): normalized_shape

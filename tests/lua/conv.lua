@@ -188,3 +188,30 @@ do
     assert(not ok and err:find(bad[2], 1, true), tostring(err))
   end
 end
+
+-- nn.batch_norm and nn.group_norm take PyTorch's positional order
+-- (F.batch_norm(input, running_mean, running_var, weight, bias, training,
+-- momentum, eps), F.group_norm(input, num_groups, weight, bias, eps)) as
+-- well as options: the same values and running statistics; a wrong type
+-- or too many arguments is an error naming the function.
+do
+  tensor.manual_seed(1)
+  local x, w, b = tensor.randn(4, 3), tensor.randn(3), tensor.randn(3)
+  local rm1, rv1, rm2, rv2 = tensor.zeros(3), tensor.ones(3), tensor.zeros(3), tensor.ones(3)
+  local a = nn.batch_norm(x, rm1, rv1, {weight = w, bias = b, training = true, momentum = 0.3, eps = 1e-3})
+  local c = nn.batch_norm(x, rm2, rv2, w, b, true, 0.3, 1e-3)
+  assert((a - c):abs():max():item() == 0 and (rm1 - rm2):abs():max():item() == 0 and (rv1 - rv2):abs():max():item() == 0)
+  assert((rm1 - tensor.zeros(3)):abs():max():item() > 0, "training updated the running mean")
+  local e = nn.batch_norm(x, rm1, rv1) -- eval, defaults
+  assert((e - nn.batch_norm(x, rm1, rv1, nil, nil, false, 0.1, 1e-5)):abs():max():item() == 0)
+  local y = tensor.randn(2, 4, 3)
+  local g1 = nn.group_norm(y, 2, {weight = tensor.ones(4) * 2, bias = tensor.ones(4), eps = 1e-3})
+  local g2 = nn.group_norm(y, 2, tensor.ones(4) * 2, tensor.ones(4), 1e-3)
+  assert((g1 - g2):abs():max():item() == 0)
+  local ok, err = pcall(nn.batch_norm, x, rm1, rv1, w, b, "yes")
+  assert(not ok and err:find("batch_norm: argument 6 %(training%) must be a boolean"), err)
+  ok, err = pcall(nn.batch_norm, x, rm1, rv1, {training = true}, 1)
+  assert(not ok and err:find("nothing may follow it"), err)
+  ok, err = pcall(nn.group_norm, y, 2, nil, nil, 1e-3, 5)
+  assert(not ok and err:find("group_norm: 6 arguments given, at most 5"), err)
+end
