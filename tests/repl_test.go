@@ -174,6 +174,17 @@ func TestREPLPipedInput(t *testing.T) {
 	assert.Equal(t, "fine\n", out)
 }
 
+// A result whose __tostring raises is an error the REPL prints, and the
+// session goes on (it was a Go panic that ended gglua).
+func TestREPLResultWhoseTostringRaises(t *testing.T) {
+	out, errOut, code := runCLI(t, "x = setmetatable({}, {__tostring = function() error('boom') end})\nx\n{x}\nprint('after')\n")
+	assert.Equal(t, 1, code, "the failed lines count as failures")
+	assert.Contains(t, errOut, "boom")
+	assert.NotContains(t, errOut, "panic")
+	assert.NotContains(t, errOut, "goroutine")
+	assert.Equal(t, "after\n", out)
+}
+
 func TestInteractiveAfterScript(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "s.lua")
 	require.NoError(t, os.WriteFile(script, []byte("answer = 41\n"), 0o644))

@@ -117,10 +117,15 @@ func (r *repl) run(ctx context.Context, fn *lua.LFunction, quiet bool) {
 	} else {
 		if !quiet {
 			var parts []string
-			for i := base + 1; i <= L.GetTop(); i++ {
-				parts = append(parts, show(L, L.Get(i)))
+			var showErr error
+			for i := base + 1; i <= L.GetTop() && showErr == nil; i++ {
+				var s string
+				s, showErr = showProtected(L, L.Get(i))
+				parts = append(parts, s)
 			}
-			if len(parts) > 0 {
+			if showErr != nil {
+				r.fail(fmt.Errorf("printing the result: %w", showErr))
+			} else if len(parts) > 0 {
 				fmt.Fprintln(r.out, strings.Join(parts, "\t"))
 			}
 		}
@@ -129,6 +134,18 @@ func (r *repl) run(ctx context.Context, fn *lua.LFunction, quiet bool) {
 	if r.timing {
 		fmt.Fprintf(r.out, "(%.3f ms)\n", float64(time.Since(start).Microseconds())/1000)
 	}
+}
+
+// showProtected is show run as a protected call: a __tostring that raises
+// (or is cancelled with the line) is an error the REPL prints, not a Go
+// panic that ends it.
+func showProtected(L *lua.LState, v lua.LValue) (string, error) {
+	var out string
+	err := L.CallByParam(lua.P{Fn: L.NewFunction(func(L *lua.LState) int {
+		out = show(L, v)
+		return 0
+	}), NRet: 0, Protect: true})
+	return out, err
 }
 
 // show formats a value: tensors as tostring does, tables of tensors as a
