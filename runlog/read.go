@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Point is one recorded value.
@@ -41,7 +42,10 @@ func Read(dir string) ([]Series, error) {
 		return nil, fmt.Errorf("%s is not a run folder (a run is a folder holding %s)", dir, MetricsFile)
 	}
 	path := filepath.Join(dir, MetricsFile)
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO in the file's place opens at once instead of
+	// blocking until a writer comes, and is refused below (for a regular
+	// file the flag changes nothing).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		if runs := runsIn(dir); len(runs) > 0 {
 			return nil, fmt.Errorf("%s is a folder of runs; name one of them: %s", dir, strings.Join(runs, ", "))
@@ -52,6 +56,11 @@ func Read(dir string) ([]Series, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 
 	var out []Series
 	index := map[string]int{}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,9 +222,21 @@ func TestReadErrorsSayWhatIsWrong(t *testing.T) {
 		{write("noname/"+MetricsFile, `{"step":1,"value":2}`), `needs "name", "step" and "value"`},
 		{write("badvalue/"+MetricsFile, `{"name":"x","step":1,"value":"high"}`), `value "high" is not a number`},
 	}
+	// A FIFO in metrics.jsonl's place is refused at once (open() on it
+	// blocked until a writer came).
+	fifo := filepath.Join(root, "fifo")
+	require.NoError(t, os.MkdirAll(fifo, 0o755))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(fifo, MetricsFile), 0o644))
+	cases = append(cases, struct{ dir, want string }{fifo, "is not a regular file"})
 	for _, c := range cases {
-		_, err := Read(c.dir)
-		assert.ErrorContains(t, err, c.want, c.dir)
+		done := make(chan error, 1)
+		go func() { _, err := Read(c.dir); done <- err }()
+		select {
+		case err := <-done:
+			assert.ErrorContains(t, err, c.want, c.dir)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Read(%s) blocked", c.dir)
+		}
 	}
 }
 

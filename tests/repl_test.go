@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,6 +153,18 @@ func TestREPLThroughAPseudoTerminal(t *testing.T) {
 	assert.Contains(t, h, "x:sum()\n")
 	assert.Contains(t, h, "function f(a) return a * 2 end\n")
 	assert.NotContains(t, h, "function g(")
+}
+
+// GGLUA_HISTORY naming a FIFO: the REPL says it keeps no history and
+// prompts (opening the FIFO blocked it before its first prompt).
+func TestREPLHistoryFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "history")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	term := startTerminal(t, "GGLUA_HISTORY="+fifo)
+	term.expect("no history kept")
+	term.expect("gglua> ")
+	term.send("1 + 1\r")
+	term.expect("2")
 }
 
 func TestREPLTiming(t *testing.T) {

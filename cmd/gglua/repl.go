@@ -177,16 +177,23 @@ func show(L *lua.LState, v lua.LValue) string {
 	return "{\n  " + strings.Join(entries, ",\n  ") + "\n}"
 }
 
-// historyPath is GGLUA_HISTORY or ~/.gglua_history.
+// historyPath is GGLUA_HISTORY or ~/.gglua_history; "" (no history) when
+// that names something other than a regular file: opening a FIFO would
+// block the REPL before its first prompt.
 func historyPath() string {
-	if p := os.Getenv("GGLUA_HISTORY"); p != "" {
-		return p
+	p := os.Getenv("GGLUA_HISTORY")
+	if p == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		p = filepath.Join(home, ".gglua_history")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
+	if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+		fmt.Fprintf(os.Stderr, "gglua: %s is not a regular file: no history kept\n", p)
 		return ""
 	}
-	return filepath.Join(home, ".gglua_history")
+	return p
 }
 
 // interactive runs the REPL on a terminal with line editing, history and
