@@ -134,9 +134,10 @@ func openStdlib(L *lua.LState, sandbox bool, c *causes) {
 	if !sandbox {
 		installLoaders(L) // compiled around gopher-lua's compiler bugs (load.go)
 	}
-	installStdlib(L, sandbox, c) // cancellable string matching, bounded results (stdlib.go)
-	installProtectedCalls(L)     // pcall/xpcall without gopher-lua's upvalue bug (pcall.go)
-	installRandom(L)             // math.random on the runtime's own seeded generator (random.go)
+	installStdlib(L, sandbox, c)      // cancellable string matching, bounded results (stdlib.go)
+	installProtectedCalls(L)          // pcall/xpcall without gopher-lua's upvalue bug (pcall.go)
+	installRandom(L)                  // math.random on the runtime's own seeded generator (random.go)
+	installCollectGarbage(L, sandbox) // Lua 5.1's options, paced in a sandbox (collectgarbage.go)
 	if m, ok := L.GetGlobal("math").(*lua.LTable); ok {
 		m.RawSetString("huge", lua.LNumber(math.Inf(1))) // gopher-lua's was the largest float, not inf
 	}
