@@ -20,6 +20,9 @@ var (
 	ErrShape    = core.ErrShape    // shapes that do not fit an op
 	ErrArgument = core.ErrArgument // a bad argument to a gglua function
 	ErrClosed   = errors.New("runtime: used after Close")
+	// ErrBusy: another goroutine's call is running on the runtime, which
+	// runs one call at a time.
+	ErrBusy = errors.New("runtime: in use by another goroutine (a Runtime runs one call at a time)")
 	// ErrMemory: the call grew the Go heap past Options.HeapLimit (the
 	// watchdog ended it), or a string function of the sandbox would have
 	// made a result past its size cap.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -63,12 +64,21 @@ func limit(v int64, sandbox bool, def int64) int64 {
 
 // Runtime is one Lua state with its device state.
 type Runtime struct {
-	closed    bool
-	L         *lua.LState
-	env       *luabind.Env
-	out       io.Writer
-	heapLimit int64   // HeapLimit in effect (0: none)
-	causes    *causes // Go errors behind the runtime's own Lua errors
+	// mu guards closed, busy and cancel: a Runtime runs one call at a time
+	// (its Lua state is not safe for concurrent use), and another
+	// goroutine's call meanwhile is ErrBusy; Close cancels a running call
+	// and waits for it.
+	mu         sync.Mutex
+	closed     bool
+	busy       bool
+	inCallback int                     // a Register'd function is running (it may use the runtime)
+	cancel     context.CancelCauseFunc // the running call's
+	idle       chan struct{}           // closed when the running call returns (Close waits on it)
+	L          *lua.LState
+	env        *luabind.Env
+	out        io.Writer
+	heapLimit  int64   // HeapLimit in effect (0: none)
+	causes     *causes // Go errors behind the runtime's own Lua errors
 }
 
 // New starts a runtime.
@@ -158,9 +168,10 @@ func (rt *Runtime) print(L *lua.LState) int {
 
 // DoString runs a chunk and returns its results as Go values.
 func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
-	if rt.closed {
-		return nil, ErrClosed
+	if err := rt.enter(); err != nil {
+		return nil, err
 	}
+	defer rt.leave()
 	fn, err := rt.Load(strings.NewReader(code), "<string>")
 	if err != nil {
 		return nil, err
@@ -171,9 +182,10 @@ func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
 // DoFile runs a script with args in the global arg table, as the lua
 // interpreter does (arg[0] is the script).
 func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]any, error) {
-	if rt.closed {
-		return nil, ErrClosed
+	if err := rt.enter(); err != nil {
+		return nil, err
 	}
+	defer rt.leave()
 	fn, err := loadFile(rt.L, path)
 	if err != nil {
 		return nil, err
@@ -191,6 +203,16 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	ctx, cancel := context.WithCancelCause(ctx) // Close from another goroutine ends the call
+	rt.mu.Lock()
+	outer := rt.cancel // a call from inside a callback: the outer one's, restored after
+	rt.cancel = cancel
+	rt.mu.Unlock()
+	defer func() {
+		rt.mu.Lock()
+		rt.cancel = outer
+		rt.mu.Unlock()
+	}()
 	if rt.heapLimit > 0 {
 		// The watchdog ends the call through its context. That context is
 		// not cancelled when the call returns: coroutines made in this call
@@ -250,12 +272,69 @@ func byteSize(n int64) string {
 // Engine is the runtime's current engine (device.use may replace it).
 func (rt *Runtime) Engine() *core.Engine { return rt.env.Engine }
 
-// Close frees every device buffer of the runtime and its Lua state.
+// enter starts a use of the runtime: ErrClosed after Close, ErrBusy while
+// another goroutine's call runs (a function registered with Register may
+// use the runtime from inside the call).
+func (rt *Runtime) enter() error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	switch {
+	case rt.closed:
+		return ErrClosed
+	case rt.busy && rt.inCallback > 0:
+		return nil // nested: leave() must not end the outer use
+	case rt.busy:
+		return ErrBusy
+	}
+	rt.busy = true
+	return nil
+}
+
+// callback counts the Register'd functions running (d +1 as one starts,
+// -1 as it returns).
+func (rt *Runtime) callback(d int) {
+	rt.mu.Lock()
+	rt.inCallback += d
+	rt.mu.Unlock()
+}
+
+// leave ends the use enter started (a nested one leaves the outer running).
+func (rt *Runtime) leave() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.inCallback > 0 {
+		return
+	}
+	rt.busy, rt.cancel = false, nil
+	if rt.idle != nil {
+		close(rt.idle)
+		rt.idle = nil
+	}
+}
+
+// Close frees every device buffer of the runtime and its Lua state. A call
+// running on another goroutine is cancelled (it returns ErrClosed) and
+// waited for first.
 func (rt *Runtime) Close() {
-	if rt.closed {
-		return // Close is idempotent
+	rt.mu.Lock()
+	for rt.busy && rt.inCallback == 0 {
+		if rt.cancel != nil {
+			rt.cancel(ErrClosed)
+		}
+		if rt.idle == nil {
+			rt.idle = make(chan struct{})
+		}
+		idle := rt.idle
+		rt.mu.Unlock()
+		<-idle
+		rt.mu.Lock()
+	}
+	if rt.closed || rt.busy {
+		rt.mu.Unlock()
+		return // Close is idempotent; from inside a callback it cannot close the running state
 	}
 	rt.closed = true
+	rt.mu.Unlock()
 	luabind.Detach(rt.L)
 	rt.L.Close()
 	rt.env.Engine.Close()

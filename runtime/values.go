@@ -205,6 +205,9 @@ func (c *luaConverter) convert(v any, depth int) (lua.LValue, error) {
 	case float64:
 		return lua.LNumber(x), nil
 	case *core.Tensor:
+		if x == nil { // a nil tensor is nil, as an untyped nil is
+			return lua.LNil, nil
+		}
 		t, err := scriptCopy(x)
 		if err != nil {
 			return nil, err
@@ -287,7 +290,17 @@ func (c *luaConverter) table(ref goRef, depth int, fill func(*lua.LTable) error)
 // rewritten later is never seen by the script, half-way or at all, and the
 // script's in-place changes stay in its copy; read them back with Tensor.
 // A device tensor has no Go slice and is shared.
+//
+// A nil t makes the global nil.
 func (rt *Runtime) SetTensor(name string, t *core.Tensor) error {
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
+	if t == nil {
+		rt.L.SetGlobal(name, lua.LNil)
+		return nil
+	}
 	c, err := scriptCopy(t)
 	if err != nil {
 		return err
@@ -328,6 +341,10 @@ func scriptCopy(t *core.Tensor) (*core.Tensor, error) {
 
 // Tensor returns the tensor held by the global name.
 func (rt *Runtime) Tensor(name string) (*core.Tensor, error) {
+	if err := rt.enter(); err != nil {
+		return nil, err
+	}
+	defer rt.leave()
 	ud, ok := rt.L.GetGlobal(name).(*lua.LUserData)
 	if ok {
 		if t, ok := ud.Value.(*core.Tensor); ok {
@@ -347,6 +364,10 @@ type Func func(args []any) ([]any, error)
 // table with a cycle) is a Lua error, as is an error fn returns, and the
 // host gets either back from DoString with errors.Is reaching it.
 func (rt *Runtime) Register(name string, fn Func) {
+	if rt.enter() != nil {
+		return // closed, or in use: nothing to register into now
+	}
+	defer rt.leave()
 	rt.L.SetGlobal(name, rt.L.NewFunction(func(L *lua.LState) int {
 		in := make([]lua.LValue, L.GetTop())
 		for i := range in {
@@ -356,7 +377,9 @@ func (rt *Runtime) Register(name string, fn Func) {
 		if ce := (*convertError)(nil); errors.As(err, &ce) {
 			rt.causes.raise(L, fmt.Errorf("%s: argument %d: %w", name, ce.i, ce.err))
 		}
+		rt.callback(+1) // fn may set and read globals of this runtime
 		results, err := fn(args)
+		rt.callback(-1)
 		if err != nil {
 			rt.causes.raise(L, fmt.Errorf("%s: %w", name, err))
 		}
@@ -376,6 +399,10 @@ func (rt *Runtime) Register(name string, fn Func) {
 
 // SetGlobal sets a global to a Go value (see Register for the conversions).
 func (rt *Runtime) SetGlobal(name string, v any) error {
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
 	lv, err := rt.toLua(nil, v)
 	if err != nil {
 		return err
