@@ -19,6 +19,10 @@ import (
 // holds exactly.
 const maxExactInt = 1 << 24
 
+// stopCheckEvery is how many draws a random loop makes between looks at
+// the script's context.
+const stopCheckEvery = 1 << 14
+
 // hostOf makes a host tensor of shape whose elements value(i) gives,
 // charged to the host budget.
 func (env *Env) hostOf(L *lua.LState, fn string, shape []int, value func(i int) float32) *core.Tensor {
@@ -68,7 +72,17 @@ func (env *Env) randperm(L *lua.LState) int {
 		argError(L, "tensor.randperm", "n = %d is outside 1..2^24 (use {dtype=\"i32\"} past 2^24)", n)
 	}
 	env.checkHost(L, "tensor.randperm", int64(n))
-	perm := env.Engine.Rand().Perm(n)
+	// math/rand's Perm, draw for draw (the same permutation for a seed),
+	// stopping with the script's call.
+	rng, perm := env.Engine.Rand(), make([]int, n)
+	for i := range perm {
+		if i%stopCheckEvery == 0 {
+			stopIfEnded(L, "tensor.randperm")
+		}
+		j := rng.Intn(i + 1)
+		perm[i] = perm[j]
+		perm[j] = i
+	}
 	return env.finishExact(L, "tensor.randperm", []int{n}, o, func(i int) float64 { return float64(perm[i] + 1) })
 }
 
@@ -94,6 +108,12 @@ func (env *Env) multinomial(L *lua.LState) int {
 			argError(L, fn, "weight %d is %g; weights must be finite and non-negative", i+1, x)
 		}
 	}
+	// The result's size, checked before anything is drawn or allocated
+	// (rows·n may not even fit an int).
+	if int64(n) > core.MaxHostElements/int64(max(rows, 1)) {
+		argError(L, fn, "%d samples from each of %d rows is more than a tensor may hold (%d elements)", n, rows, core.MaxHostElements)
+	}
+	env.checkHost(L, fn, int64(rows)*int64(n))
 	rng := env.Engine.Rand()
 	out := make([]float32, 0, rows*n)
 	for r := range rows {
@@ -103,7 +123,10 @@ func (env *Env) multinomial(L *lua.LState) int {
 			row[c] = float64(w[r*cats+c])
 			total += row[c]
 		}
-		for range n {
+		for k := range n {
+			if k%stopCheckEvery == 0 {
+				stopIfEnded(L, fn)
+			}
 			if total <= 0 {
 				argError(L, fn, "row %d has no weight left to draw from", r+1)
 			}

@@ -194,11 +194,15 @@ func valuesFromLua(L *lua.LState, fn string, v lua.LValue) ([]float64, []int) {
 	return data, shape
 }
 
-// totableStop raises the end of the script's call (deadline, Ctrl-C, the
-// sandbox's memory watchdog), if it has ended.
-func totableStop(L *lua.LState) {
+// totableStop is stopIfEnded for totable.
+func totableStop(L *lua.LState) { stopIfEnded(L, "totable") }
+
+// stopIfEnded raises the end of the script's call (deadline, Ctrl-C, the
+// sandbox's memory watchdog) in fn, if it has ended: a long loop of a
+// binding calls it every few thousand steps.
+func stopIfEnded(L *lua.LState, fn string) {
 	if ctx := L.Context(); ctx != nil && ctx.Err() != nil {
-		raise(L, fmt.Errorf("totable: %w", context.Cause(ctx)))
+		raise(L, fmt.Errorf("%s: %w", fn, context.Cause(ctx)))
 	}
 }
 

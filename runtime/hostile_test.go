@@ -159,6 +159,10 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 		{"string doubling", `local s = ('x'):rep(1e6) for i = 1, 40 do s = s .. s end return #s`, runtime.ErrMemory, "memory limit exceeded", 16, 16 << 20},
 		{"coroutines", `local t = {} for i = 1, 1e7 do t[i] = coroutine.create(function() end) end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
 		{"strings kept", `local t, s = {}, ('x'):rep(1e6) for i = 1, 1e6 do t[i] = s .. i end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
+		// [19] 2 and 6: multinomial sized its result before any check, and
+		// drew without looking at the context (never returned).
+		{"multinomial of 1e12 samples", `return tensor{1, 1, 1}:multinomial(1e12, true)`, nil, "more than a tensor may hold", 0, 0},
+		{"multinomial past the deadline", `return tensor.ones(1, 1e5):multinomial(5e7, true)`, context.DeadlineExceeded, "multinomial", 0, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
