@@ -72,7 +72,11 @@ func toGPUOptions(L *lua.LState, dtype ggmlcgo.Type) (residency.Scope, ggmlcgo.T
 
 // to_cpu(x) is a host copy of x.
 func (env *Env) toCPU(L *lua.LState) int {
-	h, err := checkTensor(L, "to_cpu", 1).ToHost()
+	x := checkTensor(L, "to_cpu", 1)
+	if x.OnDevice() {
+		env.checkHost(L, "to_cpu", x.Numel()) // before the copy is made
+	}
+	h, err := x.ToHost()
 	if err != nil {
 		raise(L, fmt.Errorf("to_cpu: %w", err))
 	}

@@ -162,6 +162,9 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 		// [19] 2 and 6: multinomial sized its result before any check, and
 		// drew without looking at the context (never returned).
 		{"multinomial of 1e12 samples", `return tensor{1, 1, 1}:multinomial(1e12, true)`, nil, "more than a tensor may hold", 0, 0},
+		// [19] 9: one call made 8M views (4.7 GB, 15 s).
+		{"split into 8M views", `return #tensor.ones(2^23):split(1)`, runtime.ErrArgument, "more than one call makes", 0, 0},
+		{"chunk into 8M views", `return #tensor.ones(2^23):chunk(2^23)`, runtime.ErrArgument, "chunk: 8388608 chunks", 0, 0},
 		{"multinomial past the deadline", `return tensor.ones(1, 1e5):multinomial(5e7, true)`, context.DeadlineExceeded, "multinomial", 0, 0},
 	}
 	for _, c := range cases {
