@@ -129,3 +129,16 @@ func TestLongListsAreQuick(t *testing.T) {
 	assert.Equal(t, []any{2e5, 2e5*2 - 1 - 18, 1e5}, vals)
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
+
+// string.format counts bytes, as Lua 5.1's C printf does (Go's counts
+// runes): %c is one byte, %s's precision cuts and its width pads in bytes.
+func TestFormatCountsBytes(t *testing.T) {
+	for _, sandbox := range []bool{false, true} {
+		rt := newRuntime(t, sandbox)
+		vals, err := rt.DoString(context.Background(), `return #string.format("%c", 233), string.format("%c", 233):byte(),
+			#string.format("%.3s", "ééé"), string.format("[%5s][%-5s][%.2s][%.s]", "ab", "ab", "abc", "x"),
+			#string.format("%6s", "é"), string.format("%3c|%-3c|", 65, 66)`)
+		require.NoError(t, err)
+		assert.Equal(t, []any{1.0, 233.0, 3.0, "[   ab][ab   ][ab][]", 6.0, "  A|B  |"}, vals, "sandbox %v", sandbox)
+	}
+}

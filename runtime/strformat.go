@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -109,8 +110,8 @@ func formatOne(L *lua.LState, d formatDirective, arg int) string {
 		return fmt.Sprintf(spec+string(d.conversion), uint64(int64(L.CheckNumber(arg))))
 	case 'u':
 		return fmt.Sprintf(spec+"d", uint64(int64(L.CheckNumber(arg))))
-	case 'c':
-		return fmt.Sprintf("%"+d.flags+d.width+"c", rune(byte(int64(L.CheckNumber(arg)))))
+	case 'c': // one byte, as C's (Go's %c writes a rune's UTF-8)
+		return padBytes(string([]byte{byte(int64(L.CheckNumber(arg)))}), d)
 	case 'e', 'E', 'f', 'g', 'G':
 		x := float64(L.CheckNumber(arg))
 		if math.IsInf(x, 0) || math.IsNaN(x) { // C's words, not Go's "+Inf" and "NaN"
@@ -142,10 +143,27 @@ func formatOne(L *lua.LState, d formatDirective, arg int) string {
 				text = L.ToStringMeta(v).String() // tostring's text, __tostring included
 			}
 		}
-		return fmt.Sprintf(spec+"s", text)
+		if d.precision != "" { // at most that many bytes, as C's (Go counts runes); "." alone is 0
+			p, _ := strconv.Atoi(d.precision[1:])
+			text = text[:min(p, len(text))]
+		}
+		return padBytes(text, d)
 	}
 	L.RaiseError("invalid option '%%%c' to 'format'", d.conversion)
 	return ""
+}
+
+// padBytes is text padded with spaces to d's width in bytes (Lua 5.1's C
+// printf counts bytes; Go's counts runes), on the right with the '-' flag.
+func padBytes(text string, d formatDirective) string {
+	w, err := strconv.Atoi(d.width)
+	if err != nil || w <= len(text) {
+		return text
+	}
+	if strings.Contains(d.flags, "-") {
+		return text + strings.Repeat(" ", w-len(text))
+	}
+	return strings.Repeat(" ", w-len(text)) + text
 }
 
 // quoteLua is %q: a string Lua reads back as the same bytes.
