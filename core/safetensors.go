@@ -274,6 +274,9 @@ func saveSafetensors(path string, entries []CheckpointEntry, metadata map[string
 	for hdr.Len()%8 != 0 {
 		hdr.WriteByte(' ') // the data starts 8-byte aligned, as the reference writer pads it
 	}
+	if hdr.Len() > maxSafetensorsHeader { // no file its readers (ours included) refuse
+		return argErrorf("the header would be %d bytes, past safetensors' %d-byte limit (%d entries): save fewer or shorter names, or a .gguf checkpoint", hdr.Len(), maxSafetensorsHeader, len(entries))
+	}
 	total := int64(offset)
 	return writeFileAtomic(path, func(w io.Writer) error {
 		var lenBuf [8]byte

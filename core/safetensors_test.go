@@ -325,6 +325,8 @@ func TestSafetensorsSaveRefuses(t *testing.T) {
 		"NaN key":        {[]CheckpointEntry{{Path: keyPath(math.NaN()), Tensor: w}}, nil, "NaN"},
 		"bad metadata":   {nil, map[string]string{"k": "\xff"}, "UTF-8"},
 		"gglua's keys":   {nil, map[string]string{"gglua.path.x": "1"}, "gglua's own"},
+		// A header past the readers' limit (ours refused what it wrote).
+		"a 100 MB header": {nil, map[string]string{"big": strings.Repeat("x", 100_000_000)}, "past safetensors' 100000000-byte limit"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
