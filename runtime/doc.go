@@ -28,8 +28,12 @@
 //	weights, _ := w.Float32s()
 //
 // Values cross as Go values: numbers are float64, strings, booleans,
-// sequences []any, other tables map[string]any and tensors *core.Tensor
-// (Register and SetGlobal take the same, plus ints and []float32). A table
+// tables whose keys are positive integers (at least half of 1..n; a hole
+// is a nil element, and a nil element of a Go slice a hole) []any, other
+// tables map[string]any with every key, and tensors *core.Tensor (Register
+// and SetGlobal take the same, plus ints and []float32). Keys that are one
+// string in Go (1 and "1", true and "true") and tables or functions as
+// keys are refused (ErrConvert). A table
 // reached from several places (in one result list, or one argument list)
 // converts once, and every place gets the same Go slice or map; a Go slice
 // or map reached twice becomes one Lua table. A table that contains itself

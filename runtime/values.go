@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -26,7 +27,10 @@ const (
 )
 
 // toGo converts Lua values: numbers to float64, strings, booleans, tensors
-// to *core.Tensor, sequences to []any and other tables to map[string]any.
+// to *core.Tensor, a table whose keys are positive integers (at least half
+// of 1..n, holes nil) to []any, other tables to map[string]any with every
+// key (keys that are one string in Go, 1 and "1", are refused, as are
+// tables and functions as keys).
 // A table shared between values converts once too. ctx (may be nil) stops
 // a long walk.
 func toGo(ctx context.Context, vs ...lua.LValue) ([]any, error) {
@@ -96,7 +100,7 @@ func (c *goConverter) table(x *lua.LTable) (any, error) {
 	c.open[x] = true
 	defer delete(c.open, x)
 	var out any
-	if n := x.Len(); n > 0 {
+	if n := arrayLen(x); n > 0 {
 		s := make([]any, n)
 		for i := range s {
 			c.path = append(c.path, lua.LNumber(i+1))
@@ -110,16 +114,27 @@ func (c *goConverter) table(x *lua.LTable) (any, error) {
 		out = s
 	} else {
 		m := map[string]any{}
+		from := map[string]lua.LValue{} // the Lua key each Go key came from
 		var err error
 		x.ForEach(func(k, val lua.LValue) {
 			if err != nil {
 				return
 			}
+			name := k.String()
+			if other, ok := from[name]; ok { // 1 and "1", true and "true"
+				err = fmt.Errorf("%w: the table at %s has keys %s and %s, which are both %q in Go", ErrConvert, pathString(c.path), keyText(other), keyText(k), name)
+				return
+			}
+			if _, ok := k.(*lua.LTable); ok || k.Type() == lua.LTFunction || k.Type() == lua.LTUserData {
+				err = fmt.Errorf("%w: the table at %s has a key of type %s, which Go's string keys cannot hold", ErrConvert, pathString(c.path), k.Type())
+				return
+			}
+			from[name] = k
 			c.path = append(c.path, k)
 			var v any
 			v, err = c.convert(val)
 			c.path = c.path[:len(c.path)-1]
-			m[k.String()] = v
+			m[name] = v
 		})
 		if err != nil {
 			return nil, err
@@ -128,6 +143,36 @@ func (c *goConverter) table(x *lua.LTable) (any, error) {
 	}
 	c.done[x] = out
 	return out, nil
+}
+
+// arrayLen is the length of the slice t converts to: the largest key,
+// when every key is a positive integer and at least half of 1..that are
+// there (holes become nil elements); else 0, and t converts to a map
+// keeping every key (Len, a border, dropped what was past a hole, and a
+// mixed table's names).
+func arrayLen(t *lua.LTable) int {
+	keys, top, ints := 0, 0, true
+	t.ForEach(func(k, _ lua.LValue) {
+		keys++
+		f, ok := k.(lua.LNumber)
+		if !ok || float64(f) != math.Trunc(float64(f)) || f < 1 || f > 1<<40 {
+			ints = false
+			return
+		}
+		top = max(top, int(f))
+	})
+	if !ints || keys == 0 || top > 2*keys {
+		return 0
+	}
+	return top
+}
+
+// keyText is a Lua key as a script writes it: 1, "1", true.
+func keyText(k lua.LValue) string {
+	if s, ok := k.(lua.LString); ok {
+		return fmt.Sprintf("%q", string(s))
+	}
+	return k.String()
 }
 
 // pathString writes keys as an index path: value[1].name["a b"].
@@ -225,12 +270,12 @@ func (c *luaConverter) convert(v any, depth int) (lua.LValue, error) {
 			ref = goRef{unsafe.Pointer(&x[0]), len(x)}
 		}
 		return c.table(ref, depth, func(t *lua.LTable) error {
-			for _, e := range x {
+			for i, e := range x { // a nil element stays a hole at its index (Append closed it up)
 				lv, err := c.convert(e, depth+1)
 				if err != nil {
 					return err
 				}
-				t.Append(lv)
+				t.RawSetInt(i+1, lv)
 			}
 			return nil
 		})

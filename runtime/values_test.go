@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,4 +62,37 @@ func TestSetTensorKeepsDtypeAndGrad(t *testing.T) {
 	require.NoError(t, x.SetRequiresGrad(true))
 	require.NoError(t, rt.SetTensor("p", x))
 	assert.Equal(t, []any{true, 2.0}, doString(t, rt, `return p:requires_grad(), (p * p):sum():item() - 3`))
+}
+
+// Values cross between Lua and Go faithfully, or not at all (issue [19],
+// item 12): a nil element keeps its place both ways, a table with names
+// beside its elements keeps them, and keys that are one string in Go are
+// refused.
+func TestConversionsAreFaithful(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	rt.Register("echo", func(args []any) ([]any, error) { return args, nil })
+	require.NoError(t, rt.SetGlobal("holes", []any{nil, 1.0, nil, 2.0}))
+	vals, err := rt.DoString(context.Background(), `
+		local e = echo({1, 2, nil, 4})
+		return holes[1] == nil, holes[2], holes[3] == nil, holes[4], e[3] == nil, e[4]`)
+	require.NoError(t, err)
+	assert.Equal(t, []any{true, 1.0, true, 2.0, true, 4.0}, vals)
+
+	vals, err = rt.DoString(context.Background(), `return {1, 2, x = 5}, {1, nil, 3}, {[1e9] = 1}`)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"1": 1.0, "2": 2.0, "x": 5.0}, vals[0], "names beside elements are kept")
+	assert.Equal(t, []any{1.0, nil, 3.0}, vals[1], "a hole is a nil element")
+	assert.Equal(t, map[string]any{"1000000000": 1.0}, vals[2], "a sparse table is a map")
+
+	for code, want := range map[string]string{
+		`return {[true] = 1, ["true"] = 2}`:  `keys`,
+		`return {[1] = 1, ["1"] = 2, x = 3}`: `which are both "1" in Go`,
+		`return {[{}] = 1}`:                  "a key of type table",
+	} {
+		_, err := rt.DoString(context.Background(), code)
+		assert.ErrorIs(t, err, runtime.ErrConvert, code)
+		assert.ErrorContains(t, err, want, code)
+	}
 }
