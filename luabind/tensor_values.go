@@ -166,31 +166,43 @@ func valuesFromLua(L *lua.LState, fn string, v lua.LValue) ([]float64, []int) {
 		}
 		cur = ct.RawGetInt(1)
 	}
-	var data []float64
-	var walk func(t *lua.LTable, depth int, path string)
-	walk = func(t *lua.LTable, depth int, path string) {
+	total := int64(1)
+	for _, n := range shape {
+		if total *= int64(n); total > core.MaxHostElements {
+			argError(L, fn, "a table of shape %s is more than a tensor may hold (%d elements)", core.ShapeString(shape), core.MaxHostElements)
+		}
+	}
+	data := make([]float64, 0, total)
+	// An element's place is written out only for an error (a Sprintf an
+	// element made 4e7 numbers take minutes); the walk stops with the
+	// script's call.
+	var walk func(t *lua.LTable, depth int, path func() string)
+	walk = func(t *lua.LTable, depth int, path func() string) {
 		if t.Len() != shape[depth] {
-			argError(L, fn, "ragged table: %s has %d elements, expected %d", path, t.Len(), shape[depth])
+			argError(L, fn, "ragged table: %s has %d elements, expected %d", path(), t.Len(), shape[depth])
 		}
 		for i := 1; i <= t.Len(); i++ {
 			el := t.RawGetInt(i)
-			where := fmt.Sprintf("%s[%d]", path, i)
+			where := func() string { return fmt.Sprintf("%s[%d]", path(), i) }
 			if depth == len(shape)-1 {
 				n, ok := el.(lua.LNumber)
 				if !ok {
-					argError(L, fn, "%s is a %s, expected a number", where, luaTypeName(el))
+					argError(L, fn, "%s is a %s, expected a number", where(), luaTypeName(el))
+				}
+				if len(data)%(1<<16) == 0 {
+					stopIfEnded(L, fn)
 				}
 				data = append(data, float64(n))
 				continue
 			}
 			sub, ok := el.(*lua.LTable)
 			if !ok {
-				argError(L, fn, "ragged table: %s is a %s, expected a table", where, luaTypeName(el))
+				argError(L, fn, "ragged table: %s is a %s, expected a table", where(), luaTypeName(el))
 			}
 			walk(sub, depth+1, where)
 		}
 	}
-	walk(tbl, 0, "t")
+	walk(tbl, 0, func() string { return "t" })
 	return data, shape
 }
 
