@@ -17,6 +17,10 @@ import (
 // function found by identity, help(x) a tensor, help(nn.Linear) a class,
 // help(m) a module.
 
+// maxHelpName is longer than any documented name: help of a longer string
+// answers at once (a 256 MB string was lowercased once a name).
+const maxHelpName = 256
+
 func openHelp(L *lua.LState, env *Env) {
 	L.SetGlobal("help", newFunction(L, "help", env.help))
 }
@@ -195,6 +199,10 @@ func (h *helper) tensor(t *core.Tensor) {
 // name, or the methods of an object kind ("optimizer").
 func (h *helper) name(s string) {
 	d := h.d
+	if len(s) > maxHelpName { // no name is this long: nothing to look up, or to echo
+		h.printf("no help for a string of %d bytes (names are shorter). help() lists what there is.\n", len(s))
+		return
+	}
 	if sec := d.byKey[s]; sec != nil {
 		h.library(sec)
 		return
@@ -232,8 +240,9 @@ func (h *helper) name(s string) {
 	}
 	h.printf("no help for %q.", s)
 	var near []string
+	lower := strings.ToLower(s)
 	for n := range d.byName {
-		if strings.Contains(strings.ToLower(n), strings.ToLower(s)) {
+		if strings.Contains(strings.ToLower(n), lower) {
 			near = append(near, n)
 		}
 	}

@@ -71,6 +71,8 @@ func TestHelpPrints(t *testing.T) {
 		{`help("zero")`, []string{`no help for "zero". Close: `, "x:zero_", "tensor.zeros"}, nil},
 		{`help(print)`, []string{"a function gglua does not document"}, nil},
 		{`help(3)`, []string{"help: a number"}, nil},
+		// A long string answers at once, and is not echoed back.
+		{`help(("x"):rep(1e7))`, []string{"no help for a string of 10000000 bytes"}, []string{"xxxxxxxxxx"}},
 	} {
 		got := helpOutput(t, L, out, c.code)
 		for _, w := range c.want {
