@@ -320,8 +320,9 @@ func (d *dataLoader) rows() int {
 
 // start begins an epoch: the rows in order, or shuffled from the engine's
 // generator (read now: device.use may have replaced the engine), or when
-// sharded from seed + epoch, then this rank's part.
-func (d *dataLoader) start() {
+// sharded from seed + epoch, then this rank's part. A long shuffle stops
+// with the script's call.
+func (d *dataLoader) start(L *lua.LState) {
 	n := d.x.rows()
 	if cap(d.order) < n {
 		d.order = make([]int, n)
@@ -330,7 +331,13 @@ func (d *dataLoader) start() {
 	for i := range d.order {
 		d.order[i] = i
 	}
-	swap := func(i, j int) { d.order[i], d.order[j] = d.order[j], d.order[i] }
+	swaps := 0
+	swap := func(i, j int) {
+		if swaps++; swaps%(1<<16) == 0 {
+			stopIfEnded(L, "data.loader")
+		}
+		d.order[i], d.order[j] = d.order[j], d.order[i]
+	}
 	switch {
 	case d.shuffle && d.shard:
 		rand.New(rand.NewSource(d.seed+d.epoch)).Shuffle(n, swap)
@@ -352,7 +359,7 @@ func (d *dataLoader) start() {
 // many values it pushed: none at the end of the epoch, which ends it.
 func (d *dataLoader) next(L *lua.LState) int {
 	if !d.running {
-		d.start()
+		d.start(L)
 	}
 	end := min(d.pos+d.batch, len(d.order))
 	if d.pos >= len(d.order) || (d.dropLast && end-d.pos < d.batch) {

@@ -199,7 +199,7 @@ func openProgress(L *lua.LState, env *Env) {
 			var n int
 			if loader != nil {
 				if !started {
-					loader.start() // a bar over a loader is one epoch
+					loader.start(L) // a bar over a loader is one epoch
 				}
 				n = loader.next(L)
 			} else {
