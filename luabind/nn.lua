@@ -752,23 +752,28 @@ local function batch_norm_module(name, ranks)
   local c = class(name)
   function c:init(n, ...)
     local cname = "nn." .. name
-    local opts = positional(cname, {"eps", "momentum", "affine"}, ...)
+    local opts = positional(cname, {"eps", "momentum", "affine", "track_running_stats"}, ...)
     check(type(n) == "number" and n >= 1, cname, "expected a positive number of features, got %s", tostring(n))
-    known(opts, cname, {"eps", "momentum", "affine"})
+    known(opts, cname, {"eps", "momentum", "affine", "track_running_stats"})
     self.num_features, self.eps, self.momentum = n, opts.eps or 1e-5, opts.momentum or 0.1
     if opts.affine ~= false then
       self.weight = tensor.param(tensor.ones(n))
       self.bias = tensor.param(tensor.zeros(n))
     end
-    self:register_buffer("running_mean", tensor.zeros(n))
-    self:register_buffer("running_var", tensor.ones(n))
+    -- track_running_stats=false: no running statistics, and the batch's
+    -- own normalise in eval() too, as PyTorch's.
+    self.track_running_stats = opts.track_running_stats ~= false
+    if self.track_running_stats then
+      self:register_buffer("running_mean", tensor.zeros(n))
+      self:register_buffer("running_var", tensor.ones(n))
+    end
   end
   c.forward = function(self, x)
     local ok = false
     for _, r in ipairs(ranks) do ok = ok or x:dim() == r end
     check(ok, name, "expected a %s-d input, got %d-d", table.concat(ranks, "- or "), x:dim())
     return nn.batch_norm(x, self.running_mean, self.running_var, {weight = self.weight, bias = self.bias,
-      training = self.training, momentum = self.momentum, eps = self.eps})
+      training = self.training or not self.track_running_stats, momentum = self.momentum, eps = self.eps})
   end
   c.describe = function(self) return string.format("%s(%d)", name, self.num_features) end
   nn[name] = c

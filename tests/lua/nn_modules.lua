@@ -445,3 +445,24 @@ do
   ok, err = pcall(function() return Holder() end)
   assert(not ok and err:find("nn_modules%.lua:%d+: nn%.Embedding: padding_idx") and not err:find("nn%.lua"), err)
 end
+
+-- BatchNorm with track_running_stats=false keeps no running statistics
+-- and normalises by the batch's own in eval() too, as PyTorch's (values:
+-- torch 1.13, BatchNorm1d(3, track_running_stats=False).eval() of the
+-- same x); positional in PyTorch's order as well.
+do
+  local x = (tensor.arange(12):reshape(4, 3)) ^ 1.5
+  local bn = nn.BatchNorm1d(3, {track_running_stats = false})
+  bn:eval()
+  local y = bn(x)
+  local want = {-1.141009, -1.193667, -1.222108, -0.635275, -0.587558, -0.561522}
+  local got = y:reshape(12):totable()
+  for i, w in ipairs(want) do assert(math.abs(got[i] - w) < 1e-5, i .. ": " .. got[i]) end
+  local train = nn.BatchNorm1d(3)(x) -- a training batch norm: the batch's statistics
+  assert((train - y):abs():max():item() < 1e-6)
+  local keys = {}
+  for k in pairs(bn:state_dict()) do keys[#keys + 1] = k end
+  table.sort(keys)
+  assert(table.concat(keys, ",") == "bias,weight", table.concat(keys, ","))
+  assert(nn.BatchNorm2d(3, 1e-5, 0.1, true, false).running_mean == nil)
+end
