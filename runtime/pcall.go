@@ -73,7 +73,15 @@ func installProtectedCalls(L *lua.LState) {
 		co.RawSetString("status", L.NewFunction(pc.status))
 		co.RawSetString("yield", L.NewFunction(pc.yield))
 		if resume, ok := co.RawGetString("resume").(*lua.LFunction); ok && resume.IsG {
-			co.RawSetString("resume", L.NewFunction(pc.settling(resume.GFunction)))
+			settle := pc.settling(resume.GFunction)
+			co.RawSetString("resume", L.NewFunction(func(L *lua.LState) int {
+				if t, ok := L.Get(1).(*lua.LState); ok && pc.active(L, t) {
+					L.Push(lua.LFalse)
+					L.Push(lua.LString("cannot resume non-suspended coroutine"))
+					return 2
+				}
+				return settle(L)
+			}))
 		}
 		if wrap, ok := co.RawGetString("wrap").(*lua.LFunction); ok && wrap.IsG {
 			co.RawSetString("wrap", L.NewFunction(func(L *lua.LState) int {
@@ -81,7 +89,13 @@ func installProtectedCalls(L *lua.LState) {
 				// gopher-lua's wrap returns a Go closure over the coroutine.
 				if w, ok := L.Get(-1).(*lua.LFunction); ok && n == 1 && w.IsG && len(w.Upvalues) == 1 {
 					L.Pop(1)
-					L.Push(L.NewClosure(pc.settling(w.GFunction), w.Upvalues[0].Value()))
+					settle, t := pc.settling(w.GFunction), w.Upvalues[0].Value()
+					L.Push(L.NewClosure(func(L *lua.LState) int {
+						if t, ok := t.(*lua.LState); ok && pc.active(L, t) {
+							L.RaiseError("cannot resume non-suspended coroutine")
+						}
+						return settle(L)
+					}, t))
 				}
 				return n
 			}))
@@ -300,6 +314,19 @@ func (pc *protectedCalls) logical(t *lua.LState) *lua.LState {
 		}
 		t = o
 	}
+}
+
+// active reports whether coroutine co is running or normal (it resumed
+// the running one, directly or through others): Lua refuses to resume it,
+// and gopher-lua went on resuming until Go's stack overflowed.
+func (pc *protectedCalls) active(L *lua.LState, co *lua.LState) bool {
+	co = pc.logical(co)
+	for t := pc.logical(L); t != nil; t = t.Parent {
+		if pc.logical(t) == co {
+			return true
+		}
+	}
+	return false
 }
 
 // coroutine.running(): the running coroutine, nil in the main thread.

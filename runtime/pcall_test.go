@@ -195,7 +195,21 @@ func TestPcallAndCoroutines(t *testing.T) {
 				local c2 = coroutine.wrap(function() coroutine.yield() end)
 				return pcall(function() c2() return coroutine.resume(co) end)
 			end)
-			return coroutine.resume(co)`, []any{true, true, false, "can not resume a running thread"}},
+			return coroutine.resume(co)`, []any{true, true, false, "cannot resume non-suspended coroutine"}},
+		// Lua refuses to resume a normal coroutine (one that resumed the
+		// running one); gopher-lua went on until Go's stack overflowed and
+		// killed the host ([19] item 1).
+		{"resuming a normal coroutine", `
+			local a, b
+			a = coroutine.create(function() return coroutine.resume(b) end)
+			b = coroutine.create(function() return coroutine.resume(a) end)
+			return coroutine.resume(a)`, []any{true, true, false, "cannot resume non-suspended coroutine"}},
+		{"wrapped coroutines resuming each other", `
+			local a, b
+			a = coroutine.wrap(function() return b() end)
+			b = coroutine.wrap(function() return a() end)
+			local ok, err = pcall(a)
+			return ok, (err:gsub("^.-: ", ""))`, []any{false, "cannot resume non-suspended coroutine"}},
 		{"yield around pcall", `
 			local co = coroutine.wrap(function()
 				local ok, e = pcall(error, "x")
