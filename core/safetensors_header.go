@@ -124,6 +124,9 @@ func parseSafetensorsHeader(hdr []byte, dataLen uint64) ([]stTensor, map[string]
 // names a key twice: Go's decoder keeps the last value, other readers (the
 // reference Rust one) refuse, and two readers must not disagree on a
 // tensor's dtype or place.
+// maxHeaderDepth is deeper than any safetensors header nests.
+const maxHeaderDepth = 8
+
 func noDuplicateKeys(text []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(text))
 	type frame struct {
@@ -157,6 +160,11 @@ func noDuplicateKeys(text []byte) error {
 			}
 			top.keys[k], top.key = true, false
 			continue
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') && len(stack) >= maxHeaderDepth {
+			// A header nests three deep ({name: {shape: [...]}}): a deeper one
+			// is no header, and 50 MB of '[' cost 3.5 GB of frames.
+			return fmt.Errorf("the header nests more than %d deep: not a safetensors header", maxHeaderDepth)
 		}
 		switch tok {
 		case json.Delim('{'):
