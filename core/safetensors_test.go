@@ -243,9 +243,9 @@ func corruptSafetensors() map[string]struct {
 		// Go's decoder would keep the last of two fields; other readers refuse.
 		"field twice in an entry": {stFile(`{"a":{"dtype":"I32","dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "twice"},
 		// [19] 9: 50 MB of '[' cost 3.5 GB before it was refused.
-		"nested too deep": {stFile(`{"a":`+strings.Repeat("[", 1<<20), f4), "nests more than 8 deep"},
-		"metadata key twice":      {stFile(`{"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "twice"},
-		"null metadata value":     {stFile(`{"__metadata__":{"k":null},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "null"},
+		"nested too deep":     {stFile(`{"a":`+strings.Repeat("[", 1<<20), f4), "nests more than 8 deep"},
+		"metadata key twice":  {stFile(`{"__metadata__":{"k":"1","k":"2"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "twice"},
+		"null metadata value": {stFile(`{"__metadata__":{"k":null},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f4), "null"},
 	}
 }
 
