@@ -29,8 +29,10 @@ import (
 
 const plotUsage = "usage: gglua plot RUN [-o out.png|out.svg]   (RUN is a folder such as runs/train-20250131-142501)"
 
-// Panel sizes, in pixels at vgimg's 96 dpi: small enough for a README.
+// Panel sizes, in pixels at vgimg's 96 dpi: small enough for a README;
+// at most maxPanels panels (3 columns of 16 rows) in one image.
 const (
+	maxPanels   = 48
 	plotWidthPx = 640
 	panelPx     = 220
 	pxPerPoint  = 96.0 / 72 // vg lengths are points
@@ -63,6 +65,10 @@ func plotMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if out == "" {
 		out = filepath.Join(run, "scalars.png")
+	}
+	if len(series) > maxPanels { // 2000 tags made a 146,000-pixel image: 1.8 GB, 35 s
+		fmt.Fprintf(stderr, "gglua plot: %d tags: drawing the first %d (in the order they were first logged)\n", len(series), maxPanels)
+		series = series[:maxPanels]
 	}
 	if err := writePlot(out, series, stderr); err != nil {
 		fmt.Fprintf(stderr, "gglua plot: %v\n", err)

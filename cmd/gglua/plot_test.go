@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -316,6 +317,26 @@ func TestPlotLaysOutManyTags(t *testing.T) {
 	code, _, stderr = gglua("plot", dir, "-o", svg)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, svgTexts(t, svg), "broken (no finite values)")
+}
+
+// A run of 2000 one-point tags (a 60 KB file) drew a 146,000-pixel
+// image (1.8 GB, 35 s): the first maxPanels tags are drawn, and stderr
+// says so.
+func TestPlotBoundsItsPanels(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tags")
+	r, err := runlog.Open(dir)
+	require.NoError(t, err)
+	for i := range 2000 {
+		require.NoError(t, r.Scalar(fmt.Sprintf("t%04d", i), 1, float64(i)))
+	}
+	require.NoError(t, r.Close())
+	out := filepath.Join(t.TempDir(), "tags.png")
+	code, stdout, stderr := gglua("plot", dir, "-o", out)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "2000 tags: drawing the first 48")
+	assert.Contains(t, stdout, "t0047)")
+	assert.NotContains(t, stdout, "t0048")
+	assert.Equal(t, image.Rect(0, 0, 3*plotWidthPx, 16*panelPx), decodePNG(t, out).Bounds())
 }
 
 // TestPlotExtremeValues: a constant series past 2^53, values near float64's
