@@ -126,9 +126,9 @@
 // and context.DeadlineExceeded apart without reading that message.
 //
 // Runtimes are independent: several may run in parallel goroutines. One
-// Runtime runs one call at a time: DoString, DoFile, SetGlobal, SetTensor
-// or Tensor from another goroutine while a call runs returns ErrBusy (a
-// function given to Register may use the runtime from inside the call),
-// and Close from another goroutine cancels the running call (it returns
-// ErrClosed) and waits for it.
+// Runtime runs one call at a time: DoString, DoFile, SetGlobal, SetTensor,
+// Tensor or Register while a call runs returns ErrBusy (a function given
+// to Register too: it takes and returns values), and Close from another
+// goroutine cancels the running call (it returns ErrClosed) and waits for
+// it.
 package runtime

@@ -65,20 +65,18 @@ func limit(v int64, sandbox bool, def int64) int64 {
 // Runtime is one Lua state with its device state.
 type Runtime struct {
 	// mu guards closed, busy and cancel: a Runtime runs one call at a time
-	// (its Lua state is not safe for concurrent use), and another
-	// goroutine's call meanwhile is ErrBusy; Close cancels a running call
-	// and waits for it.
-	mu         sync.Mutex
-	closed     bool
-	busy       bool
-	inCallback int                     // a Register'd function is running (it may use the runtime)
-	cancel     context.CancelCauseFunc // the running call's
-	idle       chan struct{}           // closed when the running call returns (Close waits on it)
-	L          *lua.LState
-	env        *luabind.Env
-	out        io.Writer
-	heapLimit  int64   // HeapLimit in effect (0: none)
-	causes     *causes // Go errors behind the runtime's own Lua errors
+	// (its Lua state is not safe for concurrent use), and any other use
+	// meanwhile is ErrBusy; Close cancels a running call and waits for it.
+	mu        sync.Mutex
+	closed    bool
+	busy      bool
+	cancel    context.CancelCauseFunc // the running call's
+	idle      chan struct{}           // closed when the running call returns (Close waits on it)
+	L         *lua.LState
+	env       *luabind.Env
+	out       io.Writer
+	heapLimit int64   // HeapLimit in effect (0: none)
+	causes    *causes // Go errors behind the runtime's own Lua errors
 }
 
 // New starts a runtime.
@@ -205,14 +203,8 @@ func (rt *Runtime) call(ctx context.Context, fn *lua.LFunction) ([]any, error) {
 	}
 	ctx, cancel := context.WithCancelCause(ctx) // Close from another goroutine ends the call
 	rt.mu.Lock()
-	outer := rt.cancel // a call from inside a callback: the outer one's, restored after
 	rt.cancel = cancel
 	rt.mu.Unlock()
-	defer func() {
-		rt.mu.Lock()
-		rt.cancel = outer
-		rt.mu.Unlock()
-	}()
 	if rt.heapLimit > 0 {
 		// The watchdog ends the call through its context. That context is
 		// not cancelled when the call returns: coroutines made in this call
@@ -273,16 +265,15 @@ func byteSize(n int64) string {
 func (rt *Runtime) Engine() *core.Engine { return rt.env.Engine }
 
 // enter starts a use of the runtime: ErrClosed after Close, ErrBusy while
-// another goroutine's call runs (a function registered with Register may
-// use the runtime from inside the call).
+// a call runs. A function given to Register runs inside the call, so it
+// too gets ErrBusy: it takes and returns values instead. (Go cannot tell
+// that goroutine from another, and letting it in let any in.)
 func (rt *Runtime) enter() error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	switch {
 	case rt.closed:
 		return ErrClosed
-	case rt.busy && rt.inCallback > 0:
-		return nil // nested: leave() must not end the outer use
 	case rt.busy:
 		return ErrBusy
 	}
@@ -290,21 +281,10 @@ func (rt *Runtime) enter() error {
 	return nil
 }
 
-// callback counts the Register'd functions running (d +1 as one starts,
-// -1 as it returns).
-func (rt *Runtime) callback(d int) {
-	rt.mu.Lock()
-	rt.inCallback += d
-	rt.mu.Unlock()
-}
-
-// leave ends the use enter started (a nested one leaves the outer running).
+// leave ends the use enter started.
 func (rt *Runtime) leave() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.inCallback > 0 {
-		return
-	}
 	rt.busy, rt.cancel = false, nil
 	if rt.idle != nil {
 		close(rt.idle)
@@ -317,7 +297,7 @@ func (rt *Runtime) leave() {
 // waited for first.
 func (rt *Runtime) Close() {
 	rt.mu.Lock()
-	for rt.busy && rt.inCallback == 0 {
+	for rt.busy {
 		if rt.cancel != nil {
 			rt.cancel(ErrClosed)
 		}
@@ -329,9 +309,9 @@ func (rt *Runtime) Close() {
 		<-idle
 		rt.mu.Lock()
 	}
-	if rt.closed || rt.busy {
+	if rt.closed {
 		rt.mu.Unlock()
-		return // Close is idempotent; from inside a callback it cannot close the running state
+		return // Close is idempotent
 	}
 	rt.closed = true
 	rt.mu.Unlock()

@@ -422,9 +422,7 @@ func (rt *Runtime) Register(name string, fn Func) {
 		if ce := (*convertError)(nil); errors.As(err, &ce) {
 			rt.causes.raise(L, fmt.Errorf("%s: argument %d: %w", name, ce.i, ce.err))
 		}
-		rt.callback(+1) // fn may set and read globals of this runtime
 		results, err := fn(args)
-		rt.callback(-1)
 		if err != nil {
 			rt.causes.raise(L, fmt.Errorf("%s: %w", name, err))
 		}
