@@ -290,3 +290,43 @@ func (o *optReader) unknown() error {
 	}
 	return err
 }
+
+// optionsAt reports whether argument n is an options table (the last
+// argument) rather than the first of PyTorch's positional ones, which
+// may run to argument last; more arguments than that are an error.
+func optionsAt(L *lua.LState, fn string, n, last int) bool {
+	if L.GetTop() > last {
+		argError(L, fn, "%d arguments given, at most %d", L.GetTop(), last)
+	}
+	_, ok := L.Get(n).(*lua.LTable)
+	if ok && L.GetTop() > n {
+		argError(L, fn, "argument %d is an options table: nothing may follow it", n)
+	}
+	return ok
+}
+
+// positionalBool and positionalNumber read argument n of PyTorch's
+// positional form (nil: def).
+func positionalBool(L *lua.LState, fn string, n int, name string, def bool) bool {
+	switch v := L.Get(n).(type) {
+	case *lua.LNilType:
+		return def
+	case lua.LBool:
+		return bool(v)
+	default:
+		argError(L, fn, "argument %d (%s) must be a boolean, got %s", n, name, luaTypeName(v))
+		return def
+	}
+}
+
+func positionalNumber(L *lua.LState, fn string, n int, name string, def float64) float64 {
+	switch v := L.Get(n).(type) {
+	case *lua.LNilType:
+		return def
+	case lua.LNumber:
+		return float64(v)
+	default:
+		argError(L, fn, "argument %d (%s) must be a number, got %s", n, name, luaTypeName(v))
+		return def
+	}
+}

@@ -1,6 +1,7 @@
 package luabind
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -160,6 +161,15 @@ func (env *Env) stdout() io.Writer {
 		return os.Stdout
 	}
 	return env.Stdout
+}
+
+// stopIfEnded raises the end of the script's call (deadline, Ctrl-C, the
+// sandbox's memory watchdog) in fn, if it has ended: a long loop of a
+// binding calls it every few thousand steps.
+func stopIfEnded(L *lua.LState, fn string) {
+	if ctx := L.Context(); ctx != nil && ctx.Err() != nil {
+		raise(L, fmt.Errorf("%s: %w", fn, context.Cause(ctx)))
+	}
 }
 
 // checkHost refuses, before anything is allocated, a host tensor of n

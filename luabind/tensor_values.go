@@ -1,7 +1,6 @@
 package luabind
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -206,24 +205,12 @@ func valuesFromLua(L *lua.LState, fn string, v lua.LValue) ([]float64, []int) {
 	return data, shape
 }
 
-// totableStop is stopIfEnded for totable.
-func totableStop(L *lua.LState) { stopIfEnded(L, "totable") }
-
-// stopIfEnded raises the end of the script's call (deadline, Ctrl-C, the
-// sandbox's memory watchdog) in fn, if it has ended: a long loop of a
-// binding calls it every few thousand steps.
-func stopIfEnded(L *lua.LState, fn string) {
-	if ctx := L.Context(); ctx != nil && ctx.Err() != nil {
-		raise(L, fmt.Errorf("%s: %w", fn, context.Cause(ctx)))
-	}
-}
-
 // nestedTable turns flat values of shape into nested Lua tables.
 func nestedTable[T float32 | float64](L *lua.LState, v []T, shape []int) *lua.LTable {
 	tbl := L.CreateTable(shape[0], 0)
 	if len(shape) == 1 {
 		for i := 0; i < len(v); i += totableCheckEvery {
-			totableStop(L)
+			stopIfEnded(L, "totable")
 			for _, x := range v[i:min(i+totableCheckEvery, len(v))] {
 				tbl.Append(lua.LNumber(x))
 			}
@@ -233,7 +220,7 @@ func nestedTable[T float32 | float64](L *lua.LState, v []T, shape []int) *lua.LT
 	step := len(v) / shape[0]
 	for i := 0; i < shape[0]; i++ {
 		if i%max(1, totableCheckEvery/step) == 0 {
-			totableStop(L)
+			stopIfEnded(L, "totable")
 		}
 		tbl.Append(nestedTable(L, v[i*step:(i+1)*step], shape[1:]))
 	}
