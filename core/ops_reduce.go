@@ -1,6 +1,10 @@
 package core
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
 
 // Reductions: sums and means (all elements or along a dim), max/min and
 // argmax. The gradient of a reduction spreads g back over what was reduced.
@@ -15,73 +19,43 @@ func (e *Engine) sumTo(g *Tensor, shape []int) (*Tensor, error) {
 		return out, err
 	}
 	if rows, k, ok := e.leadingSum(g.shape, shape); ok {
-		return e.sumRowsGEMM(g, shape, rows, k)
+		return e.kernelOp("sum_to", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+			x, err := c.ReshapeView(in[0], ne4([]int{rows, k})) // size-1 dims folded away
+			if err != nil {
+				return node{}, err
+			}
+			s, err := c.ColumnSumKernel(x)
+			if err != nil {
+				return node{}, err
+			}
+			return c.ReshapeView(s, ne4(shape))
+		})
 	}
 	return e.newOp("sum_to", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
 		return e.repeatBack(c, in[0], g.shape, shape)
 	})
 }
 
-// leadingSum reports whether summing from down to to, on a GPU, sums the
-// leading dims of from and keeps the rest (a bias's gradient: [B, T, n] to
-// [n]), as rows [rows, k] summed to [k].
+// leadingSum reports whether summing from down to to, on a GPU with
+// gglua's kernels, sums the leading dims of from and keeps the rest (a
+// bias's gradient: [B, T, n] to [n]): one column-sum kernel over the rows.
+// ggml-cuda's repeat_back gives each output one thread that walks all its
+// rows (4 ms a step for the 8192-row bias gradients of the H200 MLP
+// benchmark), and a cuBLAS product with a column of ones took 186 us for a
+// [8192, 768] gradient, 13% of a GPT step (docs/BENCHMARKS.md).
 func (e *Engine) leadingSum(from, to []int) (rows, k int, ok bool) {
-	if e.backend.IsCPU() && !gemmSumsOnCPU {
+	if (e.backend.IsCPU() && !colSumsOnCPU) || !e.backend.HasKernel(ggmlcgo.KernelBiasReluBF16) {
 		return 0, 0, false
 	}
 	ff, ft := foldedShapes(from, to)
 	if len(ff) != 2 || ft[0] != 1 || ft[1] != ff[1] {
 		return 0, 0, false
 	}
-	if ff[0] < gemmSumMinRows && !gemmSumsOnCPU {
-		// Few long rows (a position embedding's gradient summed over a
-		// batch of 64: [64, 98304]) make cuBLAS walk each output's column
-		// with a strided dot product, 1.9 ms on an H200; repeat_back's one
-		// thread per output reads them coalesced.
-		return 0, 0, false
-	}
 	return ff[0], ff[1], true
 }
 
-// gemmSumMinRows is the fewest rows a GPU sums with sumRowsGEMM.
-const gemmSumMinRows = 1024
-
-// sumRowsGEMM sums g's rows ([rows, k] once its leading dims are merged)
-// as out_prod(g, ones): one cuBLAS GEMM. ggml-cuda's repeat_back gives each
-// output element one thread that walks all its rows (4 ms a step for the
-// 8192-row bias gradients of the H200 MLP benchmark).
-func (e *Engine) sumRowsGEMM(g *Tensor, shape []int, rows, k int) (*Tensor, error) {
-	return e.newOp("sum_to", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
-		x, err := in[0], error(nil)
-		if !x.IsContiguous() {
-			if x, err = c.Cont(x); err != nil {
-				return node{}, err
-			}
-		}
-		k4, r4 := int64(k), int64(rows)
-		v, err := c.View(x, [4]int64{k4, r4, 1, 1}, [3]int64{4 * k4, 4 * k4 * r4, 4 * k4 * r4}, 0)
-		if err != nil {
-			return node{}, err
-		}
-		// The ones are made on the device (x's first rows elements, as a
-		// contiguous column, filled), so a step uploads nothing for them.
-		col, err := c.View(x, [4]int64{1, r4, 1, 1}, [3]int64{4, 4 * r4, 4 * r4}, 0)
-		if err == nil {
-			col, err = c.Fill(col, 1)
-		}
-		if err != nil {
-			return node{}, err
-		}
-		s, err := c.OutProd(v, col, false) // ne (k, 1): Σ_r g[r, :]
-		if err != nil {
-			return node{}, err
-		}
-		return c.Reshape(s, ne4(shape))
-	})
-}
-
-// gemmSumsOnCPU makes tests take the GPU's sumRowsGEMM on the CPU.
-var gemmSumsOnCPU = false
+// colSumsOnCPU makes tests take the GPU's column sums on the CPU.
+var colSumsOnCPU = false
 
 // cudaRepeatBackLimit is ggml-cuda's limit on repeat_back: its source's
 // ne2*ne3 (past it the op is not supported on the GPU).

@@ -227,11 +227,11 @@ func TestSumsPastCUDARepeatBackLimit(t *testing.T) {
 	assert.Greater(t, repeatBackFolds.Load(), folds, "the merged path ran")
 }
 
-// TestSumRowsGEMMAsRepeatBack: the GPU's sum of leading dims (out_prod
-// with ones), forced on the CPU, gives the reduction cases' values and
-// gradients and PyTorch's.
-func TestSumRowsGEMMAsRepeatBack(t *testing.T) {
+// TestColumnSumsAsRepeatBack: the GPU's sum of leading dims (the
+// column-sum kernel), forced on the CPU, gives the reduction cases' values
+// and gradients and PyTorch's.
+func TestColumnSumsAsRepeatBack(t *testing.T) {
 	// The matmul cases hold bias-like broadcast gradients.
-	runForced(t, &gemmSumsOnCPU, TestReduceGradients, TestReductionsMatchPyTorch, TestMatmulGradients,
+	runForced(t, &colSumsOnCPU, TestReduceGradients, TestReductionsMatchPyTorch, TestMatmulGradients,
 		TestLossGradients, TestNormMatchesTorch)
 }
