@@ -108,10 +108,14 @@ case("norms", function() return {P(seeded(4, 6, 3, 3))} end, function(x)
   return (bn * gn):sum() + (rn * rn):sum() + ln:sum(), {bn, gn, rn, rm, rv}
 end)
 case("layer norm, rows of 64", function() return {P(seeded(5, 7, 64)), P(seeded(64)), P(seeded(64))} end, function(x, w, b)
-  -- rows a multiple of 32: the GPU's RMS norm of the centred rows
+  -- gglua's fused nodes on both devices (layer_norm.c, gglua-layer-norm.cuh)
   local y = x:layer_norm(w, b) * (x + 1)
   local z = (x * 3):layer_norm()
   return y:sum() + (z * z * x):sum(), {y, z}
+end)
+case("layer norm, 300 rows of 770, weight or bias", function() return {P(seeded(300, 770) * 2 + 3), P(seeded(770)), P(seeded(770))} end, function(x, w, b)
+  local y = x:layer_norm(w) * x:layer_norm(nil, b)
+  return (y * x):sum(), {y}
 end)
 case("attention", function() return {P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 8)), P(seeded(2, 2, 5, 4))} end, function(q, k, v)
   local y = nn.scaled_dot_product_attention(q, k, v, {is_causal = true})
@@ -151,6 +155,15 @@ case("autocast attention, heads of 16, 32 and 128", function() return {P(seeded(
   local z = nn.scaled_dot_product_attention(b, b, b * 2, {is_causal = true, scale = 0.05})
   local w = nn.scaled_dot_product_attention(c, c:flip(2), c)
   return (y * y):sum() + (z * z):sum() + (w * w):sum(), {y, z, w}
+end, {autocast = true, tol = 2e-2})
+-- Autocast's products run as gglua's bf16 GEMM on a GPU: dims that are not
+-- multiples of 8 (a 65-symbol head) go through zero-padded copies there,
+-- and the bias gradients through the column-sum kernel.
+case("autocast linear, odd and even sizes", function() return {P(seeded(2, 33, 70)), P(seeded(65, 70)), P(seeded(65)), P(seeded(64, 65))} end, function(x, w, b, w2)
+  local h = x:linear(w, b)              -- [2, 33, 65]: m 66, n 65, k 70
+  local y = h:gelu():linear(w2)         -- k 65, n 64
+  local z = x:reshape(66, 70):t():matmul(h:reshape(66, 65)) -- ta: [70, 66] by [66, 65]
+  return (y * y):sum() + z:sum(), {h, y, z}
 end, {autocast = true, tol = 2e-2})
 case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
   tensor.manual_seed(9)
