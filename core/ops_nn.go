@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"math"
+
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Neural-network ops: softmax and log_softmax along a dim, layer norm,
@@ -90,13 +92,14 @@ func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 // LayerNorm normalises over the last dim to zero mean and unit variance
 // (biased, as PyTorch), then scales by w and shifts by b when given.
 //
-// It is one op with its own gradient rather than a composition of mean,
-// sub, mul, sqrt and div: composed, their gradients made about 60 nodes per
-// LayerNorm, many of them single-threaded in ggml (sub, repeat, the
-// gradients of broadcasts), a sixth of a small GPT's step on the CPU
-// (docs/BENCHMARKS.md). Without OpenBLAS (and on GPUs) the forward computes
-// the same values, in the same order, as the composition did; with it the
-// row means are BLAS sums (see rowOps), equal within f32 rounding.
+// Where the backend has gglua's kernels (the CPU, and a GPU whose library
+// has them) it is two fused nodes (layerNormFused). Elsewhere it is one op
+// with its own gradient rather than a composition of mean, sub, mul, sqrt
+// and div: composed, their gradients made about 60 nodes per LayerNorm
+// (docs/BENCHMARKS.md). Without OpenBLAS (and on GPUs) that forward
+// computes the same values, in the same order, as the composition did;
+// with it the row means are BLAS sums (see rowOps), equal within f32
+// rounding.
 func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 	if !(eps >= 0) || math.IsInf(float64(eps), 0) {
 		return nil, argErrorf("layer_norm: eps must be a finite number >= 0, got %g", eps)
@@ -109,6 +112,9 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 		if p != nil && (p.Dim() != 1 || p.shape[0] != last) {
 			return nil, shapeErrorf("layer_norm: weight/bias of shape %s do not match the last dim %d of %s", ShapeString(p.shape), last, ShapeString(x.shape))
 		}
+	}
+	if e.fusedLayerNorm(x) {
+		return e.layerNormFused(x, w, b, eps)
 	}
 	rowShape := append(append([]int(nil), x.shape[:len(x.shape)-1]...), 1)
 	var ch chain
@@ -181,6 +187,81 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 			return e.layerNormBackRMS(g, x, w, b, xc, xhat, eps, r)
 		}
 		return e.layerNormBack(g, x, w, b, xhat, sd, r)
+	})
+	return y, nil
+}
+
+// fusedLayerNorm reports whether x's LayerNorm runs as gglua's two fused
+// nodes (layer_norm.c, gglua-kernels.cu): on the CPU, and on a device whose
+// library has them; the composition below serves the others.
+func (e *Engine) fusedLayerNorm(x *Tensor) bool {
+	return x.Numel() > 0 && x.storage().dtype == ggmlcgo.F32 && e.backend.HasKernel(ggmlcgo.KernelLayerNorm) && !forceComposedLayerNorm
+}
+
+// forceComposedLayerNorm makes tests take the composed LayerNorm.
+var forceComposedLayerNorm = false
+
+// layerNormFused is LayerNorm as one node, whose run holds y and each
+// row's mean and 1/sd, and its gradient as another, whose run holds dx, dw
+// and db: a step keeps x and the two statistics, not x - mean and x̂ (a
+// GPT's 25 LayerNorms held ~2 GB of them at 12/12/768/1024/8).
+func (e *Engine) layerNormFused(x, w, b *Tensor, eps float32) (*Tensor, error) {
+	n := x.shape[len(x.shape)-1]
+	rows := int(x.Numel()) / n
+	inputs := []*Tensor{x}
+	for _, p := range []*Tensor{w, b} {
+		if p != nil {
+			inputs = append(inputs, p)
+		}
+	}
+	// affine is which of w and b in are, by their place after x.
+	affine := func(in []node) (wn, bn *node) {
+		k := 1
+		if w != nil {
+			wn, k = &in[k], k+1
+		}
+		if b != nil {
+			bn = &in[k]
+		}
+		return wn, bn
+	}
+	run, err := e.kernelOp("layer_norm", []int{rows*n + 2*rows}, inputs, func(c ctx, in []node) (node, error) {
+		wn, bn := affine(in)
+		return c.LayerNorm(in[0], wn, bn, eps)
+	})
+	if err != nil {
+		return nil, err
+	}
+	y := viewOf(run, x.shape, 0, contiguousStrides(x.shape))
+	// run is recorded as an input, so that a write into it (through
+	// y:detach()) is refused at backward as a change of a saved tensor.
+	e.record(y, "layer_norm", append(append([]*Tensor(nil), inputs...), run), func(g *Tensor) ([]*Tensor, error) {
+		ins := []*Tensor{g, x, run}
+		if w != nil {
+			ins = append(ins, w)
+		}
+		grads, err := e.kernelOp("layer_norm_back", []int{rows*n + 2*n}, ins, func(c ctx, in []node) (node, error) {
+			var wn *node
+			if w != nil {
+				wn = &in[3]
+			}
+			var bn *node
+			if b != nil {
+				bn = &in[0] // only its presence is read
+			}
+			return c.LayerNormBack(in[0], in[1], in[2], wn, bn, eps)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out := []*Tensor{viewOf(grads, x.shape, 0, contiguousStrides(x.shape))}
+		if w != nil {
+			out = append(out, viewOf(grads, []int{n}, int64(rows*n), []int64{1}))
+		}
+		if b != nil {
+			out = append(out, viewOf(grads, []int{n}, int64(rows*n+n), []int64{1}))
+		}
+		return append(out, nil), nil // run's
 	})
 	return y, nil
 }

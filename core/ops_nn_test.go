@@ -300,9 +300,16 @@ var nnTorchOps = map[string]torchOp{
 // PyTorch's NaN for rows of -inf or NaN.
 func TestNNMatchesTorch(t *testing.T) { runTorchCases(t, nnTorchOps) }
 
-// TestRMSLayerNorm: the devices' LayerNorm (the RMS norm of the centred
-// rows, and its fused gradient), forced on the CPU, passes LayerNorm's
-// gradient cases and PyTorch references.
+// TestComposedLayerNorm: LayerNorm composed of ggml's ops (where a device
+// lacks gglua's fused nodes) passes LayerNorm's gradient cases and PyTorch
+// references; TestRMSLayerNorm: so does the devices' composition (the RMS
+// norm of the centred rows, and its fused gradient), forced on the CPU.
+func TestComposedLayerNorm(t *testing.T) {
+	runForced(t, &forceComposedLayerNorm, TestNNGradients, TestNNMatchesTorch)
+}
+
 func TestRMSLayerNorm(t *testing.T) {
+	forceComposedLayerNorm = true
+	defer func() { forceComposedLayerNorm = false }()
 	runForced(t, &forceRMSLayerNorm, TestNNGradients, TestNNMatchesTorch)
 }

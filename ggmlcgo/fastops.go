@@ -86,6 +86,8 @@ package ggmlcgo
 //         k == 11 ? gglua_col_sum_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2)) :
 //         k == 12 ? gglua_all_reduce_node(ctx, a[0], NULL) : k == 13 ? gglua_all_reduce_join_node(ctx, a[0], NULL) :
 //         k == 14 || k == 15 ? gglua_flash_probe(ctx, k == 15) :
+//         k == 16 ? gglua_layer_norm_node(ctx, a[0], a[1], a[2], 0x3727c5acu | 3ull << 32) :
+//         k == 17 ? gglua_layer_norm_back_node(ctx, a[0], a[1], gglua_layer_norm_node(ctx, a[1], a[2], NULL, 0x3727c5acu | 1ull << 32), a[2], 0x3727c5acu | 1ull << 32) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
@@ -113,11 +115,12 @@ const (
 	KernelBiasReluBF16                // BiasReluKernel to bf16, ReluBackKernel of a bf16 result (to f32 or bf16), ColumnSumKernel of bf16
 	KernelAllReduce                   // AllReduce and AllReduceJoin (collective.go)
 	KernelFlashAttnBF16               // FlashAttention and FlashAttentionBack with BF16 set (attention.go)
+	KernelLayerNorm                   // LayerNorm and LayerNormBack (layer_norm.go)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:

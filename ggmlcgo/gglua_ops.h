@@ -119,6 +119,17 @@ void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * use
 // the columns split over nth threads.
 void gglua_col_sum_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_layer_norm_f32 is layer_norm over ne0 with its rows' mean and
+// 1/sd, gglua_layer_norm_back_f32 its gradients (layer_norm.c says the
+// layouts and userdata); the nodes are named layer_norm and
+// layer_norm_back, which gglua-kernels.cu matches. w and b may be NULL.
+void gglua_layer_norm_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void gglua_layer_norm_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+struct ggml_tensor * gglua_layer_norm_node(struct ggml_context * ctx, struct ggml_tensor * x, struct ggml_tensor * w,
+                                           struct ggml_tensor * b, uint64_t code);
+struct ggml_tensor * gglua_layer_norm_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x,
+                                                struct ggml_tensor * fwd, struct ggml_tensor * w, uint64_t code);
+
 // gglua_flash_attn_f32 writes dst = softmax(q·kᵀ·scale [causal]) · v and
 // its log-sum-exp, gglua_flash_attn_back_f32 the gradients for q, k and v
 // (flash_attn.c says the layouts); userdata carries the scale's f32 bits
