@@ -486,8 +486,13 @@ func (e *Engine) pickRowsBack(name string, g, it *Tensor, rows int) (*Tensor, er
 // with the one-hot [n, rows] made on the device from the indices as f32
 // (|index - r| stepped). ggml-cuda's get_rows_back walks every index for
 // every output element. Like every f32 GEMM on CUDA it runs in TF32.
+// cuBLAS crawls on leading dims that are not multiples of 4 floats (a
+// 65-symbol vocabulary), so the one-hot has rows rounded up to 4, the
+// extra ones matching no index, and the result is the first rows of the
+// product (a contiguous view: its rows are the outer dim).
 func (e *Engine) oneHotRowsBack(name string, g *Tensor, idx []int, rows int) (*Tensor, error) {
 	n, cols := len(idx), g.shape[1]
+	padded := (rows + 3) / 4 * 4
 	at := make([]float32, n)
 	for i, r := range idx {
 		at[i] = float32(r) // exact: rows*n is bounded far below 2^24 squared
@@ -499,29 +504,26 @@ func (e *Engine) oneHotRowsBack(name string, g *Tensor, idx []int, rows int) (*T
 	return e.newOp(name, []int{rows, cols}, []*Tensor{g, idxF}, func(c ctx, in []node) (node, error) {
 		b := e.nodes(c)
 		col := b.reshape(in[1], [4]int64{1, int64(n), 1, 1})
-		ramp := b.set(c.Arange(0, float32(rows), 1)) // ne (rows)
-		ramp = b.reshape(ramp, [4]int64{int64(rows), 1, 1, 1})
-		grid := b.repeat(ramp, [4]int64{int64(rows), int64(n), 1, 1})
-		diff := b.unary("abs", b.sub(grid, col))            // ne (rows, n): |r - idx[i]|
+		ramp := b.set(c.Arange(0, float32(padded), 1)) // ne (padded)
+		ramp = b.reshape(ramp, [4]int64{int64(padded), 1, 1, 1})
+		grid := b.repeat(ramp, [4]int64{int64(padded), int64(n), 1, 1})
+		diff := b.unary("abs", b.sub(grid, col))            // ne (padded, n): |r - idx[i]|
 		onehot := b.scaleBias(b.unary("step", diff), -1, 1) // 1 where r == idx[i]
 		if b.err != nil {
 			return node{}, b.err
 		}
-		if !cuBLASAligned(rows, cols) {
-			// out_prod would hand cuBLAS unaligned leading dims (a
-			// 65-symbol vocabulary): mul_mat over the transposes, whose
-			// leading dim is n.
-			gt, err := e.transposeNode(c, in[0])
-			if err != nil {
+		x := in[0]
+		if !x.IsContiguous() {
+			if x, err = c.Cont(x); err != nil {
 				return node{}, err
 			}
-			ot, err := e.transposeNode(c, onehot)
-			if err != nil {
-				return node{}, err
-			}
-			return c.MulMat(gt, ot) // ne (cols, rows)
 		}
-		return c.OutProd(in[0], onehot, false) // ne (cols, rows): Σ_i g[i, :] ⊗ onehot[i, :]
+		s, err := c.OutProd(x, onehot, false) // ne (cols, padded): Σ_i g[i, :] ⊗ onehot[i, :]
+		if err != nil || padded == rows {
+			return s, err
+		}
+		c4 := int64(4 * cols)
+		return c.View(s, [4]int64{int64(cols), int64(rows), 1, 1}, [3]int64{c4, c4 * int64(rows), c4 * int64(rows)}, 0)
 	})
 }
 

@@ -103,9 +103,9 @@ func TestOneHotRowsBackAsGetRowsBack(t *testing.T) {
 		TestStatsAsTorch, TestShapeGradients)
 }
 
-// TestOneHotRowsBackLayouts: the one-hot GEMM has two layouts (out_prod
-// where cuBLAS gets aligned leading dims, mul_mat over transposes where
-// not); both give get_rows_back's gradient.
+// TestOneHotRowsBackLayouts: the one-hot GEMM pads its rows to a multiple
+// of 4 (cuBLAS's aligned leading dims) and keeps the first ones; with
+// rows aligned or not, and odd columns, it gives get_rows_back's gradient.
 func TestOneHotRowsBackLayouts(t *testing.T) {
 	e := newEngine(t)
 	idx := []int{3, 0, 3, 1, 2, 3, 0}
