@@ -116,6 +116,7 @@ func loadSafetensors(path string, progress Progress) ([]CheckpointEntry, map[str
 		if err != nil {
 			return nil, nil, err
 		}
+		x.scalar = len(t.shape) == 0 // written back as 0-d
 		out[i] = CheckpointEntry{Path: paths[i], Tensor: x}
 	}
 	progress.report("reading", total, total)
@@ -260,6 +261,9 @@ func saveSafetensors(path string, entries []CheckpointEntry, metadata map[string
 		shape := make([]int64, len(t.shape))
 		for i, d := range t.shape {
 			shape[i] = int64(d)
+		}
+		if t.scalar {
+			shape = []int64{} // 0-d, as PyTorch wrote it
 		}
 		header[e.Name()] = map[string]any{"dtype": stDtypeNames[t.Dtype()], "shape": shape, "data_offsets": []uint64{offset, offset + nbytes}}
 		offset += nbytes

@@ -25,6 +25,9 @@ type Tensor struct {
 	// indices marks gglua's own i32 index uploads, the only i32 tensors an
 	// op takes as an input (user i32 tensors are read on the host).
 	indices bool
+	// scalar: a 1-element tensor that a checkpoint writes as 0-d (shape
+	// []), as PyTorch's scalars are (see Scalar).
+	scalar bool
 
 	handle  *residency.Handle // device memory, once placed
 	node    ggmlcgo.Tensor    // while pending: the op node that computes the value
@@ -211,7 +214,7 @@ func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) 
 			return nil, err
 		}
 	}
-	out := &Tensor{shape: t.Shape(), dtype: dtype, handle: h, engine: e}
+	out := &Tensor{shape: t.Shape(), dtype: dtype, handle: h, engine: e, scalar: t.scalar}
 	if scope == residency.Pass {
 		e.trackPass(out)
 	}
@@ -260,18 +263,39 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 
 // ToHost copies the tensor's values to a host f32 tensor.
 func (t *Tensor) ToHost() (*Tensor, error) {
+	var out *Tensor
+	var err error
 	if t.storage().dtype == ggmlcgo.I32 {
-		ints, err := t.int32s()
-		if err != nil {
-			return nil, err
+		var ints []int32
+		if ints, err = t.int32s(); err == nil {
+			out, err = FromInt32(append([]int32(nil), ints...), t.shape...)
 		}
-		return FromInt32(append([]int32(nil), ints...), t.shape...)
+	} else {
+		var data []float32
+		if data, err = t.Float32s(); err == nil {
+			out, err = FromFloat32(append([]float32(nil), data...), t.shape...)
+		}
 	}
-	data, err := t.Float32s()
 	if err != nil {
 		return nil, err
 	}
-	return FromFloat32(append([]float32(nil), data...), t.shape...)
+	out.scalar = t.scalar
+	return out, nil
+}
+
+// Scalar reports whether t is written to a checkpoint as 0-d (shape []).
+// gglua has no 0-d tensors: a PyTorch scalar (a BatchNorm's
+// num_batches_tracked) is a 1-element tensor so marked, by the safetensors
+// reader or by MarkScalar, and the mark moves with it to and from a device.
+func (t *Tensor) Scalar() bool { return t.scalar }
+
+// MarkScalar marks the 1-element t to be written as 0-d.
+func (t *Tensor) MarkScalar() error {
+	if t.Numel() != 1 || t.base != nil {
+		return argErrorf("scalar_tensor: a scalar has one element of its own, got shape %s", ShapeString(t.shape))
+	}
+	t.scalar = true
+	return nil
 }
 
 // Float32s returns the values, outermost dimension slowest, computing

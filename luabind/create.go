@@ -124,6 +124,17 @@ func (env *Env) full(L *lua.LState) int {
 	return env.finishExact(L, "tensor.full", shape, o, func(int) float64 { return v })
 }
 
+// scalar_tensor(v [, {dtype=, requires_grad=}]) is PyTorch's scalar_tensor:
+// gglua has no 0-d tensors, so a 1-element tensor that checkpoints write
+// as 0-d (core's Tensor.Scalar), as a PyTorch scalar buffer is.
+func (env *Env) scalarTensor(L *lua.LState) int {
+	o, _ := trailingOpts(L, "tensor.scalar_tensor")
+	v := float64(L.CheckNumber(1))
+	n := env.finishExact(L, "tensor.scalar_tensor", []int{1}, o, func(int) float64 { return v })
+	raise(L, checkTensor(L, "tensor.scalar_tensor", -1).MarkScalar())
+	return n
+}
+
 // arange([start,] stop [, step]) as PyTorch: stop excluded.
 func (env *Env) arange(L *lua.LState) int {
 	o, last := trailingOpts(L, "tensor.arange")

@@ -355,6 +355,10 @@ end
 -- boolean, or {strict=false}) skips them and returns their names, after
 -- the module, as missing, unexpected. Another table second is not read:
 -- m:load_state_dict(tensor.load(path)) passes the file's metadata there.
+-- after_load[class] syncs what a module keeps beside its buffers once
+-- load_state_dict has copied them (BatchNorm's count of batches).
+local after_load = {}
+
 function Module:load_state_dict(sd, strict, ...)
   check(type(sd) == "table", "load_state_dict", "expected a table, got %s", type(sd))
   check(select("#", ...) == 0 and not (type(strict) == "table" and strict.assign ~= nil), "load_state_dict",
@@ -372,11 +376,18 @@ function Module:load_state_dict(sd, strict, ...)
   local seen, missing, unexpected = {}, {}, {}
   local targets = self:named_parameters("", {}, false)
   for _, nb in ipairs(self:named_buffers()) do targets[#targets + 1] = nb end
+  -- Buffers a module can do without (_optional_buffers), by full name.
+  local optional = {}
+  for _, nm in ipairs(self:named_modules()) do
+    for b in pairs(nm[2]._optional_buffers or {}) do
+      optional[nm[1] == "" and b or nm[1] .. "." .. b] = true
+    end
+  end
   for _, np in ipairs(targets) do
     local name, p = np[1], np[2]
     local v = sd[name]
     if v == nil then
-      check(not strict, "load_state_dict", "missing parameter or buffer %s (strict=false skips it)", name)
+      check(not strict or optional[name], "load_state_dict", "missing parameter or buffer %s (strict=false skips it)", name)
       missing[#missing + 1] = name
     else
       local ok, err = pcall(no_grad, function() p:copy_(v) end)
@@ -391,6 +402,10 @@ function Module:load_state_dict(sd, strict, ...)
     end
   end
   table.sort(unexpected)
+  for _, m in ipairs(self:modules()) do
+    local hook = after_load[getmetatable(m)]
+    if hook then hook(m) end
+  end
   return self, missing, unexpected
 end
 
@@ -766,14 +781,35 @@ local function batch_norm_module(name, ranks)
     if self.track_running_stats then
       self:register_buffer("running_mean", tensor.zeros(n))
       self:register_buffer("running_var", tensor.ones(n))
+      -- PyTorch's count of training batches: a scalar (written 0-d), f32
+      -- (gglua's i32 tensors do not change in place), counted exactly on
+      -- the host.
+      self:register_buffer("num_batches_tracked", tensor.scalar_tensor(0))
+      self._batches = 0
     end
   end
   c.forward = function(self, x)
     local ok = false
     for _, r in ipairs(ranks) do ok = ok or x:dim() == r end
     check(ok, name, "expected a %s-d input, got %d-d", table.concat(ranks, "- or "), x:dim())
+    if self.training and self.track_running_stats then
+      check(self._batches < 2^24, name, "num_batches_tracked would pass 2^24, past what its f32 holds exactly")
+      self._batches = self._batches + 1
+      local count = self.num_batches_tracked
+      no_grad(function() count:fill_(self._batches) end)
+    end
     return nn.batch_norm(x, self.running_mean, self.running_var, {weight = self.weight, bias = self.bias,
       training = self.training or not self.track_running_stats, momentum = self.momentum, eps = self.eps})
+  end
+  -- A state_dict without num_batches_tracked (PyTorch's before it had one)
+  -- loads with the count at 0, as PyTorch's does.
+  c._optional_buffers = {num_batches_tracked = true}
+  after_load[c] = function(self)
+    if self.track_running_stats then
+      local v = self.num_batches_tracked:item()
+      check(v >= 0 and v == math.floor(v) and v <= 2^24, name, "num_batches_tracked must be a whole number in 0..2^24, got %s", tostring(v))
+      self._batches = v
+    end
   end
   c.describe = function(self) return string.format("%s(%d)", name, self.num_features) end
   nn[name] = c

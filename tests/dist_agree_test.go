@@ -50,8 +50,8 @@ func TestCollectivesAgreeAcrossRanks(t *testing.T) {
 			"dist.data_parallel: " + differ + "this rank (1 of 2) passed a model with 4 parameters to average (shapes 6x3, 6, 2x6, 2), and another rank's tensors have other shapes, 26 elements in all"},
 		"dp_count": {"dist.data_parallel: " + differ + "this rank (0 of 2) passed a model with 2 parameters to average (shapes 2x3, 2), and another rank has 4 parameters to average",
 			"dist.data_parallel: " + differ + "this rank (1 of 2) passed a model with 4 parameters to average (shapes 2x3, 2, 2x2, 2), and another rank has 2 parameters to average"},
-		"dp_buffers": {"another rank has 2 other tensors (buffers)",
-			"and 2 other tensors (1.running_mean 2, 1.running_var 2), and another rank has 2 parameters to average; another rank has 0 other tensors (buffers)"},
+		"dp_buffers": {"another rank has 3 other tensors (buffers)",
+			"and 3 other tensors (1.num_batches_tracked 1, 1.running_mean 2, 1.running_var 2), and another rank has 2 parameters to average; another rank has 0 other tensors (buffers)"},
 		"dp_not_a_param": {"dist.data_parallel: " + refused + "this rank (0 of 2) passed a model with 1 parameter to average (shapes 2)",
 			"dist.data_parallel: argument 1: parameter 1 (shape 2) is not a leaf that requires grad (tensor.param makes one)"},
 	}

@@ -151,7 +151,7 @@ local seq = nn.Sequential{nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.GroupNorm(1,
 local names = {}
 for name in pairs(seq:state_dict()) do names[#names + 1] = name end
 table.sort(names)
-assert(table.concat(names, ",") == "0.bias,0.weight,1.bias,1.running_mean,1.running_var,1.weight,2.bias,2.weight,3.weight", table.concat(names, ","))
+assert(table.concat(names, ",") == "0.bias,0.weight,1.bias,1.num_batches_tracked,1.running_mean,1.running_var,1.weight,2.bias,2.weight,3.weight", table.concat(names, ","))
 assert(#seq:parameters() == 7)
 assert(tostring(seq[1]) == "Conv2d(1, 2, kernel_size=3)", tostring(seq[1]))
 local out = seq(tensor.randn(2, 1, 4, 4))

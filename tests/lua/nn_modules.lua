@@ -236,7 +236,7 @@ do
   assert(sd["1.running_mean"] and sd["1.running_var"], "buffers are in the state dict")
   local names = {}
   for _, nb in ipairs(bn:named_buffers()) do names[#names + 1] = nb[1] end
-  assert(table.concat(names, ",") == "1.running_mean,1.running_var", table.concat(names, ","))
+  assert(table.concat(names, ",") == "1.running_mean,1.running_var,1.num_batches_tracked", table.concat(names, ","))
   bn:eval()
   local want = bn(x):totable()
   local copy = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4)}

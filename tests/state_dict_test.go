@@ -1,0 +1,104 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/runtime"
+)
+
+// A state_dict crosses between PyTorch and gglua as it is: PyTorch's
+// (core/testdata/torch_state_dict.safetensors, with BatchNorm's int64
+// scalar num_batches_tracked) loads strictly into the same model written
+// in gglua, which then computes PyTorch's outputs and statistics; and the
+// state_dict gglua saves is the file PyTorch loaded strictly
+// (core/testdata/gglua_state_dict.json: what it computed from it).
+// scripts/reference/state_dict.py writes and reads them (torch 1.13);
+// GGLUA_WRITE_TESTDATA=1 rewrites gglua's file (then run its read by hand).
+
+
+type torchReadBack struct {
+	EvalOutput        []float64 `json:"eval_output"`
+	NumBatchesTracked int       `json:"num_batches_tracked"`
+	Keys              []string  `json:"keys"`
+}
+
+func luaList(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.9g", x)
+	}
+	return "{" + strings.Join(s, ", ") + "}"
+}
+
+func TestStateDictCrossesWithPyTorch(t *testing.T) {
+	var ref struct {
+		Input             []float64 `json:"input"`
+		EvalOutput        []float64 `json:"eval_output"`
+		TrainOutput       []float64 `json:"train_output"`
+		RunningMean       []float64 `json:"running_mean"`
+		RunningVar        []float64 `json:"running_var"`
+		NumBatchesTracked int       `json:"num_batches_tracked"`
+	}
+	b, err := os.ReadFile(filepath.Join("..", "core", "testdata", "torch_state_dict.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &ref))
+	var back torchReadBack
+	b, err = os.ReadFile(filepath.Join("..", "core", "testdata", "gglua_state_dict.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back))
+
+	saved := filepath.Join(t.TempDir(), "gglua.safetensors")
+	code := fmt.Sprintf(`
+local function close(got, want, what)
+  local g = got:reshape(got:numel()):totable()
+  assert(#g == #want, what .. ": " .. #g .. " values, want " .. #want)
+  for i = 1, #want do
+    assert(math.abs(g[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])), string.format("%%s[%%d]: %%.7g, PyTorch %%.7g", what, i, g[i], want[i]))
+  end
+end
+local m = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2)}
+m:load_state_dict(tensor.load(%q)) -- strict
+local x = tensor(%s):reshape(5, 3)
+m:eval()
+close(m(x), %s, "eval output")
+m:train()
+close(m(x), %s, "train output")
+close(m[2].running_mean, %s, "running_mean")
+close(m[2].running_var, %s, "running_var")
+assert(m[2].num_batches_tracked:item() == %d, "num_batches_tracked " .. m[2].num_batches_tracked:item())
+tensor.save(%q, m:state_dict())
+m:eval()
+close(m(x), %s, "PyTorch's output from gglua's file")
+assert(m[2].num_batches_tracked:item() == %d)
+local keys = {}
+for k in pairs(m:state_dict()) do keys[#keys + 1] = k end
+table.sort(keys)
+assert(table.concat(keys, " ") == %q, "keys " .. table.concat(keys, " "))
+`, filepath.Join("..", "core", "testdata", "torch_state_dict.safetensors"), luaList(ref.Input), luaList(ref.EvalOutput),
+		luaList(ref.TrainOutput), luaList(ref.RunningMean), luaList(ref.RunningVar), ref.NumBatchesTracked, saved,
+		luaList(back.EvalOutput), back.NumBatchesTracked, strings.Join(back.Keys, " "))
+	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.DoString(context.Background(), code)
+	require.NoError(t, err)
+
+	got, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	committed := filepath.Join("..", "core", "testdata", "gglua_state_dict.safetensors")
+	if os.Getenv("GGLUA_WRITE_TESTDATA") == "1" {
+		require.NoError(t, os.WriteFile(committed, got, 0o644))
+	}
+	want, err := os.ReadFile(committed)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "gglua no longer writes the file PyTorch loaded")
+}
