@@ -386,8 +386,10 @@ function Module:load_state_dict(sd, strict, ...)
   for _, np in ipairs(targets) do
     local name, p = np[1], np[2]
     local v = sd[name]
-    if v == nil then
-      check(not strict or optional[name], "load_state_dict", "missing parameter or buffer %s (strict=false skips it)", name)
+    if v == nil and optional[name] then
+      no_grad(function() p:fill_(0) end) -- as PyTorch fills a count its file lacks
+    elseif v == nil then
+      check(not strict, "load_state_dict", "missing parameter or buffer %s (strict=false skips it)", name)
       missing[#missing + 1] = name
     else
       local ok, err = pcall(no_grad, function() p:copy_(v) end)
@@ -796,13 +798,14 @@ local function batch_norm_module(name, ranks)
       check(self._batches < 2^24, name, "num_batches_tracked would pass 2^24, past what its f32 holds exactly")
       self._batches = self._batches + 1
       local count = self.num_batches_tracked
-      no_grad(function() count:fill_(self._batches) end)
+      no_grad(function() count:add_(1) end) -- onto whatever it holds, as PyTorch
     end
     return nn.batch_norm(x, self.running_mean, self.running_var, {weight = self.weight, bias = self.bias,
       training = self.training or not self.track_running_stats, momentum = self.momentum, eps = self.eps})
   end
   -- A state_dict without num_batches_tracked (PyTorch's before it had one)
-  -- loads with the count at 0, as PyTorch's does.
+  -- loads with the count at 0, as PyTorch's does (not reported missing).
+  -- _batches bounds the count for its f32 (set at a load, counted after).
   c._optional_buffers = {num_batches_tracked = true}
   after_load[c] = function(self)
     if self.track_running_stats then

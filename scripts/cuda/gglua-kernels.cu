@@ -310,8 +310,9 @@ static const nv_bfloat16 * gglua_padded_operand(cudaStream_t stream, const ggml_
 //
 // cuBLAS runs its tensor-core kernels only on leading dims of 16 bytes:
 // with a dim that is not a multiple of 8 (a 65-symbol vocabulary's head,
-// or GPT-2's 50257) it fell back to kernels 30x slower (2.9 ms for an
-// [8192, 768] by [768, 65] product on an H200). So such a product runs on
+// or GPT-2's 50257) it fell back to kernels 2-2.5x slower than the padded
+// shape's (0.0247 against 0.0098 ms for [8192, 768] by [768, 72] on an
+// H200, docs/BENCHMARKS.md). So such a product runs on
 // copies with every dim padded with zeros to a multiple of 8 (the padded
 // sums are the same), into a padded result copied back when m or n grew.
 static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, const gglua_gemm & g) {
