@@ -512,11 +512,9 @@ func (e *Engine) oneHotRowsBack(name string, g *Tensor, idx []int, rows int) (*T
 		if b.err != nil {
 			return node{}, b.err
 		}
-		x := in[0]
-		if !x.IsContiguous() {
-			if x, err = c.Cont(x); err != nil {
-				return node{}, err
-			}
+		x, err := e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
 		}
 		s, err := c.OutProd(x, onehot, false) // ne (cols, padded): Σ_i g[i, :] ⊗ onehot[i, :]
 		if err != nil || padded == rows {

@@ -245,11 +245,7 @@ func (e *Engine) layerNormFused(x, w, b *Tensor, eps float32) (*Tensor, error) {
 			if w != nil {
 				wn = &in[3]
 			}
-			var bn *node
-			if b != nil {
-				bn = &in[0] // only its presence is read
-			}
-			return c.LayerNormBack(in[0], in[1], in[2], wn, bn, eps)
+			return c.LayerNormBack(in[0], in[1], in[2], wn, eps)
 		})
 		if err != nil {
 			return nil, err

@@ -47,11 +47,11 @@ func (c *Context) LayerNorm(x Tensor, w, b *Tensor, eps float32) (Tensor, error)
 }
 
 // LayerNormBack is the gradients of LayerNorm's fwd (its node, as
-// computed, of x with w and b as given there) for g, the gradient of its
-// output (x's ne, contiguous): one f32 run of dx (x's elements), then dw
-// and db (ne0 each; the sums of g·x̂ and of g, whether or not w and b
-// were present).
-func (c *Context) LayerNormBack(g, x, fwd Tensor, w, b *Tensor, eps float32) (Tensor, error) {
+// computed, of x with w as given there) for g, the gradient of its output
+// (x's ne, contiguous): one f32 run of dx (x's elements), then dw and db
+// (ne0 each; the sums of g·x̂ and of g, whether or not the forward had a
+// weight and a bias: the bias does not enter the gradients).
+func (c *Context) LayerNormBack(g, x, fwd Tensor, w *Tensor, eps float32) (Tensor, error) {
 	if err := c.checkLayerNorm("layer_norm_back", x, w); err != nil {
 		return Tensor{}, err
 	}
@@ -63,7 +63,7 @@ func (c *Context) LayerNormBack(g, x, fwd Tensor, w, b *Tensor, eps float32) (Te
 		return Tensor{}, fmt.Errorf("layer_norm_back: the gradient (ne %v) must be x's ne %v, contiguous, and the forward %d elements (got %d)",
 			g.Ne(), x.Ne(), x.Nelements()+2*rows, fwd.Nelements())
 	}
-	return result(C.gglua_layer_norm_back_node(c.p, g.p, x.p, fwd.p, tensorOrNil(w), layerNormCode(eps, w, b)))
+	return result(C.gglua_layer_norm_back_node(c.p, g.p, x.p, fwd.p, tensorOrNil(w), layerNormCode(eps, w, nil)))
 }
 
 func (c *Context) checkLayerNorm(op string, x Tensor, w *Tensor) error {
