@@ -3,17 +3,32 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"weak"
 
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
-// gradFn is a recorded op: its inputs and how to turn the gradient of its
-// output into theirs (nil where an input gets none).
+// gradFn is a recorded op: its inputs' places in the tape and how to turn
+// the gradient of its output into theirs (nil where an input gets none).
+// The tape holds no input's value: only what backward's closure captured
+// is kept for it, so the activations nothing will read again (a product's
+// f32 input under autocast, a residual sum's operands) can be freed once
+// the forward has run (pass_memory.go's dropUnreachable), as PyTorch keeps
+// only the tensors an op saved.
 type gradFn struct {
-	name     string
-	inputs   []*Tensor
-	versions []int64 // each input's storage version when the op read it
+	name string
+	// inputs are where each input's gradient goes: its own gradFn, or a
+	// leaf's (leaf set, the tensor whose .grad it is); nil where the input
+	// needs none.
+	inputs []*gradFn
+	leaf   *Tensor
+	// versions: each input's storage, held weakly, and its version when
+	// the op read it. An input still alive at backward may have been
+	// changed in place (one that is gone was not, and its closure never
+	// reads it).
+	versions []readVersion
 	backward func(g *Tensor) ([]*Tensor, error)
 	// roundsGrad: backward rounds g to bf16 before it reads it (autocast's
 	// gemm), so the op that makes g may hand it over rounded.
@@ -21,6 +36,35 @@ type gradFn struct {
 	// released: a Backward went through it and let go of its inputs and
 	// closure, so that the values they held can be freed (release).
 	released bool
+	// slice: the op is a narrow of its input along dim from start, whose
+	// gradient Backward joins with its siblings' (joinSlices).
+	slice *narrowSlice
+}
+
+// readVersion is an input's storage (held weakly) and its version when an
+// op read it.
+type readVersion struct {
+	storage weak.Pointer[Tensor]
+	version int64
+	shape   []int
+}
+
+// narrowSlice is where a narrow view lies in its input: along dim from
+// start, of a dim of size.
+type narrowSlice struct{ dim, start, size int }
+
+// tapeNode is where t's gradient goes: its gradFn, or for a leaf that
+// requires grad, a gradFn of its own that holds it.
+func (t *Tensor) tapeNode() *gradFn {
+	switch {
+	case !t.requiresGrad:
+		return nil
+	case t.gradFn != nil:
+		return t.gradFn
+	case t.accumulate == nil:
+		t.accumulate = &gradFn{name: "leaf", leaf: t}
+	}
+	return t.accumulate
 }
 
 // errReleased is PyTorch's refusal of a second backward through a graph
@@ -35,7 +79,7 @@ var errReleased = errors.New("backward: trying to backward through the graph a s
 // through it again, as in PyTorch (a transposed weight shared by two
 // micro-batches' losses).
 func (f *gradFn) release() {
-	if savesNothing[f.name] {
+	if savesNothing[f.name] || f.leaf != nil {
 		return
 	}
 	f.inputs, f.versions, f.backward, f.released = nil, nil, nil, true
@@ -54,13 +98,10 @@ var savesNothing = map[string]bool{
 // checkVersions refuses a gradient whose inputs were changed in place after
 // the op read them: the values it would use are gone.
 func (f *gradFn) checkVersions() error {
-	if savesNothing[f.name] {
-		return nil
-	}
-	for i, in := range f.inputs {
-		if v := in.storage().version; v != f.versions[i] {
+	for i, r := range f.versions {
+		if st := r.storage.Value(); st != nil && st.version != r.version {
 			return fmt.Errorf("backward: input %d of %s (shape %s) was changed in place after the forward used it (version %d, the tape saved version %d); change it after backward, or use an out-of-place op",
-				i+1, f.name, ShapeString(in.shape), v, f.versions[i])
+				i+1, f.name, ShapeString(r.shape), st.version, r.version)
 		}
 	}
 	return nil
@@ -76,20 +117,21 @@ func (e *Engine) recording() bool { return e.tape.active && e.tape.noGrad == 0 }
 // record attaches a gradFn to out when the tape is on and an input needs
 // a gradient. Outside a tape nothing is recorded.
 func (e *Engine) record(out *Tensor, name string, inputs []*Tensor, backward func(g *Tensor) ([]*Tensor, error)) {
-	if !e.recording() {
+	if !e.recording() || !slices.ContainsFunc(inputs, func(in *Tensor) bool { return in.requiresGrad }) {
 		return
 	}
-	for _, in := range inputs {
-		if in.requiresGrad {
-			versions := make([]int64, len(inputs))
-			for i, t := range inputs {
-				versions[i] = t.storage().version
-			}
-			out.requiresGrad = true
-			out.gradFn = &gradFn{name: name, inputs: inputs, versions: versions, backward: backward}
-			return
+	f := &gradFn{name: name, inputs: make([]*gradFn, len(inputs)), backward: backward}
+	for i, in := range inputs {
+		f.inputs[i] = in.tapeNode()
+	}
+	if !savesNothing[name] {
+		f.versions = make([]readVersion, len(inputs))
+		for i, in := range inputs {
+			st := in.storage()
+			f.versions[i] = readVersion{storage: weak.Make(st), version: st.version, shape: in.shape}
 		}
 	}
+	out.requiresGrad, out.gradFn = true, f
 }
 
 // WithGradTape runs one step's forward pass: it computes pending work,
@@ -160,12 +202,12 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	}
 	e.backwarding = true
 	defer func() { e.backwarding = false }()
-	order := topoOrder(loss)
+	order := topoOrder(loss.gradFn)
 	seed, err := e.fillLike(loss, 1)
 	if err != nil {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
-	grads := map[*Tensor]*Tensor{loss: seed}
+	grads := map[*gradFn]*Tensor{loss.gradFn: seed}
 	var sums *gradSums // data parallel, summing in this graph (data_parallel_sums.go)
 	if e.averages() && e.dp.inGraph(e) {
 		if sums, err = e.startSums(); err != nil {
@@ -180,35 +222,48 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	// The leaves in the order reached (not a map's random order): each step
 	// then queues the same graph, which a GPU replays as one CUDA graph.
 	var leaves []*Tensor
+	slices := map[*gradFn][]*gradFn{} // the narrow views of an op's result whose gradients wait for it
 	for i := len(order) - 1; i >= 0; i-- {
-		t := order[i]
-		g := grads[t]
+		f := order[i]
+		if views := slices[f]; views != nil {
+			if grads[f], err = e.joinSlices(f, views, grads); err != nil {
+				return nil, fmt.Errorf("backward: %w", err)
+			}
+			delete(slices, f)
+		}
+		g := grads[f]
 		if g == nil {
 			continue
 		}
-		if t.gradFn == nil {
-			// Reverse topological order: every op that read t came
-			// before, so g is final.
-			leaves = append(leaves, t)
+		if f.leaf != nil {
+			// Reverse topological order: every op that read the leaf
+			// came before, so g is final.
+			leaves = append(leaves, f.leaf)
 			if sums != nil {
-				if err := sums.final(t, g); err != nil {
+				if err := sums.final(f.leaf, g); err != nil {
 					return nil, fmt.Errorf("backward: %w", err)
 				}
 			}
 			continue
 		}
-		if t.gradFn.released {
+		if f.released {
 			return nil, errReleased
 		}
-		if err := t.gradFn.checkVersions(); err != nil {
+		if err := f.checkVersions(); err != nil {
 			return nil, err
 		}
-		ins, err := t.gradFn.backward(g)
-		if err != nil {
-			return nil, fmt.Errorf("backward through %s: %w", t.gradFn.name, err)
+		if f.slice != nil && f.inputs[0] != nil {
+			// Every op that reads the base comes before it: its narrow
+			// views' gradients are joined when its turn comes.
+			slices[f.inputs[0]] = append(slices[f.inputs[0]], f)
+			continue
 		}
-		for j, in := range t.gradFn.inputs {
-			if j >= len(ins) || ins[j] == nil || !in.requiresGrad {
+		ins, err := f.backward(g)
+		if err != nil {
+			return nil, fmt.Errorf("backward through %s: %w", f.name, err)
+		}
+		for j, in := range f.inputs {
+			if j >= len(ins) || ins[j] == nil || in == nil {
 				continue
 			}
 			if prev := grads[in]; prev != nil {
@@ -223,7 +278,7 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 		if sums != nil && sums.has(leaf) {
 			continue // its .grad is the average (sums.finish)
 		}
-		if err := e.accumulateGrad(leaf, grads[leaf]); err != nil {
+		if err := e.accumulateGrad(leaf, grads[leaf.accumulate]); err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
 	}
@@ -237,10 +292,8 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 		return nil, fmt.Errorf("backward: %w", err)
 	}
 	built = true
-	for _, t := range order {
-		if t.gradFn != nil {
-			t.gradFn.release()
-		}
+	for _, f := range order {
+		f.release()
 	}
 	if e.averages() {
 		if err := e.keepUnusedGrads(); err != nil {
@@ -254,28 +307,78 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	return out, nil
 }
 
-// topoOrder lists the tensors loss depends on, each after its inputs.
-func topoOrder(loss *Tensor) []*Tensor {
-	var order []*Tensor
-	seen := map[*Tensor]bool{}
+// joinSlices is the gradient of x (an op's result: its gradFn) from those
+// of its narrow views and of the other ops that read x (grads[x]). Views
+// that tile one dim of x exactly (chunk's, split's) are joined with cat, as
+// PyTorch's split backward: a copy of each, where padding each to x's
+// shape and adding them would write x's size once a view and read it twice
+// an add (a GPT layer's q, k and v: 3 pads and 2 adds of [B*T, 3d]).
+// Otherwise each is padded and added, in the order the views were reached.
+func (e *Engine) joinSlices(x *gradFn, views []*gradFn, grads map[*gradFn]*Tensor) (*Tensor, error) {
+	sorted := slices.Clone(views)
+	slices.SortStableFunc(sorted, func(a, b *gradFn) int { return a.slice.start - b.slice.start })
+	if dim, ok := tiling(sorted, grads); ok && grads[x] == nil {
+		gs := make([]*Tensor, len(sorted))
+		for i, v := range sorted {
+			gs[i] = grads[v]
+		}
+		if len(gs) == 1 {
+			return gs[0], nil
+		}
+		return e.Cat(gs, dim)
+	}
+	sum := grads[x]
+	for _, v := range views {
+		ins, err := v.backward(grads[v])
+		if err != nil {
+			return nil, fmt.Errorf("backward through %s: %w", v.name, err)
+		}
+		if sum != nil {
+			if ins[0], err = e.Add(sum, ins[0]); err != nil {
+				return nil, err
+			}
+		}
+		sum = ins[0]
+	}
+	return sum, nil
+}
+
+// tiling reports the dim along which narrow views, sorted by start (their
+// gradients in grads), lie side by side and cover it without overlap, if
+// they do.
+func tiling(sorted []*gradFn, grads map[*gradFn]*Tensor) (int, bool) {
+	dim, end := sorted[0].slice.dim, 0
+	for _, v := range sorted {
+		if s := v.slice; s.dim != dim || s.start != end {
+			return 0, false
+		}
+		end += grads[v].shape[dim]
+	}
+	return dim, end == sorted[0].slice.size
+}
+
+// topoOrder lists the ops (and leaves) loss's gradFn depends on, each after
+// its inputs.
+func topoOrder(loss *gradFn) []*gradFn {
+	var order []*gradFn
+	seen := map[*gradFn]bool{loss: true}
 	type frame struct {
-		t    *Tensor
+		f    *gradFn
 		next int
 	}
-	stack := []frame{{t: loss}}
-	seen[loss] = true
+	stack := []frame{{f: loss}}
 	for len(stack) > 0 {
-		f := &stack[len(stack)-1]
-		if f.t.gradFn != nil && f.next < len(f.t.gradFn.inputs) {
-			in := f.t.gradFn.inputs[f.next]
-			f.next++
-			if in.requiresGrad && !seen[in] {
+		fr := &stack[len(stack)-1]
+		if fr.next < len(fr.f.inputs) {
+			in := fr.f.inputs[fr.next]
+			fr.next++
+			if in != nil && !seen[in] {
 				seen[in] = true
-				stack = append(stack, frame{t: in})
+				stack = append(stack, frame{f: in})
 			}
 			continue
 		}
-		order = append(order, f.t)
+		order = append(order, fr.f)
 		stack = stack[:len(stack)-1]
 	}
 	return order

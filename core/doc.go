@@ -26,10 +26,15 @@
 // the forward: two graphs, each overlapping the host's building of the next.
 //
 // The tape. Inside WithGradTape every op whose operand requires grad records
-// a gradFn: its inputs and how to map the output's gradient to theirs.
+// a gradFn: where its inputs' gradients go (their gradFns, or a leaf's) and
+// how to map the output's gradient to theirs. The tape holds no input's
+// value: a gradFn's closure captures what its gradient reads (as PyTorch's
+// saved tensors), so the forward's graph keeps only those activations and
+// the ones a script still holds (pass_memory.go's dropUnreachable).
 // Backward walks them in reverse topological order, sums the gradients of a
-// tensor used several times, and adds the leaves' gradients to their .grad
-// (a persistent buffer, written in place, for resident parameters).
+// tensor used several times (joins a chunk's with cat), and adds the leaves'
+// gradients to their .grad (a persistent buffer, written in place, for
+// resident parameters).
 // Gradients are checked by Gradcheck (central differences) and, in the
 // tests, against values worked out independently.
 //

@@ -34,10 +34,25 @@ func ggmlUnary(name string) func(c ctx, a node) (node, error) {
 	return func(c ctx, a node) (node, error) { return c.Unary(name, a) }
 }
 
+// The operands a binary op's gradient reads (binaryOp's saves): the tape
+// keeps those alone, as PyTorch saves them; bwd gets the others as
+// tensors of their shape and requires_grad only (unread).
+const (
+	savesA = 1 << iota
+	savesB
+	savesOut
+)
+
+// shapeOnly stands for t in a gradient that reads only its shape and
+// requires_grad, so that the tape does not keep t's value.
+func shapeOnly(t *Tensor) *Tensor {
+	return &Tensor{shape: t.shape, dtype: t.dtype, engine: t.engine, requiresGrad: t.requiresGrad}
+}
+
 // binaryOp is out = f(a, b) with PyTorch broadcasting; bwd returns the
 // gradients at the broadcast shape, which are then summed down to each
-// operand's shape.
-func (e *Engine) binaryOp(name string, a, b *Tensor, f func(c ctx, x, y node) (node, error), bwd func(g, a, b, out *Tensor) (*Tensor, *Tensor, error)) (*Tensor, error) {
+// operand's shape. saves says which of a, b and out bwd reads.
+func (e *Engine) binaryOp(name string, a, b *Tensor, saves int, f func(c ctx, x, y node) (node, error), bwd func(g, a, b, out *Tensor) (*Tensor, *Tensor, error)) (*Tensor, error) {
 	shape, err := broadcastShape(name, a.shape, b.shape)
 	if err != nil {
 		return nil, err
@@ -55,8 +70,22 @@ func (e *Engine) binaryOp(name string, a, b *Tensor, f func(c ctx, x, y node) (n
 	if err != nil {
 		return nil, err
 	}
+	if !e.recording() {
+		return out, nil
+	}
+	sa, sb, so := shapeOnly(a), shapeOnly(b), shapeOnly(out)
+	if saves&savesA != 0 {
+		sa = a
+	}
+	if saves&savesB != 0 {
+		sb = b
+	}
+	if saves&savesOut != 0 {
+		so = out
+	}
 	e.record(out, name, []*Tensor{a, b}, func(g *Tensor) ([]*Tensor, error) {
-		ga, gb, err := bwd(g, a, b, out)
+		a, b := sa, sb
+		ga, gb, err := bwd(g, a, b, so)
 		if err != nil {
 			return nil, err
 		}
@@ -90,12 +119,12 @@ func (e *Engine) fillLike(x *Tensor, v float32) (*Tensor, error) {
 
 // Add is a + b.
 func (e *Engine) Add(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("add", a, b, ctx.Add, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) { return g, g, nil })
+	return e.binaryOp("add", a, b, 0, ctx.Add, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) { return g, g, nil })
 }
 
 // Sub is a - b.
 func (e *Engine) Sub(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("sub", a, b, ctx.Sub, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
+	return e.binaryOp("sub", a, b, 0, ctx.Sub, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
 		if !b.requiresGrad {
 			return g, nil, nil
 		}
@@ -106,7 +135,14 @@ func (e *Engine) Sub(a, b *Tensor) (*Tensor, error) {
 
 // Mul is a * b, elementwise.
 func (e *Engine) Mul(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("mul", a, b, ctx.Mul, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
+	saves := 0
+	if a.requiresGrad {
+		saves |= savesB
+	}
+	if b.requiresGrad {
+		saves |= savesA
+	}
+	return e.binaryOp("mul", a, b, saves, ctx.Mul, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
 		if a.requiresGrad {
 			if ga, err = e.Mul(g, b); err != nil {
 				return nil, nil, err
@@ -121,7 +157,11 @@ func (e *Engine) Mul(a, b *Tensor) (*Tensor, error) {
 
 // Div is a / b, elementwise.
 func (e *Engine) Div(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("div", a, b, ctx.Div, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
+	saves := savesB
+	if b.requiresGrad {
+		saves |= savesOut
+	}
+	return e.binaryOp("div", a, b, saves, ctx.Div, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
 		if a.requiresGrad {
 			if ga, err = e.Div(g, b); err != nil { // d/da = 1/b
 				return nil, nil, err
@@ -430,22 +470,29 @@ func (e *Engine) Gelu(x *Tensor, approximate string) (*Tensor, error) {
 }
 
 // geluErf is x Φ(x) (ggml's gelu_erf); its gradient is Φ(x) + x φ(x): one
-// pass of gglua's kernel where the backend has it; elsewhere composed, with Φ(x) = y / x,
-// and 1/2 where |x| is too small to divide by (below 1e-18): there tiny = 1
-// makes it y / (x + 1) + 1/2, within 1e-18 of 1/2. Blending by tiny
-// instead of selecting with where (argmax + get_rows over 2n elements)
-// keeps the backward cheap.
+// pass of gglua's kernel where the backend has it (Φ from erf, as PyTorch:
+// the tape keeps x alone); elsewhere composed, with Φ(x) = y / x (ggml has
+// no erf), and 1/2 where |x| is too small to divide by (below 1e-18):
+// there tiny = 1 makes it y / (x + 1) + 1/2, within 1e-18 of 1/2. Blending
+// by tiny instead of selecting with where (argmax + get_rows over 2n
+// elements) keeps the backward cheap.
 func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
-	return e.elementwise("gelu_erf", x, func(g, x, y *Tensor) (*Tensor, error) {
+	y, err := e.newOp("gelu_erf", x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Unary("gelu_erf", in[0]) })
+	if err != nil {
+		return nil, err
+	}
+	if e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack {
+		e.record(y, "gelu_erf", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+			gx, err := e.kernelOp("gelu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+				return c.GeluErfBackKernel(in[0], in[1])
+			})
+			return []*Tensor{gx}, err
+		})
+		return y, nil
+	}
+	e.record(y, "gelu_erf", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
 		var ch chain
 		do := ch.do
-		if e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack {
-			// One pass of gglua's kernel (gelu_back.c, gglua-kernels.cu), g
-			// included.
-			return e.kernelOp("gelu_back", x.shape, []*Tensor{g, x, y}, func(c ctx, in []node) (node, error) {
-				return c.GeluErfBackKernel(in[0], in[1], in[2])
-			})
-		}
 		d := do(func() (*Tensor, error) {
 			return e.build("gelu_back", x.shape, []*Tensor{x, y}, func(b *nodes, in []node) node {
 				// x² serves both terms: tiny = 1 where x² < 1e-36 (|x| <
@@ -458,8 +505,10 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 				return b.add(cdf, b.mul(in[0], pdf))
 			})
 		})
-		return do(func() (*Tensor, error) { return e.Mul(g, d) }), ch.err
+		gx := do(func() (*Tensor, error) { return e.Mul(g, d) })
+		return []*Tensor{gx}, ch.err
 	})
+	return y, nil
 }
 
 // forceComposedGeluBack and forceComposedRelu make tests take the ops

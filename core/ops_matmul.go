@@ -410,15 +410,18 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 	if c.err != nil {
 		return nil, c.err
 	}
+	// The gradients read the operands as the product did (under autocast
+	// their bf16 copies): the tape keeps those, not x and w themselves.
+	xs, ws := shapeOnly(x), shapeOnly(w)
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
 		var gx, gw *Tensor
 		var c chain
 		gop := c.do(func() (*Tensor, error) { return f.operand(g) })
-		if x.requiresGrad {
-			gx = c.do(func() (*Tensor, error) { return op("matmul_back", x.shape, gop, wo, false, false) })
+		if xs.requiresGrad {
+			gx = c.do(func() (*Tensor, error) { return op("matmul_back", xs.shape, gop, wo, false, false) })
 		}
-		if w.requiresGrad {
-			gw = c.do(func() (*Tensor, error) { return op("matmul_back", w.shape, gop, xo, true, false) })
+		if ws.requiresGrad {
+			gw = c.do(func() (*Tensor, error) { return op("matmul_back", ws.shape, gop, xo, true, false) })
 		}
 		return []*Tensor{gx, gw}, c.err
 	})

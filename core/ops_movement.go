@@ -126,8 +126,9 @@ func (e *Engine) reshapeOp(x *Tensor, shape []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	xshape := x.shape // the tape keeps no value
 	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.Reshape(g, x.shape...)
+		gx, err := e.Reshape(g, xshape...)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
@@ -147,8 +148,9 @@ func (e *Engine) View(x *Tensor, shape ...int) (*Tensor, error) {
 	}
 	off, _ := x.layout()
 	y := viewOf(x, shape, off, strides)
+	xshape := x.shape // the tape keeps no value
 	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.Reshape(g, x.shape...)
+		gx, err := e.Reshape(g, xshape...)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
@@ -234,11 +236,12 @@ func (e *Engine) Narrow(x *Tensor, dim, start, length int) (*Tensor, error) {
 	shape := x.Shape()
 	shape[d] = length
 	y := viewOf(x, shape, off+int64(start)*st[d], st)
+	xshape := x.shape // the tape keeps no value
 	e.record(y, "narrow", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
 		var pad [ggmlcgo.MaxDims][2]int
-		k := len(x.shape) - 1 - d // the dim in ne order
-		pad[k] = [2]int{start, x.shape[d] - start - length}
-		gx, err := e.newOp("narrow_back", x.shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+		k := len(xshape) - 1 - d // the dim in ne order
+		pad[k] = [2]int{start, xshape[d] - start - length}
+		gx, err := e.newOp("narrow_back", xshape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
 			if e.backend.IsCPU() && in[0].IsContiguous() {
 				return c.PadCPU(in[0], k, pad[k][0], pad[k][1])
 			}
@@ -246,6 +249,9 @@ func (e *Engine) Narrow(x *Tensor, dim, start, length int) (*Tensor, error) {
 		})
 		return []*Tensor{gx}, err
 	})
+	if y.gradFn != nil {
+		y.gradFn.slice = &narrowSlice{dim: d, start: start, size: x.shape[d]}
+	}
 	return y, nil
 }
 

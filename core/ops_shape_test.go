@@ -3,6 +3,7 @@ package core
 import (
 	"testing"
 
+	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,6 +50,28 @@ func shapeGradCases(t *testing.T) []gradCase {
 			a := e.must(weighted(e, parts[0], vec(1, 1, 1)))
 			return e.Add(a, e.must(weighted(e, parts[1], vec(2, 2))))
 		}, 24, [][]float64{{1, 1, 1, 2, 2}}},
+		// Narrow views' gradients: joined by cat where they tile a dim
+		// (joinSlices), padded and added where they do not.
+		{"chunk of columns, one used twice", []*Tensor{host(t, []int{2, 6}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)}, func(e *Engine, in []*Tensor) (*Tensor, error) {
+			p := e.must2(e.Chunk(in[0], 3, 1))
+			loss := e.must(weighted(e, p[2], host(t, []int{2, 2}, 9, 10, 11, 12)))
+			loss = e.must(e.Add(loss, e.must(weighted(e, p[0], host(t, []int{2, 2}, 1, 2, 3, 4)))))
+			loss = e.must(e.Add(loss, e.must(weighted(e, p[1], host(t, []int{2, 2}, 5, 6, 7, 8)))))
+			return e.Add(loss, e.must(weighted(e, p[1], host(t, []int{2, 2}, 3, 3, 3, 3))))
+		}, 688, [][]float64{{1, 2, 8, 9, 9, 10, 3, 4, 10, 11, 11, 12}}},
+		{"split with a piece unused", []*Tensor{vec(1, 2, 3, 4, 5, 6)}, func(e *Engine, in []*Tensor) (*Tensor, error) {
+			p := e.must2(e.SplitSizes(in[0], []int{2, 3, 1}, 0))
+			return e.Add(e.must(weighted(e, p[0], vec(1, 2))), e.must(weighted(e, p[2], vec(5))))
+		}, 35, [][]float64{{1, 2, 0, 0, 0, 5}}},
+		{"overlapping narrows", []*Tensor{vec(1, 2, 3, 4, 5)}, func(e *Engine, in []*Tensor) (*Tensor, error) {
+			a := e.must(weighted(e, e.must(e.Narrow(in[0], 0, 0, 3)), vec(1, 1, 1)))
+			return e.Add(a, e.must(weighted(e, e.must(e.Narrow(in[0], 0, 2, 3)), vec(2, 2, 2))))
+		}, 30, [][]float64{{1, 1, 3, 2, 2}}},
+		{"chunks and their base", []*Tensor{vec(1, 2, 3, 4)}, func(e *Engine, in []*Tensor) (*Tensor, error) {
+			p := e.must2(e.Chunk(in[0], 2, 0))
+			loss := e.must(e.Add(e.must(weighted(e, p[0], vec(1, 2))), e.must(weighted(e, p[1], vec(3, 4)))))
+			return e.Add(loss, e.must(weighted(e, in[0], vec(10, 10, 10, 10))))
+		}, 130, [][]float64{{11, 12, 13, 14}}},
 		{"flatten", []*Tensor{host(t, []int{2, 1, 3}, 1, 2, 3, 4, 5, 6)}, func(e *Engine, in []*Tensor) (*Tensor, error) {
 			return weighted(e, e.must(e.Flatten(in[0], 1, 2)), m23())
 		}, 91, [][]float64{{1, 2, 3, 4, 5, 6}}},
@@ -134,4 +157,54 @@ func TestSelectIsAView(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.Assign(col, host(t, []int{2}, 0, 0)))
 	assert.Equal(t, []float32{0, 2, 3, 0, 8, 9}, values(t, x))
+}
+
+// A chunk's gradients are joined by cat (copies), not padded each to the
+// whole shape and added; pieces that leave a gap still are.
+func TestChunkGradientsJoinByCat(t *testing.T) {
+	e := newEngine(t)
+	for _, c := range []struct {
+		name     string
+		use      []int
+		cat, add bool
+	}{{"every chunk", []int{2, 0, 1}, true, false}, {"a chunk unused", []int{0, 2}, false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			x := host(t, []int{2, 6}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+			require.NoError(t, x.SetRequiresGrad(true))
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				p := e.must2(e.Chunk(x, 3, 1))
+				for _, i := range c.use {
+					l := e.must(e.Sum(e.must(e.Mul(p[i], host(t, []int{2, 2}, 1, 2, 3, 4)))))
+					if loss != nil {
+						l = e.must(e.Add(loss, l))
+					}
+					loss = l
+				}
+				return nil
+			}))
+			ops := map[string]bool{}
+			e.beforeCompute = func(g *ggmlcgo.Graph) {
+				for _, n := range g.Nodes() {
+					if n.Ne() == [ggmlcgo.MaxDims]int64{6, 2, 1, 1} { // x's shape
+						ops[n.OpName()] = true
+					}
+				}
+			}
+			defer func() { e.beforeCompute = nil }()
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			want := make([]float32, 12)
+			for _, i := range c.use {
+				for r := range 2 {
+					for k := 2 * i; k < 2*i+2; k++ {
+						want[6*r+k] = float32(2*r + k - 2*i + 1)
+					}
+				}
+			}
+			assert.Equal(t, want, values(t, x.Grad()))
+			assert.Equal(t, c.cat, ops["CONCAT"], "a concat")
+			assert.Equal(t, c.add, ops["ADD"], "an add")
+		})
+	}
 }

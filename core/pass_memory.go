@@ -31,9 +31,8 @@ import (
 // collection that finds them scans Go's whole live heap (the script's Lua
 // values too), so it is made only when the results are larger than that
 // heap as well: the device memory it may free is then worth the scan, and
-// a graph this large computes for longer. (Not for startForward's graph,
-// whose activations the tape still holds, nor for the backward's after it:
-// what it computes is gradients, scratch already.)
+// a graph this large computes for longer. (Not for the backward's graph
+// after startForward's: what it computes is gradients, scratch already.)
 var reachCheckBytes int64 = 32 << 20 // a var: tests set it to 0, which also skips the heap's test
 
 // worthCollecting reports whether Realize looks for unreachable results.
@@ -131,9 +130,10 @@ func (e *Engine) startForward() error {
 	}
 	computed := e.mem.stepComputed
 	defer func() { e.mem.stepComputed = computed }()
-	// The tape holds every activation still: Realize need not look for
-	// results nothing reaches, here or in the backward's graph that follows.
-	e.mem.forwardQueued = true
+	// The tape holds only what backward's closures saved, so the forward's
+	// graph looks for the activations nothing reaches (dropUnreachable);
+	// the backward's graph that follows makes gradients, scratch already.
+	e.mem.forwardQueued = false
 	err := e.Realize()
 	e.mem.forwardQueued = err == nil
 	return err

@@ -62,6 +62,7 @@ type Tensor struct {
 	frozen       bool // requires_grad was turned off by SetRequiresGrad: an optimizer leaves it off
 	param        bool // made a parameter (MarkParam): one still when frozen
 	gradFn       *gradFn
+	accumulate   *gradFn // a leaf's place in the tape (tapeNode)
 	grad         *Tensor
 	gradZero     bool // zero_grad ran: the next backward sets .grad instead of adding
 }

@@ -11,9 +11,9 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[1], a->ne[0], a->ne[2], a->ne[3], args, 1, gglua_transpose_f32, -1, NULL), "transpose");
 // }
-// static struct ggml_tensor * gglua_gelu_erf_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x, struct ggml_tensor * y) {
-//     struct ggml_tensor * args[3] = {g, x, y};
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 3, gglua_gelu_erf_back_f32, -1, NULL), "gelu_back");
+// static struct ggml_tensor * gglua_gelu_erf_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x) {
+//     struct ggml_tensor * args[2] = {g, x};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_gelu_erf_back_f32, -1, NULL), "gelu_back");
 // }
 // static struct ggml_tensor * gglua_relu_node(struct ggml_context * ctx, struct ggml_tensor * x) {
 //     struct ggml_tensor * args[1] = {x};
@@ -80,7 +80,7 @@ package ggmlcgo
 //     const int64_t ne2[2] = {16, 16};
 //     struct ggml_tensor * h = ggml_new_tensor(ctx, GGML_TYPE_BF16, 1, ne);
 //     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1], GGML_TYPE_F32) :
-//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], a[2]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
+//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
 //         k == 7 ? gglua_round_bf16_node(ctx, a[0]) : k == 8 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_BF16) :
 //         k == 9 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_F32) : k == 10 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
 //         k == 11 ? gglua_col_sum_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2)) :
@@ -175,18 +175,18 @@ func (c *Context) TransposeCPU(a Tensor) (Tensor, error) {
 }
 
 // GeluErfBackKernel is g·gelu'(x) for gelu's erf form (Φ(x) + x φ(x),
-// with Φ(x) = y / x from the forward's y = gelu(x)), one node of gglua's
-// kernel (gelu_back.c; on a device gglua-kernels.cu); g, x and y are
+// Φ from erf as in PyTorch: the forward's result is not read), one node of
+// gglua's kernel (gelu_back.c; on a device gglua-kernels.cu); g and x are
 // contiguous f32 tensors of one shape. A custom op: only where
 // Backend.HasKernel(KernelGeluBack).
-func (c *Context) GeluErfBackKernel(g, x, y Tensor) (Tensor, error) {
-	if err := c.checkF32("gelu_back", g, x, y); err != nil {
+func (c *Context) GeluErfBackKernel(g, x Tensor) (Tensor, error) {
+	if err := c.checkF32("gelu_back", g, x); err != nil {
 		return Tensor{}, err
 	}
-	if !sameShape(g, x) || !sameShape(x, y) || !g.contiguous() || !x.contiguous() || !y.contiguous() {
-		return Tensor{}, fmt.Errorf("gelu_back: the kernel needs contiguous operands of one shape, got ne %v, %v and %v", g.Ne(), x.Ne(), y.Ne())
+	if !sameShape(g, x) || !g.contiguous() || !x.contiguous() {
+		return Tensor{}, fmt.Errorf("gelu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), x.Ne())
 	}
-	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p, y.p))
+	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p))
 }
 
 // ReluKernel is max(x, 0) with NaN kept (PyTorch's relu), and

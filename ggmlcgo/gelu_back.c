@@ -10,16 +10,14 @@ void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * 
     (void) userdata;
     const float * g = (const float *) dst->src[0]->data;
     const float * x = (const float *) dst->src[1]->data;
-    const float * y = (const float *) dst->src[2]->data;
     float * d = (float *) dst->data;
     int64_t i0, i1;
     gglua_share(ggml_nelements(dst), ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const float v = x[i];
-        // Φ(v) = gelu(v) / v (the forward's own value, no erf to compute
-        // again), 1/2 where |v| is too small to divide by; v·φ(v) is NaN
-        // at ±inf (∞·0), as in PyTorch.
-        const float cdf = fabsf(v) < 1e-18f ? 0.5f : y[i] / v;
+        // Φ(v) from erf, as PyTorch's gelu backward (the forward's result
+        // is not kept for it); v·φ(v) is NaN at ±inf (∞·0), as in PyTorch.
+        const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
         const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
         d[i] = g[i] * (cdf + v * pdf);
     }

@@ -34,11 +34,12 @@ struct gglua_relu_back {
     __device__ float operator()(float g, float y, float) const { return y > 0.0f || isnan(y) ? g : 0.0f; }
 };
 
-// g · (Φ(x) + x φ(x)) with Φ(x) = y / x from the forward's y = gelu(x), 1/2
-// where |x| is too small to divide by; x φ(x) is NaN at ±inf, as in PyTorch.
+// g · (Φ(x) + x φ(x)), Φ from erf as PyTorch's gelu backward computes it
+// (so the tape need not keep the forward's result); x φ(x) is NaN at ±inf,
+// as in PyTorch.
 struct gglua_gelu_back {
-    __device__ float operator()(float g, float x, float y) const {
-        const float cdf = fabsf(x) < 1e-18f ? 0.5f : y / x;
+    __device__ float operator()(float g, float x, float) const {
+        const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
         const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
         return g * (cdf + x * pdf);
     }
@@ -394,7 +395,7 @@ static void gglua_launch_bias_relu(cudaStream_t stream, const ggml_tensor * dst)
 // or operands these kernels do not take: all f32 and contiguous, of dst's
 // shape; bias_relu's second operand a row of dst's ne0).
 struct gglua_op_shape { const char * name; int n_src; };
-static const gglua_op_shape gglua_ops[] = { {"relu", 1}, {"relu_back", 2}, {"gelu_back", 3}, {"bias_relu", 2} };
+static const gglua_op_shape gglua_ops[] = { {"relu", 1}, {"relu_back", 2}, {"gelu_back", 2}, {"bias_relu", 2} };
 enum { GGLUA_RELU, GGLUA_RELU_BACK, GGLUA_GELU_BACK, GGLUA_BIAS_RELU };
 
 // relu_back's second operand (relu's result) may be bf16: a bias_relu
@@ -688,7 +689,7 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
             gglua_map<2>(stream, dst, gglua_relu_back());
             return true;
         case GGLUA_GELU_BACK:
-            gglua_map<3>(stream, dst, gglua_gelu_back());
+            gglua_map<2>(stream, dst, gglua_gelu_back());
             return true;
         case GGLUA_BIAS_RELU:
             if (ggml_nelements(dst) == 0) {
