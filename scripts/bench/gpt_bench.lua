@@ -125,24 +125,52 @@ for i = 1, NBATCH do
   ys[i] = tensor.randint(1, V + 1, {B * T}, {dtype = "i32"})
 end
 
+-- GPT_BENCH_PHASES=1: each phase's host wall time and time in computes, a
+-- step's average over the timed steps, printed to stderr at the end.
+local phases = os.getenv("GPT_BENCH_PHASES") == "1" and {} or nil
+local names = {"forward", "backward", "clip", "step", "item"}
+local mark_t, mark_c
+local function mark(k)
+  if not phases then return end
+  local t, c = device.clock(), residency.stats().compute_seconds
+  if k then
+    local p = phases[k] or {0, 0}
+    phases[k] = {p[1] + t - mark_t, p[2] + c - mark_c}
+  end
+  mark_t, mark_c = t, c
+end
+
 local n = 0
 local function step()
   n = n + 1
   local i = (n - 1) % NBATCH + 1
   local x, y = xs[i], ys[i]
+  mark()
   opt:zero_grad()
   local function forward() return nn.cross_entropy(model(x):reshape(B * T, V), y) end
   local loss = with_grad_tape(function() return autocast(precision, forward) end)
+  mark("forward")
   backward(loss)
+  mark("backward")
   optim.clip_grad_norm(model:parameters(), 1.0)
+  mark("clip")
   opt:step()
   sched:step()
-  return loss:item()
+  mark("step")
+  local l = loss:item()
+  mark("item")
+  return l
 end
 
 for _ = 1, warmup do step() end
 local timed = dofile(((arg and arg[0] or ""):match("^(.*/)") or "") .. "bench_steps.lua")
+if phases then phases = {} end
 local run = timed(step, steps)
+if phases then
+  for _, k in ipairs(names) do
+    io.stderr:write(string.format("phase %-8s %7.2f ms wall, %7.2f ms in computes\n", k, 1000 * phases[k][1] / steps, 1000 * phases[k][2] / steps))
+  end
+end
 local dt, loss = run.seconds, run.loss
 -- Under --nproc, each rank's spread of step times.
 if world > 1 then io.stderr:write(string.format("rank %d: %s\n", dist.rank(), run.spread)) end
