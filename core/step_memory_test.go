@@ -251,3 +251,51 @@ func TestAGraphRefusedForItsMemoryComputesLater(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, float32(512*512), v)
 }
+
+// On a device a step's forward is a graph of its own (startForward), and
+// its results get memory only where something can read them afterwards: a
+// gradient that saved them, or a caller's variable. The tape itself holds
+// no values: here the sum a + a (add saves nothing) and the product's
+// output are dropped, and holding the sum keeps it.
+func TestAForwardGraphKeepsOnlyWhatIsSaved(t *testing.T) {
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	forwardBytes := func(hold bool) int64 {
+		e := newEngine(t)
+		require.NoError(t, e.backend.ComputeAsDevice())
+		const n = 1 << 16
+		w := host(t, []int{n}, make([]float32, n)...)
+		require.NoError(t, w.SetRequiresGrad(true))
+		c := host(t, []int{n}, make([]float32, n)...)
+		var loss, held *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			a := e.must(e.Mul(w, c))                         // saves c (w's gradient reads it)
+			s := e.must(e.Add(a, a))                         // saves nothing
+			g := e.must(e.Gelu(e.must(e.Add(s, w)), "none")) // saves its input
+			if hold {
+				held = s
+			}
+			var err error
+			loss, err = e.Sum(g)
+			return err
+		}))
+		before := e.Stats().PassBytes
+		require.NoError(t, e.startForward())
+		placed := e.Stats().PassBytes - before
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		_, err = loss.Item()
+		require.NoError(t, err)
+		if hold {
+			_, err := held.Float32s() // still readable
+			require.NoError(t, err)
+		}
+		return placed
+	}
+	const plane = 4 << 16
+	// gelu's input, the loss and c's upload (a host operand: one copy a pass)
+	kept := forwardBytes(false)
+	assert.Less(t, kept, int64(3*plane), "the forward placed %d bytes", kept)
+	assert.Equal(t, kept+plane, forwardBytes(true), "holding the sum keeps it")
+}
