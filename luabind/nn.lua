@@ -772,7 +772,13 @@ local function batch_norm_module(name, ranks)
     local opts = positional(cname, {"eps", "momentum", "affine", "track_running_stats"}, ...)
     check(type(n) == "number" and n >= 1, cname, "expected a positive number of features, got %s", tostring(n))
     known(opts, cname, {"eps", "momentum", "affine", "track_running_stats"})
-    self.num_features, self.eps, self.momentum = n, opts.eps or 1e-5, opts.momentum or 0.1
+    -- momentum=false is PyTorch's momentum=None (a table cannot hold nil):
+    -- the running statistics are then the average of every batch so far.
+    local m = opts.momentum
+    check(m == nil or m == false or type(m) == "number", cname,
+      "momentum must be a number, or false for PyTorch's None (a cumulative average), got %s", tostring(m))
+    if m == nil then m = 0.1 end
+    self.num_features, self.eps, self.momentum = n, opts.eps or 1e-5, m
     if opts.affine ~= false then
       self.weight = tensor.param(tensor.ones(n))
       self.bias = tensor.param(tensor.zeros(n))
@@ -794,14 +800,17 @@ local function batch_norm_module(name, ranks)
     local ok = false
     for _, r in ipairs(ranks) do ok = ok or x:dim() == r end
     check(ok, name, "expected a %s-d input, got %d-d", table.concat(ranks, "- or "), x:dim())
+    local momentum = self.momentum
     if self.training and self.track_running_stats then
       check(self._batches < 2^24, name, "num_batches_tracked would pass 2^24, past what its f32 holds exactly")
       self._batches = self._batches + 1
       local count = self.num_batches_tracked
       no_grad(function() count:add_(1) end) -- onto whatever it holds, as PyTorch
+      if momentum == false then momentum = 1 / self._batches end -- PyTorch's None: 1 / num_batches_tracked
     end
+    if momentum == false then momentum = 0 end -- no running update: unread
     return nn.batch_norm(x, self.running_mean, self.running_var, {weight = self.weight, bias = self.bias,
-      training = self.training or not self.track_running_stats, momentum = self.momentum, eps = self.eps})
+      training = self.training or not self.track_running_stats, momentum = momentum, eps = self.eps})
   end
   -- A state_dict without num_batches_tracked (PyTorch's before it had one)
   -- loads with the count at 0, as PyTorch's does (not reported missing).

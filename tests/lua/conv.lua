@@ -189,6 +189,25 @@ do
   end
 end
 
+-- momentum=false is PyTorch's momentum=None: the running statistics are the
+-- average of every training batch (factor 1/num_batches_tracked). Values
+-- from torch 1.13, BatchNorm1d(3, momentum=None) over the three batches,
+-- then eval() of the first. A string is refused.
+do
+  local xs = {tensor{{1, 2, 3}, {4, 0, -1}}, tensor{{0.5, -2, 1}, {2, 2, 2}, {-1, 1, 0}}, tensor{{3, 3, -3}, {1, -1, 5}}}
+  for _, bn in ipairs({nn.BatchNorm1d(3, {momentum = false}), nn.BatchNorm1d(3, 1e-5, false)}) do
+    for _, x in ipairs(xs) do bn(x) end
+    all_close(bn.running_mean, {1.6666666269302368, 0.7777777910232544, 1.0}, "momentum=None running_mean")
+    all_close(bn.running_var, {2.9166665077209473, 4.777777671813965, 13.666666984558105}, "momentum=None running_var")
+    assert(bn.num_batches_tracked:item() == 3)
+    bn:eval()
+    all_close(bn(xs[1]), {-0.3903593420982361, 0.5591608285903931, 0.5410016179084778,
+      1.3662577867507935, -0.3558296263217926, -0.5410016179084778}, "eval after momentum=None")
+  end
+  local ok, err = pcall(function() return nn.BatchNorm1d(3, {momentum = "none"}) end)
+  assert(not ok and err:find("momentum must be a number, or false", 1, true), tostring(err))
+end
+
 -- nn.batch_norm and nn.group_norm take PyTorch's positional order
 -- (F.batch_norm(input, running_mean, running_var, weight, bias, training,
 -- momentum, eps), F.group_norm(input, num_groups, weight, bias, eps)) as
