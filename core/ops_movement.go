@@ -267,7 +267,8 @@ func (e *Engine) Contiguous(x *Tensor) (*Tensor, error) {
 // passes through unchanged), as PyTorch's clone.
 func (e *Engine) Clone(x *Tensor) (*Tensor, error) {
 	if x.storage().dtype == ggmlcgo.I32 {
-		return e.cloneInt(x)
+		y, err := e.cloneInt(x)
+		return keepScalar(y, x), err
 	}
 	return e.copyOf("clone", x)
 }
@@ -278,7 +279,16 @@ func (e *Engine) copyOf(name string, x *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	e.record(y, name, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) { return []*Tensor{g}, nil })
-	return y, nil
+	return keepScalar(y, x), nil
+}
+
+// keepScalar marks y, a copy of x's values (clone, detach, a cast), 0-d
+// where x is (Scalar), as PyTorch's copies of a 0-d tensor are 0-d.
+func keepScalar(y, x *Tensor) *Tensor {
+	if y != nil && x.scalar {
+		y.scalar = true
+	}
+	return y
 }
 
 // Cat joins tensors along dim; all other dims must agree.
@@ -629,10 +639,12 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 // PyTorch's does.
 func (e *Engine) To(x *Tensor, dtype ggmlcgo.Type) (*Tensor, error) {
 	if dtype == ggmlcgo.I32 {
-		return e.ToInt(x)
+		y, err := e.ToInt(x)
+		return keepScalar(y, x), err
 	}
 	if x.storage().dtype == ggmlcgo.I32 {
-		return e.intToFloat(x, dtype)
+		y, err := e.intToFloat(x, dtype)
+		return keepScalar(y, x), err
 	}
 	switch dtype {
 	case ggmlcgo.F32, ggmlcgo.F16, ggmlcgo.BF16:
@@ -653,5 +665,5 @@ func (e *Engine) To(x *Tensor, dtype ggmlcgo.Type) (*Tensor, error) {
 	}
 	y.dtype = dtype
 	e.record(y, "to", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) { return []*Tensor{g}, nil })
-	return y, nil
+	return keepScalar(y, x), nil
 }

@@ -373,3 +373,54 @@ func FuzzSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// A 0-d tensor's copies are 0-d, as PyTorch's: clone, detach and casts
+// keep the scalar mark, and a checkpoint writes each with shape [].
+func TestScalarMarkFollowsCopies(t *testing.T) {
+	e := newEngine(t)
+	s := host(t, []int{1}, 7)
+	require.NoError(t, s.MarkScalar())
+	copies := map[string]func() (*Tensor, error){
+		"clone":  func() (*Tensor, error) { return e.Clone(s) },
+		"detach": func() (*Tensor, error) { return s.Detach(), nil },
+		"f16":    func() (*Tensor, error) { return e.To(s, ggmlcgo.F16) },
+		"i32":    func() (*Tensor, error) { return e.To(s, ggmlcgo.I32) },
+		"i32 f32": func() (*Tensor, error) {
+			i, err := e.To(s, ggmlcgo.I32)
+			if err != nil {
+				return nil, err
+			}
+			return e.To(i, ggmlcgo.F32)
+		},
+	}
+	var entries []CheckpointEntry
+	for name, f := range copies {
+		c, err := f()
+		require.NoError(t, err, name)
+		assert.True(t, c.Scalar(), name)
+		entries = append(entries, CheckpointEntry{Path: []PathKey{{Str: name}}, Tensor: c})
+	}
+	sum, err := e.Add(s, s) // an op's result is not a copy: written as [1]
+	require.NoError(t, err)
+	assert.False(t, sum.Scalar())
+	entries = append(entries, CheckpointEntry{Path: []PathKey{{Str: "sum"}}, Tensor: sum})
+	file := filepath.Join(t.TempDir(), "s.safetensors")
+	require.NoError(t, SaveSafetensors(file, entries, nil, nil))
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var header map[string]struct {
+		Shape []int `json:"shape"`
+	}
+	require.NoError(t, json.Unmarshal(raw[8:8+binary.LittleEndian.Uint64(raw)], &header))
+	loaded, _, err := LoadSafetensors(file, nil)
+	require.NoError(t, err)
+	require.Len(t, loaded, len(entries))
+	for _, l := range loaded {
+		want := []int{} // 0-d in the file, and a scalar read back
+		if l.Name() == "sum" {
+			want = []int{1}
+		}
+		assert.Equal(t, want, header[l.Name()].Shape, l.Name())
+		assert.Equal(t, len(want) == 0, l.Tensor.Scalar(), l.Name())
+	}
+}

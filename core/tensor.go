@@ -287,7 +287,8 @@ func (t *Tensor) ToHost() (*Tensor, error) {
 // Scalar reports whether t is written to a checkpoint as 0-d (shape []).
 // gglua has no 0-d tensors: a PyTorch scalar (a BatchNorm's
 // num_batches_tracked) is a 1-element tensor so marked, by the safetensors
-// reader or by MarkScalar, and the mark moves with it to and from a device.
+// reader or by MarkScalar; the mark moves with it to and from a device and
+// to its copies (clone, detach, casts), not to op results.
 func (t *Tensor) Scalar() bool { return t.scalar }
 
 // MarkScalar marks the 1-element t to be written as 0-d.

@@ -456,5 +456,5 @@ func mustHost(v []float32, shape []int) *Tensor {
 // PyTorch's detach.
 func (t *Tensor) Detach() *Tensor {
 	off, st := t.layout()
-	return viewOf(t, t.shape, off, st)
+	return keepScalar(viewOf(t, t.shape, off, st), t)
 }
