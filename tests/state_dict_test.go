@@ -124,3 +124,91 @@ func splitSafetensors(t *testing.T, b []byte) (map[string]any, []byte) {
 	require.NoError(t, json.Unmarshal(b[8:8+n], &h))
 	return h, b[8+n:]
 }
+
+// A language model's state_dict crosses too: an Embedding, a ModuleList
+// and a head tied to the embedding (core/testdata/torch_lm_state_dict.*,
+// scripts/reference/state_dict.py write-lm). PyTorch lists the tied weight
+// under both names; gglua loads it strictly, stays tied and computes
+// PyTorch's logits, and writes both names back, which PyTorch loaded
+// strictly (core/testdata/gglua_lm_state_dict.json, read-lm).
+func TestTiedStateDictCrossesWithPyTorch(t *testing.T) {
+	var ref struct {
+		Tokens [][]int   `json:"tokens"`
+		Output []float64 `json:"output"`
+		Keys   []string  `json:"keys"`
+	}
+	b, err := os.ReadFile(filepath.Join("..", "core", "testdata", "torch_lm_state_dict.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &ref))
+	var back struct {
+		Output []float64 `json:"output"`
+		Keys   []string  `json:"keys"`
+		Tied   bool      `json:"tied"`
+	}
+	b, err = os.ReadFile(filepath.Join("..", "core", "testdata", "gglua_lm_state_dict.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.True(t, back.Tied, "PyTorch loaded gglua's file with the weights tied")
+	require.Equal(t, ref.Keys, back.Keys, "gglua's file has PyTorch's names")
+
+	rows := make([]string, len(ref.Tokens))
+	for i, r := range ref.Tokens {
+		ids := make([]float64, len(r))
+		for j, v := range r {
+			ids[j] = float64(v + 1) // gglua's ids are 1-based
+		}
+		rows[i] = luaList(ids)
+	}
+	saved := filepath.Join(t.TempDir(), "lm.safetensors")
+	code := fmt.Sprintf(`
+local function close(got, want, what)
+  local g = got:reshape(got:numel()):totable()
+  assert(#g == #want, what .. ": " .. #g .. " values, want " .. #want)
+  for i = 1, #want do
+    assert(math.abs(g[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])), string.format("%%s[%%d]: %%.7g, PyTorch %%.7g", what, i, g[i], want[i]))
+  end
+end
+local LM = nn.Module:extend("LM")
+function LM:init()
+  self.emb = nn.Embedding(10, 4)
+  self.blocks = nn.ModuleList(nn.Linear(4, 4), nn.Linear(4, 4))
+  self.head = nn.Linear(4, 10, false)
+  self.head.weight = self.emb.weight
+end
+function LM:forward(idx)
+  local x = self.emb(idx)
+  for _, b in ipairs(self.blocks) do x = b(x):tanh() end
+  return self.head(x)
+end
+local m = LM()
+m:load_state_dict(tensor.load(%q)) -- strict
+assert(rawequal(m.head.weight, m.emb.weight), "still tied")
+local idx = tensor({%s}):int()
+close(m(idx), %s, "logits")
+local keys = {}
+for k in pairs(m:state_dict()) do keys[#keys + 1] = k end
+table.sort(keys)
+assert(table.concat(keys, " ") == %q, "keys " .. table.concat(keys, " "))
+tensor.save(%q, m:state_dict())
+close(m(idx), %s, "PyTorch's logits from gglua's file")
+`, filepath.Join("..", "core", "testdata", "torch_lm_state_dict.safetensors"), strings.Join(rows, ", "), luaList(ref.Output),
+		strings.Join(ref.Keys, " "), saved, luaList(back.Output))
+	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.DoString(context.Background(), code)
+	require.NoError(t, err)
+
+	got, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	committed := filepath.Join("..", "core", "testdata", "gglua_lm_state_dict.safetensors")
+	if os.Getenv("GGLUA_WRITE_TESTDATA") == "1" {
+		require.NoError(t, os.WriteFile(committed, got, 0o644))
+	}
+	want, err := os.ReadFile(committed)
+	require.NoError(t, err)
+	wantHeader, wantData := splitSafetensors(t, want)
+	gotHeader, gotData := splitSafetensors(t, got)
+	require.Equal(t, wantHeader, gotHeader, "gglua no longer writes the header PyTorch loaded")
+	require.Equal(t, wantData, gotData, "the weights PyTorch loaded, as loaded from its file")
+}
