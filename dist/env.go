@@ -2,9 +2,12 @@ package dist
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Place is where this process stands in a job, as its launcher said
@@ -17,6 +20,11 @@ type Place struct {
 	// (the NCCL rendezvous); empty and 0 when not set.
 	MasterAddr string
 	MasterPort int
+	// Secret is the job's, which every process proves to the others at
+	// the rendezvous (GGLUA_DIST_SECRET, or the contents of the file
+	// GGLUA_DIST_SECRET_FILE names); gglua --nproc makes one for its
+	// children. Empty: the rendezvous runs only on a loopback MASTER_ADDR.
+	Secret []byte
 	// Launcher names the variables the place came from: "torchrun"
 	// (RANK, WORLD_SIZE, LOCAL_RANK: torchrun, gglua --nproc, or a user),
 	// "mpirun" (Open MPI's OMPI_COMM_WORLD_*), "slurm" (srun's SLURM_*), or
@@ -84,7 +92,45 @@ func PlaceFromEnv(getenv func(string) string) (Place, error) {
 		}
 		p.MasterPort = port
 	}
+	secret, err := secretFromEnv(getenv)
+	if err != nil {
+		return Alone, err
+	}
+	p.Secret = secret
 	return p, nil
+}
+
+// maxSecret bounds a secret file's size (a secret is a few dozen bytes).
+const maxSecret = 4096
+
+// secretFromEnv reads GGLUA_DIST_SECRET, or the regular file that
+// GGLUA_DIST_SECRET_FILE names (its surrounding whitespace trimmed).
+func secretFromEnv(getenv func(string) string) ([]byte, error) {
+	if s := strings.TrimSpace(getenv("GGLUA_DIST_SECRET")); s != "" {
+		return []byte(s), nil
+	}
+	path := strings.TrimSpace(getenv("GGLUA_DIST_SECRET_FILE"))
+	if path == "" {
+		return nil, nil
+	}
+	// O_NONBLOCK: a FIFO in the file's place opens at once (and is
+	// refused below) instead of blocking until a writer comes.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("GGLUA_DIST_SECRET_FILE: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > maxSecret {
+		return nil, fmt.Errorf("GGLUA_DIST_SECRET_FILE=%s is not a regular file of at most %d bytes", path, maxSecret)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecret))
+	if err != nil {
+		return nil, fmt.Errorf("GGLUA_DIST_SECRET_FILE: %w", err)
+	}
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return []byte(s), nil
+	}
+	return nil, fmt.Errorf("GGLUA_DIST_SECRET_FILE=%s is empty", path)
 }
 
 // envInt reads an integer variable of at least min.

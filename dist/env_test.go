@@ -1,6 +1,9 @@
 package dist
 
 import (
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,4 +63,40 @@ func TestParseOp(t *testing.T) {
 	}
 	_, err := ParseOp("prod")
 	require.ErrorContains(t, err, `unknown reduction "prod"`)
+}
+
+// The job's secret comes from GGLUA_DIST_SECRET, or from the regular file
+// GGLUA_DIST_SECRET_FILE names (trimmed); anything else there is refused.
+func TestSecretFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(file, []byte("  from the file\n"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	big := filepath.Join(dir, "big")
+	require.NoError(t, os.WriteFile(big, make([]byte, maxSecret+1), 0o600))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: nil},
+		{env: map[string]string{"GGLUA_DIST_SECRET": "s3cret"}, want: "s3cret"},
+		{env: map[string]string{"GGLUA_DIST_SECRET": "s3cret", "GGLUA_DIST_SECRET_FILE": file}, want: "s3cret"},
+		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": file}, want: "from the file"},
+		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": empty}, err: "is empty"},
+		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": big}, err: "not a regular file of at most"},
+		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": fifo}, err: "not a regular file of at most"},
+		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": filepath.Join(dir, "none")}, err: "no such file"},
+	} {
+		p, err := PlaceFromEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, "%v", tc.env)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, string(p.Secret), "%v", tc.env)
+	}
 }

@@ -249,7 +249,7 @@ func OpenNCCL(p Place, device int, timeout time.Duration) (Comm, error) {
 			return nil, err
 		}
 		raw := unsafe.Slice((*byte)(unsafe.Pointer(&id)), len(id.internal))
-		got, err := Rendezvous(addr, p.Rank, p.World, raw, timeout)
+		got, err := Rendezvous(addr, p.Rank, p.World, raw, p.Secret, timeout)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -114,6 +116,17 @@ func launch(n int, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gglua --nproc: no free port for the rendezvous: %v\n", err)
 		return 1
 	}
+	// The job's secret, which the children prove to one another at the
+	// rendezvous (dist/rendezvous.go); one the user set is inherited.
+	secret := os.Getenv("GGLUA_DIST_SECRET")
+	if strings.TrimSpace(secret) == "" && os.Getenv("GGLUA_DIST_SECRET_FILE") == "" {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			fmt.Fprintf(stderr, "gglua --nproc: no secret for the rendezvous: %v\n", err)
+			return 1
+		}
+		secret = hex.EncodeToString(b)
+	}
 	var outMu sync.Mutex // one line at a time, whole
 	children := make([]*exec.Cmd, n)
 	// Each child's output is read to its end before its Wait, which closes
@@ -127,7 +140,7 @@ func launch(n int, args []string, stdout, stderr io.Writer) int {
 		cmd.Env = append(os.Environ(),
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n),
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "GGLUA_DIST_SECRET="+secret)
 		for _, p := range []struct {
 			w      io.Writer
 			stream func() (io.ReadCloser, error)
