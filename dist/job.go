@@ -22,7 +22,7 @@ var job struct {
 	j *Job
 }
 
-// DefaultTimeout bounds the rendezvous and every NCCL collective unless
+// DefaultTimeout bounds the rendezvous and every collective unless
 // GGLUA_DIST_TIMEOUT (seconds) says otherwise.
 const DefaultTimeout = 10 * time.Minute
 
@@ -80,11 +80,11 @@ func Init(gpu int) (*Job, error) {
 }
 
 func open(p Place, gpu int) (Comm, error) {
+	timeout, err := Timeout()
+	if err != nil {
+		return nil, err
+	}
 	if gpu >= 0 {
-		timeout, err := Timeout()
-		if err != nil {
-			return nil, err
-		}
 		return OpenNCCL(p, gpu, timeout)
 	}
 	// An MPI launcher leaves its own variables (mpirun, or srun with
@@ -92,7 +92,7 @@ func open(p Place, gpu int) (Comm, error) {
 	if os.Getenv("OMPI_COMM_WORLD_SIZE") == "" && os.Getenv("PMIX_RANK") == "" {
 		return nil, ErrCPUNeedsMPI
 	}
-	return OpenMPI()
+	return OpenMPI(timeout)
 }
 
 // Current is the job Init started, or nil.

@@ -11,7 +11,7 @@ import (
 
 func TestMissingMPISaysHowToGetIt(t *testing.T) {
 	t.Setenv("GGLUA_MPI_PATH", "/nonexistent/libmpi.so")
-	_, err := OpenMPI()
+	_, err := OpenMPI(DefaultTimeout)
 	require.ErrorContains(t, err, "MPI library not found (GGLUA_MPI_PATH=/nonexistent/libmpi.so:")
 	require.ErrorContains(t, err, "apt-get install openmpi-bin libopenmpi-dev")
 }
@@ -20,7 +20,7 @@ func TestMissingMPISaysHowToGetIt(t *testing.T) {
 // are integers) is refused by name; libc stands in for one here.
 func TestMPICHIsRefused(t *testing.T) {
 	t.Setenv("GGLUA_MPI_PATH", "libc.so.6")
-	_, err := OpenMPI()
+	_, err := OpenMPI(DefaultTimeout)
 	require.ErrorContains(t, err, "libc.so.6 is not Open MPI")
 	require.ErrorContains(t, err, "MPICH and its derivatives (Intel MPI, MVAPICH) are not supported yet")
 }

@@ -4,8 +4,10 @@ package dist
 #cgo CFLAGS: -I${SRCDIR}/../ggmlcgo
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gglua_collective.h"
 #if GGLUA_COLLECTIVE_LAYOUT != 2
@@ -95,9 +97,26 @@ static int gglua_mpi_init(int *started, int *provided, int *rank, int *size) {
 	return M.Comm_size(M.world, size);
 }
 
+// gglua_mpi_since is when the collective in flight began (CLOCK_MONOTONIC
+// nanoseconds; 0: none), for the watchdog (mpiComm.watch): MPI's calls
+// block with no timeout of their own.
+static int64_t gglua_mpi_since;
+static int64_t gglua_mpi_now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+static void gglua_mpi_begin(void) { __atomic_store_n(&gglua_mpi_since, gglua_mpi_now(), __ATOMIC_RELAXED); }
+static int gglua_mpi_end(int rc) { __atomic_store_n(&gglua_mpi_since, 0, __ATOMIC_RELAXED); return rc; }
+// gglua_mpi_waiting is how long the collective in flight has waited (ns; 0: none).
+static int64_t gglua_mpi_waiting(void) {
+	int64_t since = __atomic_load_n(&gglua_mpi_since, __ATOMIC_RELAXED);
+	return since ? gglua_mpi_now() - since : 0;
+}
 static int gglua_mpi_allreduce(void *buf, int count, int op) {
 	void *o = op == 2 ? M.max : op == 3 ? M.min : M.sum;
-	return M.Allreduce(GGLUA_MPI_IN_PLACE, buf, count, M.float32, o, M.world);
+	gglua_mpi_begin();
+	return gglua_mpi_end(M.Allreduce(GGLUA_MPI_IN_PLACE, buf, count, M.float32, o, M.world));
 }
 // gglua_mpi_allreduce_all is gglua_mpi_allreduce of count floats in calls
 // of at most GGLUA_MPI_CHUNK (MPI counts are ints).
@@ -124,11 +143,18 @@ static gglua_collective *gglua_mpi_collective(int world) {
 	}
 	return c;
 }
-static int gglua_mpi_bcast(void *buf, int count, int root) { return M.Bcast(buf, count, M.float32, root, M.world); }
-static int gglua_mpi_allgather(void *send, void *recv, int count) {
-	return M.Allgather(send, count, M.float32, recv, count, M.float32, M.world);
+static int gglua_mpi_bcast(void *buf, int count, int root) {
+	gglua_mpi_begin();
+	return gglua_mpi_end(M.Bcast(buf, count, M.float32, root, M.world));
 }
-static int gglua_mpi_barrier(void) { return M.Barrier(M.world); }
+static int gglua_mpi_allgather(void *send, void *recv, int count) {
+	gglua_mpi_begin();
+	return gglua_mpi_end(M.Allgather(send, count, M.float32, recv, count, M.float32, M.world));
+}
+static int gglua_mpi_barrier(void) {
+	gglua_mpi_begin();
+	return gglua_mpi_end(M.Barrier(M.world));
+}
 static int gglua_mpi_finalize(void) { return M.Finalize(); }
 static int gglua_mpi_abort(int code) { return M.Abort(M.world, code); }
 static void gglua_mpi_error(int code, char *buf) {
@@ -167,8 +193,9 @@ var mpi struct {
 }
 
 // OpenMPI loads the MPI library, starts MPI and returns the world
-// communicator (the same one on every call).
-func OpenMPI() (Comm, error) {
+// communicator (the same one on every call). timeout bounds every
+// collective (watch).
+func OpenMPI(timeout time.Duration) (Comm, error) {
 	mpi.Lock()
 	defer mpi.Unlock()
 	if mpi.comm != nil {
@@ -191,8 +218,34 @@ func OpenMPI() (Comm, error) {
 		return nil, fmt.Errorf("the MPI library grants thread level %d, gglua needs MPI_THREAD_SERIALIZED (2): use an Open MPI built with thread support", provided)
 	}
 	mpi.comm = &mpiComm{rank: int(rank), size: int(size)}
+	go mpi.comm.watch(timeout)
 	return mpi.comm, nil
 }
+
+// watch ends this process with a clear error when a collective has waited
+// longer than timeout: MPI's calls have no timeout, and a rank that made
+// one collective fewer (or ended early, finalizing) would leave the others
+// waiting forever. mpirun then ends the job (a process exited without
+// finalizing), as the NCCL watchdog's exit does under gglua --nproc.
+func (c *mpiComm) watch(timeout time.Duration) {
+	for {
+		time.Sleep(watchEvery)
+		mpi.Lock()
+		done := mpi.done
+		mpi.Unlock()
+		if done {
+			return
+		}
+		if waited := time.Duration(C.gglua_mpi_waiting()); waited > timeout {
+			fmt.Fprintf(os.Stderr, "gglua: rank %d: an MPI collective has waited %s, past GGLUA_DIST_TIMEOUT (%s): another process stopped, or made a different number of collectives; ending this process\n",
+				c.rank, waited.Round(time.Millisecond), timeout)
+			os.Exit(1)
+		}
+	}
+}
+
+// watchEvery is how often the watchdog looks.
+const watchEvery = 100 * time.Millisecond
 
 // loadMPI opens GGLUA_MPI_PATH when set (and only it), else the first of
 // mpiLibraries found.

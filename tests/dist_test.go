@@ -189,6 +189,23 @@ print("rank 0 was never told")`
 	}
 }
 
+// TestAnUnmatchedCollectiveTimesOut: a rank that makes one collective
+// more than the others (which finish and finalize) waits past
+// GGLUA_DIST_TIMEOUT, then ends with an error naming the timeout, and the
+// job ends with an error status instead of hanging.
+func TestAnUnmatchedCollectiveTimesOut(t *testing.T) {
+	code := `dist.init()
+local t = tensor{1}
+dist.all_reduce(t)
+if dist.rank() == 1 then dist.all_reduce(t); print("rank 1 was answered") end`
+	started := time.Now()
+	out, errOut, status, _ := mpirun(t, []string{"GGLUA_DIST_TIMEOUT=2"}, 2, "-e", code)
+	assert.NotEqual(t, 0, status, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.NotContains(t, out, "was answered")
+	assert.Contains(t, errOut, "past GGLUA_DIST_TIMEOUT (2s)")
+	assert.Less(t, time.Since(started), 45*time.Second)
+}
+
 // TestMissingMPILibrary: dist.init in an MPI job without the library says
 // which library and how to get it (no mpirun needed: the variables are
 // what mpirun would set).
