@@ -15,7 +15,9 @@
 // gets right, and compiles it: a multiple assignment becomes locals that
 // hold every value first, then one assignment per target; every loop body
 // starts with a local that holds false, so that no back edge lands on a
-// jump. Everything else is compiled as gopher-lua compiles it.
+// jump. Everything else is compiled as gopher-lua compiles it, unless
+// Options ask for more: a sandbox has every ".." call a function that
+// bounds the string it makes (Options.Concat).
 package luacompile
 
 import (
@@ -27,10 +29,24 @@ import (
 	"github.com/yuin/gopher-lua/parse"
 )
 
+// Options are rewrites a caller asks for beyond the compiler's fixes.
+type Options struct {
+	// Concat, when set, names a global function that every ".." calls in
+	// place of the VM's concatenation, with a chain's operands in order
+	// ("a .. b .. c" is Concat(a, b, c)): a sandbox's, which refuses a
+	// string past its bound before making it.
+	Concat string
+}
+
 // Load compiles the chunk read from r, named name (as in error messages),
 // into a function of L whose environment is L's globals, as L.Load does.
 func Load(L *lua.LState, r io.Reader, name string) (*lua.LFunction, error) {
-	proto, err := Compile(r, name)
+	return LoadWith(L, r, name, Options{})
+}
+
+// LoadWith is Load with the rewrites o asks for.
+func LoadWith(L *lua.LState, r io.Reader, name string, o Options) (*lua.LFunction, error) {
+	proto, err := CompileWith(r, name, o)
 	if err != nil {
 		return nil, err
 	}
@@ -39,11 +55,16 @@ func Load(L *lua.LState, r io.Reader, name string) (*lua.LFunction, error) {
 
 // Compile parses and compiles a chunk, with the rewrites above.
 func Compile(r io.Reader, name string) (*lua.FunctionProto, error) {
+	return CompileWith(r, name, Options{})
+}
+
+// CompileWith is Compile with the rewrites o asks for.
+func CompileWith(r io.Reader, name string, o Options) (*lua.FunctionProto, error) {
 	chunk, err := parse.Parse(r, name)
 	if err != nil {
 		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(err.Error()), Cause: err}
 	}
-	(&rewriter{}).block(chunk)
+	(&rewriter{concat: o.Concat}).block(chunk)
 	proto, err := lua.Compile(chunk, name)
 	if err != nil {
 		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(err.Error()), Cause: err}
@@ -52,7 +73,10 @@ func Compile(r io.Reader, name string) (*lua.FunctionProto, error) {
 }
 
 // rewriter walks a chunk, rewriting its statements in place.
-type rewriter struct{ temps int }
+type rewriter struct {
+	temps  int
+	concat string // Options.Concat
+}
 
 // block rewrites a list of statements in place.
 func (w *rewriter) block(stmts []ast.Stmt) {
@@ -82,31 +106,28 @@ func (w *rewriter) stmt(s ast.Stmt) ast.Stmt {
 	case *ast.LocalAssignStmt:
 		w.exprs(s.Exprs)
 	case *ast.FuncCallStmt:
-		w.expr(s.Expr)
+		s.Expr = w.expr(s.Expr)
 	case *ast.DoBlockStmt:
 		w.block(s.Stmts)
 	case *ast.WhileStmt:
-		w.expr(s.Condition)
+		s.Condition = w.expr(s.Condition)
 		s.Stmts = w.loopBody(s.Stmts, s.Line())
 	case *ast.RepeatStmt:
-		w.expr(s.Condition)
+		s.Condition = w.expr(s.Condition)
 		s.Stmts = w.loopBody(s.Stmts, s.Line())
 	case *ast.IfStmt:
-		w.expr(s.Condition)
+		s.Condition = w.expr(s.Condition)
 		w.block(s.Then)
 		w.block(s.Else)
 	case *ast.NumberForStmt:
-		w.expr(s.Init)
-		w.expr(s.Limit)
-		w.expr(s.Step)
+		s.Init, s.Limit, s.Step = w.expr(s.Init), w.expr(s.Limit), w.expr(s.Step)
 		w.block(s.Stmts)
 	case *ast.GenericForStmt:
 		w.exprs(s.Exprs)
 		s.Stmts = w.loopBody(s.Stmts, s.Line())
 	case *ast.FuncDefStmt:
-		w.expr(s.Name.Func)
-		w.expr(s.Name.Receiver)
-		w.expr(s.Func)
+		s.Name.Func, s.Name.Receiver = w.expr(s.Name.Func), w.expr(s.Name.Receiver)
+		w.expr(s.Func) // a FunctionExpr: rewritten in place
 	case *ast.ReturnStmt:
 		w.exprs(s.Exprs)
 	}
@@ -114,47 +135,66 @@ func (w *rewriter) stmt(s ast.Stmt) ast.Stmt {
 }
 
 func (w *rewriter) exprs(es []ast.Expr) {
-	for _, e := range es {
-		w.expr(e)
+	for i, e := range es {
+		es[i] = w.expr(e)
 	}
 }
 
-// expr rewrites the functions defined inside e.
-func (w *rewriter) expr(e ast.Expr) {
+// expr rewrites e's parts (the functions defined inside it; with concat,
+// its concatenations) and returns it, or what replaces it.
+func (w *rewriter) expr(e ast.Expr) ast.Expr {
 	switch e := e.(type) {
 	case *ast.FunctionExpr:
 		w.block(e.Stmts)
 	case *ast.AttrGetExpr:
-		w.expr(e.Object)
-		w.expr(e.Key)
+		e.Object, e.Key = w.expr(e.Object), w.expr(e.Key)
 	case *ast.TableExpr:
 		for _, f := range e.Fields {
-			w.expr(f.Key)
-			w.expr(f.Value)
+			f.Key, f.Value = w.expr(f.Key), w.expr(f.Value)
 		}
 	case *ast.FuncCallExpr:
-		w.expr(e.Func)
-		w.expr(e.Receiver)
+		e.Func, e.Receiver = w.expr(e.Func), w.expr(e.Receiver)
 		w.exprs(e.Args)
 	case *ast.LogicalOpExpr:
-		w.expr(e.Lhs)
-		w.expr(e.Rhs)
+		e.Lhs, e.Rhs = w.expr(e.Lhs), w.expr(e.Rhs)
 	case *ast.RelationalOpExpr:
-		w.expr(e.Lhs)
-		w.expr(e.Rhs)
+		e.Lhs, e.Rhs = w.expr(e.Lhs), w.expr(e.Rhs)
 	case *ast.StringConcatOpExpr:
-		w.expr(e.Lhs)
-		w.expr(e.Rhs)
+		if w.concat != "" {
+			return w.concatCall(e)
+		}
+		e.Lhs, e.Rhs = w.expr(e.Lhs), w.expr(e.Rhs)
 	case *ast.ArithmeticOpExpr:
-		w.expr(e.Lhs)
-		w.expr(e.Rhs)
+		e.Lhs, e.Rhs = w.expr(e.Lhs), w.expr(e.Rhs)
 	case *ast.UnaryMinusOpExpr:
-		w.expr(e.Expr)
+		e.Expr = w.expr(e.Expr)
 	case *ast.UnaryNotOpExpr:
-		w.expr(e.Expr)
+		e.Expr = w.expr(e.Expr)
 	case *ast.UnaryLenOpExpr:
-		w.expr(e.Expr)
+		e.Expr = w.expr(e.Expr)
 	}
+	return e
+}
+
+// concatCall is a chain a .. b .. c (right-nested in the tree) as the
+// call concat(a, b, c), its operands rewritten in turn, one result
+// (AdjustRet: as the VM's concatenation, never a tail call).
+func (w *rewriter) concatCall(e *ast.StringConcatOpExpr) ast.Expr {
+	var args []ast.Expr
+	var x ast.Expr = e
+	for {
+		c, ok := x.(*ast.StringConcatOpExpr)
+		if !ok {
+			break
+		}
+		args = append(args, w.expr(c.Lhs))
+		x = c.Rhs
+	}
+	args = append(args, w.expr(x))
+	call := &ast.FuncCallExpr{Func: at(&ast.IdentExpr{Value: w.concat}, e.Line()), Args: args, AdjustRet: true}
+	call.SetLine(e.Line())
+	call.SetLastLine(e.LastLine())
+	return call
 }
 
 // multipleAssign rewrites "t1, t2, ... = e1, e2, ..." as

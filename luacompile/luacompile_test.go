@@ -90,3 +90,40 @@ func TestErrorsKeepTheirLines(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "chunk")
 }
+
+// With Options.Concat every ".." calls the named global with a chain's
+// operands in order, a left-grouped part as a call of its own, inside
+// functions, table constructors, keys and conditions alike.
+func TestConcatBecomesACall(t *testing.T) {
+	L := lua.NewState()
+	defer L.Close()
+	var calls []string
+	L.SetGlobal("CAT", L.NewFunction(func(L *lua.LState) int {
+		var parts []string
+		for i := 1; i <= L.GetTop(); i++ {
+			parts = append(parts, L.ToString(i))
+		}
+		calls = append(calls, strings.Join(parts, ","))
+		L.Push(lua.LString(strings.Join(parts, "")))
+		return 1
+	}))
+	src := `local a, b, c = "a", "b", "c"
+local t = {[a .. b] = (a .. b) .. c}
+local function f(x) return x .. "!" end
+if a .. c == "ac" then t.z = f(a .. b .. c .. 1) end
+return t.ab, t.z`
+	fn, err := luacompile.LoadWith(L, strings.NewReader(src), "concat", luacompile.Options{Concat: "CAT"})
+	require.NoError(t, err)
+	L.Push(fn)
+	require.NoError(t, L.PCall(0, 2, nil))
+	assert.Equal(t, "abc", L.ToString(-2))
+	assert.Equal(t, "abc1!", L.ToString(-1))
+	assert.ElementsMatch(t, []string{"a,b", "a,b", "ab,c", "a,c", "a,b,c,1", "abc1,!"}, calls)
+
+	calls = nil
+	fn, err = luacompile.Load(L, strings.NewReader(src), "plain")
+	require.NoError(t, err)
+	L.Push(fn)
+	require.NoError(t, L.PCall(0, 2, nil))
+	assert.Empty(t, calls, "without the option the VM concatenates")
+}

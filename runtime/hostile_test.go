@@ -156,7 +156,11 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 		// half-way, and a collection cannot end while it copies: the heap
 		// passes the limit by the doubling under way before the call
 		// ends. A small limit keeps that last copy short.
-		{"string doubling", `local s = ('x'):rep(1e6) for i = 1, 40 do s = s .. s end return #s`, runtime.ErrMemory, "memory limit exceeded", 16, 16 << 20},
+		{"string doubling", `local s = ('x'):rep(1e6) for i = 1, 40 do s = s .. s end return #s`, runtime.ErrMemory, "memory limit exceeded|a sandbox allows", 16, 16 << 20},
+		// [19] 5: the sandbox's ".." refuses a result past its cap before
+		// making it (one doubling reached 4 GiB under a 2 GiB heap limit).
+		{"string doubling past the cap", `local s = ('x'):rep(1e6) for i = 1, 40 do s = s .. s end return #s`, runtime.ErrMemory, "..: a result of 128000000 bytes", 0, 0},
+		{"a long chain past the cap", `local s = ('x'):rep(20e6) return #(s .. s .. 1 .. s .. s)`, runtime.ErrMemory, "..: a result of 80000001 bytes", 0, 0},
 		{"coroutines", `local t = {} for i = 1, 1e7 do t[i] = coroutine.create(function() end) end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
 		{"strings kept", `local t, s = {}, ('x'):rep(1e6) for i = 1, 1e6 do t[i] = s .. i end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
 		// [19] 2 and 6: multinomial sized its result before any check, and

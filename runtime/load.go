@@ -20,12 +20,21 @@ import (
 // Load compiles a chunk named name (as error messages show it) for this
 // runtime, without running it.
 func (rt *Runtime) Load(r io.Reader, name string) (*lua.LFunction, error) {
-	return luacompile.Load(rt.L, r, name)
+	return luacompile.LoadWith(rt.L, r, name, rt.compile)
+}
+
+// compileOptions are a runtime's rewrites: in a sandbox, every ".." calls
+// sandboxConcat (stdlib.go), which bounds the string it makes.
+func compileOptions(sandbox bool) luacompile.Options {
+	if sandbox {
+		return luacompile.Options{Concat: sandboxConcat}
+	}
+	return luacompile.Options{}
 }
 
 // loadFile compiles the script at path; a first line starting with '#'
 // (a Unix "#!" line) is skipped, its line kept so that lines count right.
-func loadFile(L *lua.LState, path string) (*lua.LFunction, error) {
+func loadFile(L *lua.LState, path string, o luacompile.Options) (*lua.LFunction, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &lua.ApiError{Type: lua.ApiErrorFile, Object: lua.LString(err.Error()), Cause: err}
@@ -37,7 +46,7 @@ func loadFile(L *lua.LState, path string) (*lua.LFunction, error) {
 			src = nil
 		}
 	}
-	return luacompile.Load(L, bytes.NewReader(src), path)
+	return luacompile.LoadWith(L, bytes.NewReader(src), path, o)
 }
 
 // installLoaders replaces the base library's functions that compile code,
@@ -90,11 +99,11 @@ func installLoaders(L *lua.LState) {
 		return pushLoaded(L, fn, err)
 	}))
 	L.SetGlobal("loadfile", L.NewFunction(func(L *lua.LState) int {
-		fn, err := loadFile(L, L.CheckString(1))
+		fn, err := loadFile(L, L.CheckString(1), luacompile.Options{})
 		return pushLoaded(L, fn, err)
 	}))
 	L.SetGlobal("dofile", L.NewFunction(func(L *lua.LState) int {
-		fn, err := loadFile(L, L.CheckString(1))
+		fn, err := loadFile(L, L.CheckString(1), luacompile.Options{})
 		if err != nil {
 			L.RaiseError("%s", err.Error())
 		}
@@ -115,7 +124,7 @@ func installLoaders(L *lua.LState) {
 				L.Push(lua.LString(tried))
 				return 1
 			}
-			fn, err := loadFile(L, path)
+			fn, err := loadFile(L, path, luacompile.Options{})
 			if err != nil {
 				L.RaiseError("%s", err.Error())
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gglua/gglua/core"
 	"github.com/gglua/gglua/luabind"
+	"github.com/gglua/gglua/luacompile"
 )
 
 // Options configure a Runtime. The zero value runs on the CPU with one thread
@@ -77,6 +78,7 @@ type Runtime struct {
 	out       io.Writer
 	heapLimit int64   // HeapLimit in effect (0: none)
 	causes    *causes // Go errors behind the runtime's own Lua errors
+	compile   luacompile.Options
 }
 
 // New starts a runtime.
@@ -98,7 +100,8 @@ func New(opts Options) (*Runtime, error) {
 	// 10^5 values took seconds. Steps of 1024 slots (16 KB; pcall's threads
 	// and coroutines grow by them too) make that milliseconds.
 	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 2000, RegistryMaxSize: 1 << 22, RegistryGrowStep: 1 << 10})
-	rt := &Runtime{L: L, out: out, heapLimit: limit(opts.HeapLimit, opts.Sandbox, sandboxHeapLimit), causes: &causes{}}
+	rt := &Runtime{L: L, out: out, heapLimit: limit(opts.HeapLimit, opts.Sandbox, sandboxHeapLimit), causes: &causes{},
+		compile: compileOptions(opts.Sandbox)}
 	openStdlib(L, opts.Sandbox, rt.causes)
 	rt.env = &luabind.Env{Engine: eng, Threads: opts.Threads, Sandbox: opts.Sandbox, Stdout: out, Stderr: opts.Stderr,
 		HostLimit: limit(opts.HostLimit, opts.Sandbox, sandboxHostLimit)}
@@ -184,7 +187,7 @@ func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]a
 		return nil, err
 	}
 	defer rt.leave()
-	fn, err := loadFile(rt.L, path)
+	fn, err := loadFile(rt.L, path, rt.compile)
 	if err != nil {
 		return nil, err
 	}

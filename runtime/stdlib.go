@@ -22,8 +22,9 @@ import (
 // the pattern functions are checked against the lua5.1 interpreter.
 //
 // A sandbox also bounds what one call may make:
-//   - strings: string.rep, string.gsub, string.format and table.concat
-//     refuse a result of more than maxStringBytes (an ErrMemory);
+//   - strings: string.rep, string.gsub, string.format, table.concat and
+//     the ".." operator (a call luacompile makes of it: concatOp) refuse a
+//     result of more than maxStringBytes (an ErrMemory);
 //   - values pushed at once: unpack and string.byte refuse more than
 //     maxResults (Lua 5.1's own limit; gopher-lua grows its stack one
 //     step per value, so a million took minutes);
@@ -103,6 +104,7 @@ func installStdlib(L *lua.LState, sandbox bool, c *causes) {
 		}
 	}
 	if sandbox {
+		L.SetGlobal(sandboxConcat, L.NewFunction(s.concatOp))
 		L.SetGlobal("unpack", L.NewFunction(s.counted(L.GetGlobal("unpack"), unpackCount, "too many results to unpack")))
 		if co, ok := L.GetGlobal("coroutine").(*lua.LTable); ok {
 			for _, name := range []string{"create", "wrap"} {
@@ -212,6 +214,59 @@ func callOriginal(L *lua.LState, orig lua.LValue) int {
 	}
 	L.Call(args, lua.MultRet)
 	return L.GetTop() - args
+}
+
+// sandboxConcat is the global that a sandbox's ".." calls (luacompile's
+// Options.Concat), named so that no script refers to it by accident.
+const sandboxConcat = "(..)" // a name no Lua source spells: tracebacks show "in function '(..)'"
+
+// concatOp is a sandbox's "..": luacompile makes every chain a .. b .. c a
+// call of it, and it joins as the VM does (right to left, a run of strings
+// and numbers at once, __concat for the rest), but refuses a result past
+// maxStringBytes before making it: s = s .. s in a loop reached 4 GiB in
+// one step, past any limit the heap watchdog checks between allocations.
+func (s *guardedLib) concatOp(L *lua.LState) int {
+	n := L.GetTop()
+	if n == 0 {
+		L.RaiseError("concat: no operands")
+	}
+	rhs := L.Get(n)
+	for i := n - 1; i >= 1; {
+		lhs := L.Get(i)
+		if lua.LVCanConvToString(lhs) && lua.LVCanConvToString(rhs) {
+			j, size := i, float64(len(lua.LVAsString(rhs)))
+			for ; j >= 1 && lua.LVCanConvToString(L.Get(j)); j-- {
+				size += float64(len(lua.LVAsString(L.Get(j))))
+			}
+			if size > maxStringBytes {
+				s.tooBig(L, "..", size)
+			}
+			var b strings.Builder
+			b.Grow(int(size))
+			for k := j + 1; k <= i; k++ {
+				b.WriteString(lua.LVAsString(L.Get(k)))
+			}
+			b.WriteString(lua.LVAsString(rhs))
+			rhs, i = lua.LString(b.String()), j
+			continue
+		}
+		op := L.GetMetaField(lhs, "__concat")
+		if op == lua.LNil {
+			op = L.GetMetaField(rhs, "__concat")
+		}
+		if op.Type() != lua.LTFunction {
+			L.RaiseError("cannot perform concat operation between %s and %s", lhs.Type().String(), rhs.Type().String())
+		}
+		L.Push(op)
+		L.Push(lhs)
+		L.Push(rhs)
+		L.Call(2, 1)
+		rhs = L.Get(-1)
+		L.Pop(1)
+		i--
+	}
+	L.Push(rhs)
+	return 1
 }
 
 // repBytes bounds string.rep(s, n [, sep]).

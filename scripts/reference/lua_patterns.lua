@@ -286,6 +286,19 @@ local exprs = {
   [==[(function() local t = {} for i = 1, 20000 do t[i] = tostring(i) end t[500] = 1 table.sort(t) end)()]==],
   [==[(function() local co = coroutine.wrap(function() local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end coroutine.yield(f(150)) return "done" end) return co(), co() end)()]==],
   [==[(function() local co = coroutine.create(function(a, b) local c = coroutine.yield(a + b) return c * 2 end) local _, x = coroutine.resume(co, 1, 2) local _, y = coroutine.resume(co, 10) return x, y, coroutine.status(co) end)()]==],
+  -- "..": a sandbox's is a call of its own (runtime/stdlib.go's concatOp)
+  [==["a" .. "b" .. "c"]==],
+  [==[1 .. 2, 1.5 .. "", -0.25 .. "x", 1e100 .. ""]==],
+  [==[(function() local s = "" for i = 1, 5 do s = s .. i .. "," end return s end)()]==],
+  [==[(function() local mt = {__concat = function(a, b) return "[" .. type(a) .. "|" .. type(b) .. "]" end} local t = setmetatable({}, mt) return t .. "x", "x" .. t, "a" .. "b" .. t, t .. "a" .. "b", 1 .. t end)()]==],
+  [==[(function() local mt = {__concat = function(a, b) return 7 end} local t = setmetatable({}, mt) return type(t .. "x"), ("a" .. t) + 1 end)()]==],
+  [==[(function() local mt = {__concat = function(a, b) return setmetatable({}, getmetatable(type(a) == "table" and a or b)) end} local t = setmetatable({}, mt) return type("a" .. t .. "b") end)()]==],
+  [==[(function() return "a" .. nil end)()]==],
+  [==[(function() return {} .. "a" end)()]==],
+  [==[(function() return "a" .. true .. "b" end)()]==],
+  [==[#("x"):rep(1000) .. ("y"):rep(1000)]==],
+  [==[(function() local t = {} t["k" .. 1] = "v" .. 2 return t.k1 end)()]==],
+  [==[(function(...) return select("#", ...) end)("a" .. "b")]==],
 }
 local evaluated = {}
 for _, e in ipairs(loadstring and exprs or {}) do -- a sandbox has no loadstring
