@@ -41,8 +41,19 @@ import (
 // (LUAI_MAXCCALLS), each thread with the runtime's CallStackSize, so the
 // call depth stays bounded.
 
-// maxNestedCalls bounds how deep pcall/xpcall nest (Lua 5.1's LUAI_MAXCCALLS).
+// maxNestedCalls bounds how deep pcall/xpcall and coroutine resumes nest,
+// together (Lua 5.1's LUAI_MAXCCALLS): each runs a Lua thread of up to
+// CallStackSize frames on the Go stack of the one before, and 700 nested
+// coroutines of 600 gsub callbacks each passed Go's 1 GB stack limit, a
+// fatal error no recover catches.
 const maxNestedCalls = 200
+
+// cStackOverflow is Lua 5.1's refusal of a resume nested too deep.
+var cStackOverflow = fmt.Sprintf("C stack overflow (more than %d nested coroutine resumes and pcalls)", maxNestedCalls)
+
+// tooDeep reports whether another nested pcall or resume would pass
+// maxNestedCalls.
+func (pc *protectedCalls) tooDeep() bool { return len(pc.owner)+pc.resuming >= maxNestedCalls }
 
 // freeThreads is how many clean threads are kept for reuse.
 const freeThreads = 4
@@ -56,6 +67,8 @@ type protectedCalls struct {
 	owner map[*lua.LState]*lua.LState // each running call's thread -> the thread that called pcall
 	free  []*lua.LState               // threads whose call returned normally
 	root  *lua.LFunction              // (...)(): calls its argument, from a Lua frame
+	// resuming is how many coroutine resumes are running, nested.
+	resuming int
 }
 
 // installProtectedCalls replaces pcall and xpcall of L's base library, and
@@ -80,6 +93,13 @@ func installProtectedCalls(L *lua.LState) {
 					L.Push(lua.LString("cannot resume non-suspended coroutine"))
 					return 2
 				}
+				if pc.tooDeep() {
+					L.Push(lua.LFalse)
+					L.Push(lua.LString(cStackOverflow))
+					return 2
+				}
+				pc.resuming++
+				defer func() { pc.resuming-- }()
 				return settle(L)
 			}))
 		}
@@ -94,6 +114,11 @@ func installProtectedCalls(L *lua.LState) {
 						if t, ok := t.(*lua.LState); ok && pc.active(L, t) {
 							L.RaiseError("cannot resume non-suspended coroutine")
 						}
+						if pc.tooDeep() {
+							L.RaiseError("%s", cStackOverflow)
+						}
+						pc.resuming++
+						defer func() { pc.resuming-- }()
 						return settle(L)
 					}, t))
 				}
@@ -134,7 +159,7 @@ func (pc *protectedCalls) xpcall(L *lua.LState) int {
 // call runs fn(args...) on a thread of its own and pushes true and its
 // results, or false and the error object (the handler's result, if any).
 func (pc *protectedCalls) call(L *lua.LState, fn lua.LValue, args []lua.LValue, handler *lua.LFunction) int {
-	if len(pc.owner) >= maxNestedCalls {
+	if pc.tooDeep() {
 		L.Push(lua.LFalse)
 		L.Push(lua.LString(fmt.Sprintf("stack overflow (more than %d nested pcall/xpcall)", maxNestedCalls)))
 		return 2

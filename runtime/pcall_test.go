@@ -210,6 +210,33 @@ func TestPcallAndCoroutines(t *testing.T) {
 			b = coroutine.wrap(function() return a() end)
 			local ok, err = pcall(a)
 			return ok, (err:gsub("^.-: ", ""))`, []any{false, "cannot resume non-suspended coroutine"}},
+		// Coroutines nested past Lua 5.1's LUAI_MAXCCALLS, each deep in Go
+		// callbacks, passed Go's stack limit and killed the host ([19]
+		// item 1): the resume past the bound is refused, as Lua's "C
+		// stack overflow", and so is a wrapped one; what ran below is
+		// unwound normally.
+		{"coroutines nested past the bound", `
+			local deepest = 0
+			local function nest(k)
+				deepest = math.max(deepest, k)
+				local function cb(n)
+					if n == 0 then
+						local ok, v = coroutine.resume(coroutine.create(function() return nest(k + 1) end))
+						if not ok then error(v, 0) end
+						return v
+					end
+					local r
+					string.gsub("x", "x", function() r = cb(n - 1) end)
+					return r
+				end
+				return cb(600)
+			end
+			local ok, err = pcall(nest, 1)
+			return ok, err, deepest`, []any{false, "C stack overflow (more than 200 nested coroutine resumes and pcalls)", 200.0}},
+		{"wrapped coroutines nested past the bound", `
+			local function nest(k) return coroutine.wrap(function() return nest(k + 1) end)() end
+			local ok, err = pcall(nest, 1)
+			return ok, (err:gsub("^.-: ", ""))`, []any{false, "C stack overflow (more than 200 nested coroutine resumes and pcalls)"}},
 		{"yield around pcall", `
 			local co = coroutine.wrap(function()
 				local ok, e = pcall(error, "x")
