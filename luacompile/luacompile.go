@@ -36,6 +36,12 @@ type Options struct {
 	// ("a .. b .. c" is Concat(a, b, c)): a sandbox's, which refuses a
 	// string past its bound before making it.
 	Concat string
+	// MaxConstants, when set, refuses a function with more distinct
+	// constants (numbers, strings, global and field names) before it is
+	// compiled: gopher-lua's compiler finds each constant by a linear
+	// search, so a table of 50,000 numbers took 5.4 s to compile, all of
+	// it before a call's deadline applies.
+	MaxConstants int
 }
 
 // Load compiles the chunk read from r, named name (as in error messages),
@@ -64,7 +70,11 @@ func CompileWith(r io.Reader, name string, o Options) (*lua.FunctionProto, error
 	if err != nil {
 		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(err.Error()), Cause: err}
 	}
-	(&rewriter{concat: o.Concat}).block(chunk)
+	w := &rewriter{concat: o.Concat, maxConsts: o.MaxConstants}
+	w.function(func() { w.block(chunk) }, 1)
+	if w.err != nil {
+		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(fmt.Sprintf("%s:%v", name, w.err)), Cause: w.err}
+	}
 	proto, err := lua.Compile(chunk, name)
 	if err != nil {
 		return nil, &lua.ApiError{Type: lua.ApiErrorSyntax, Object: lua.LString(err.Error()), Cause: err}
@@ -76,6 +86,30 @@ func CompileWith(r io.Reader, name string, o Options) (*lua.FunctionProto, error
 type rewriter struct {
 	temps  int
 	concat string // Options.Concat
+	// maxConsts is Options.MaxConstants; consts the distinct constants of
+	// the function being walked, err the first function past the bound.
+	maxConsts int
+	consts    map[any]bool
+	err       error
+}
+
+// function walks one function's body (walk) with a count of its own
+// constants, line its first line.
+func (w *rewriter) function(walk func(), line int) {
+	outer := w.consts
+	w.consts = map[any]bool{}
+	walk()
+	if w.maxConsts > 0 && len(w.consts) > w.maxConsts && w.err == nil {
+		w.err = fmt.Errorf("%d: a function with %d distinct constants, more than the %d a sandbox compiles (gopher-lua's compiler takes quadratic time in them): split it, or read the data from a file", line, len(w.consts), w.maxConsts)
+	}
+	w.consts = outer
+}
+
+// constant counts a constant of the function being walked.
+func (w *rewriter) constant(v any) {
+	if w.maxConsts > 0 {
+		w.consts[v] = true
+	}
 }
 
 // block rewrites a list of statements in place.
@@ -145,7 +179,13 @@ func (w *rewriter) exprs(es []ast.Expr) {
 func (w *rewriter) expr(e ast.Expr) ast.Expr {
 	switch e := e.(type) {
 	case *ast.FunctionExpr:
-		w.block(e.Stmts)
+		w.function(func() { w.block(e.Stmts) }, e.Line())
+	case *ast.NumberExpr:
+		w.constant(e.Value) // its source text: 1 and 1.0 count twice (over, not under)
+	case *ast.StringExpr:
+		w.constant("s" + e.Value)
+	case *ast.IdentExpr:
+		w.constant("s" + e.Value) // a global's name (a local's too: few)
 	case *ast.AttrGetExpr:
 		e.Object, e.Key = w.expr(e.Object), w.expr(e.Key)
 	case *ast.TableExpr:
@@ -155,6 +195,9 @@ func (w *rewriter) expr(e ast.Expr) ast.Expr {
 	case *ast.FuncCallExpr:
 		e.Func, e.Receiver = w.expr(e.Func), w.expr(e.Receiver)
 		w.exprs(e.Args)
+		if e.Method != "" {
+			w.constant("s" + e.Method)
+		}
 	case *ast.LogicalOpExpr:
 		e.Lhs, e.Rhs = w.expr(e.Lhs), w.expr(e.Rhs)
 	case *ast.RelationalOpExpr:

@@ -2,6 +2,7 @@ package luacompile_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,4 +127,26 @@ return t.ab, t.z`
 	L.Push(fn)
 	require.NoError(t, L.PCall(0, 2, nil))
 	assert.Empty(t, calls, "without the option the VM concatenates")
+}
+
+// With Options.MaxConstants a function of more distinct constants is a
+// compile error naming its line, before the compiler runs; each function
+// counts its own.
+func TestMaxConstantsRefusesBeforeCompiling(t *testing.T) {
+	list := func(n int, f string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(f, i)
+		}
+		return strings.Join(parts, ", ")
+	}
+	o := luacompile.Options{MaxConstants: 100}
+	_, err := luacompile.CompileWith(strings.NewReader("local t = {"+list(60, "%d")+"}\nlocal u = {"+list(60, "'s%d'")+"}"), "big", o)
+	require.ErrorContains(t, err, "big:1: a function with 120 distinct constants, more than the 100")
+	_, err = luacompile.CompileWith(strings.NewReader("local x = 1\nlocal f = function()\n return {"+list(150, "%d.5")+"}\nend"), "inner", o)
+	require.ErrorContains(t, err, "inner:2: a function with 150 distinct constants")
+	_, err = luacompile.CompileWith(strings.NewReader("local f = function() return {"+list(90, "%d")+"} end\nlocal g = function() return {"+list(90, "%d")+"} end\nreturn {"+list(90, "'k%d'")+"}"), "split", o)
+	require.NoError(t, err, "three functions of 90 each (and repeats count once)")
+	_, err = luacompile.CompileWith(strings.NewReader("return {"+list(500, "%d")+"}"), "unbounded", luacompile.Options{})
+	require.NoError(t, err)
 }

@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +161,9 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 		// [19] 5: the sandbox's ".." refuses a result past its cap before
 		// making it (one doubling reached 4 GiB under a 2 GiB heap limit).
 		{"string doubling past the cap", `local s = ('x'):rep(1e6) for i = 1, 40 do s = s .. s end return #s`, runtime.ErrMemory, "..: a result of 128000000 bytes", 0, 0},
+		// [19] 6: compiling is quadratic in a function's constants and no
+		// deadline applies to it: past 16,384 the chunk is refused.
+		{"a chunk of 60,000 constants", "return {" + numberList(60000) + "}", nil, "a function with 60000 distinct constants", 0, 0},
 		{"a long chain past the cap", `local s = ('x'):rep(20e6) return #(s .. s .. 1 .. s .. s)`, runtime.ErrMemory, "..: a result of 80000001 bytes", 0, 0},
 		{"coroutines", `local t = {} for i = 1, 1e7 do t[i] = coroutine.create(function() end) end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
 		{"strings kept", `local t, s = {}, ('x'):rep(1e6) for i = 1, 1e6 do t[i] = s .. i end return #t`, runtime.ErrMemory, "memory limit exceeded", 0, 0},
@@ -228,4 +232,13 @@ func TestHostileRunsEndInTimeAndMemory(t *testing.T) {
 			assert.Equal(t, []any{2.0}, vals)
 		})
 	}
+}
+
+// numberList is "0.5, 1.5, ...": n distinct numbers of Lua source.
+func numberList(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = strconv.Itoa(i) + ".5"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -24,13 +24,19 @@ func (rt *Runtime) Load(r io.Reader, name string) (*lua.LFunction, error) {
 }
 
 // compileOptions are a runtime's rewrites: in a sandbox, every ".." calls
-// sandboxConcat (stdlib.go), which bounds the string it makes.
+// sandboxConcat (stdlib.go), which bounds the string it makes, and a
+// function of more than maxConstants distinct constants is refused before
+// the compiler's quadratic search for them (which no deadline stops).
 func compileOptions(sandbox bool) luacompile.Options {
 	if sandbox {
-		return luacompile.Options{Concat: sandboxConcat}
+		return luacompile.Options{Concat: sandboxConcat, MaxConstants: maxConstants}
 	}
 	return luacompile.Options{}
 }
+
+// maxConstants bounds a sandboxed function's distinct constants: 16,384
+// compile in about 0.6 s (50,000 took 5.4 s).
+const maxConstants = 1 << 14
 
 // loadFile compiles the script at path; a first line starting with '#'
 // (a Unix "#!" line) is skipped, its line kept so that lines count right.
