@@ -236,6 +236,9 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 			continue
 		}
 		if f.leaf != nil {
+			if !f.leaf.requiresGrad {
+				continue // frozen since the forward: no gradient, as PyTorch's AccumulateGrad
+			}
 			// Reverse topological order: every op that read the leaf
 			// came before, so g is final.
 			leaves = append(leaves, f.leaf)

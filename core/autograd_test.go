@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -107,4 +108,45 @@ func TestAnErrorMidStepLeavesTrainingIntact(t *testing.T) {
 		return values(t, w)
 	}
 	assert.Equal(t, train(false), train(true))
+}
+
+// requires_grad changed between the forward and backward: the tape keeps
+// what the forward recorded, and a leaf frozen since gets no gradient (as
+// PyTorch's AccumulateGrad); one unfrozen since gets none either, and the
+// gradients of the others are the forward's (mul and div read only the
+// operands they saved then).
+func TestRequiresGradChangedAfterTheForward(t *testing.T) {
+	ops := map[string]func(e *Engine, x, w *Tensor) (*Tensor, error){
+		"add":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Add(x, w) },
+		"mul":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Mul(x, w) },
+		"div":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Div(x, w) },
+		"exp":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Mul(x, e.must(e.Exp(w))) },
+		"linear": func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Linear(e.must(e.Reshape(x, 1, 3)), e.must(e.Reshape(w, 1, 3))) },
+	}
+	// x's gradient of sum(op(x, w)) at x = (1, 2, 3), w = (4, 5, 6).
+	wantX := map[string][]float32{
+		"add": {1, 1, 1}, "mul": {4, 5, 6}, "div": {0.25, 0.2, 1.0 / 6},
+		"exp": {float32(math.Exp(4)), float32(math.Exp(5)), float32(math.Exp(6))}, "linear": {4, 5, 6},
+	}
+	for name, op := range ops {
+		for _, freeze := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s freeze=%v", name, freeze), func(t *testing.T) {
+				e := newEngine(t)
+				x, w := host(t, []int{3}, 1, 2, 3), host(t, []int{3}, 4, 5, 6)
+				require.NoError(t, x.SetRequiresGrad(true))
+				require.NoError(t, w.SetRequiresGrad(freeze))
+				var loss *Tensor
+				require.NoError(t, e.WithGradTape(func() error {
+					var err error
+					loss, err = e.Sum(e.must(op(e, x, w)))
+					return err
+				}))
+				require.NoError(t, w.SetRequiresGrad(!freeze))
+				_, err := e.Backward(loss)
+				require.NoError(t, err)
+				assert.Nil(t, w.Grad(), "w's requires_grad changed since the forward: no gradient")
+				assert.InDeltaSlice(t, wantX[name], values(t, x.Grad()), 1e-4)
+			})
+		}
+	}
 }

@@ -51,8 +51,10 @@ func shapeOnly(t *Tensor) *Tensor {
 
 // binaryOp is out = f(a, b) with PyTorch broadcasting; bwd returns the
 // gradients at the broadcast shape, which are then summed down to each
-// operand's shape. saves says which of a, b and out bwd reads.
-func (e *Engine) binaryOp(name string, a, b *Tensor, saves int, f func(c ctx, x, y node) (node, error), bwd func(g, a, b, out *Tensor) (*Tensor, *Tensor, error)) (*Tensor, error) {
+// operand's shape. saves says which of a, b and out bwd reads, given which
+// operands need a gradient (needA, needB: as the forward found them, as
+// the tape recorded them, whatever requires_grad says later).
+func (e *Engine) binaryOp(name string, a, b *Tensor, saves int, f func(c ctx, x, y node) (node, error), bwd func(g, a, b, out *Tensor, needA, needB bool) (*Tensor, *Tensor, error)) (*Tensor, error) {
 	shape, err := broadcastShape(name, a.shape, b.shape)
 	if err != nil {
 		return nil, err
@@ -83,20 +85,21 @@ func (e *Engine) binaryOp(name string, a, b *Tensor, saves int, f func(c ctx, x,
 	if saves&savesOut != 0 {
 		so = out
 	}
+	needA, needB := a.requiresGrad, b.requiresGrad
+	aShape, bShape := a.shape, b.shape
 	e.record(out, name, []*Tensor{a, b}, func(g *Tensor) ([]*Tensor, error) {
-		a, b := sa, sb
-		ga, gb, err := bwd(g, a, b, so)
+		ga, gb, err := bwd(g, sa, sb, so, needA, needB)
 		if err != nil {
 			return nil, err
 		}
-		if !a.requiresGrad {
+		if !needA {
 			ga = nil
-		} else if ga, err = e.sumTo(ga, a.shape); err != nil {
+		} else if ga, err = e.sumTo(ga, aShape); err != nil {
 			return nil, err
 		}
-		if !b.requiresGrad {
+		if !needB {
 			gb = nil
-		} else if gb, err = e.sumTo(gb, b.shape); err != nil {
+		} else if gb, err = e.sumTo(gb, bShape); err != nil {
 			return nil, err
 		}
 		return []*Tensor{ga, gb}, nil
@@ -119,13 +122,13 @@ func (e *Engine) fillLike(x *Tensor, v float32) (*Tensor, error) {
 
 // Add is a + b.
 func (e *Engine) Add(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("add", a, b, 0, ctx.Add, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) { return g, g, nil })
+	return e.binaryOp("add", a, b, 0, ctx.Add, func(g, a, b, out *Tensor, _, _ bool) (*Tensor, *Tensor, error) { return g, g, nil })
 }
 
 // Sub is a - b.
 func (e *Engine) Sub(a, b *Tensor) (*Tensor, error) {
-	return e.binaryOp("sub", a, b, 0, ctx.Sub, func(g, a, b, out *Tensor) (*Tensor, *Tensor, error) {
-		if !b.requiresGrad {
+	return e.binaryOp("sub", a, b, 0, ctx.Sub, func(g, a, b, out *Tensor, _, needB bool) (*Tensor, *Tensor, error) {
+		if !needB {
 			return g, nil, nil
 		}
 		nb, err := e.Neg(g)
@@ -142,13 +145,13 @@ func (e *Engine) Mul(a, b *Tensor) (*Tensor, error) {
 	if b.requiresGrad {
 		saves |= savesA
 	}
-	return e.binaryOp("mul", a, b, saves, ctx.Mul, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
-		if a.requiresGrad {
+	return e.binaryOp("mul", a, b, saves, ctx.Mul, func(g, a, b, out *Tensor, needA, needB bool) (ga, gb *Tensor, err error) {
+		if needA {
 			if ga, err = e.Mul(g, b); err != nil {
 				return nil, nil, err
 			}
 		}
-		if b.requiresGrad {
+		if needB {
 			gb, err = e.Mul(g, a)
 		}
 		return ga, gb, err
@@ -161,13 +164,13 @@ func (e *Engine) Div(a, b *Tensor) (*Tensor, error) {
 	if b.requiresGrad {
 		saves |= savesOut
 	}
-	return e.binaryOp("div", a, b, saves, ctx.Div, func(g, a, b, out *Tensor) (ga, gb *Tensor, err error) {
-		if a.requiresGrad {
+	return e.binaryOp("div", a, b, saves, ctx.Div, func(g, a, b, out *Tensor, needA, needB bool) (ga, gb *Tensor, err error) {
+		if needA {
 			if ga, err = e.Div(g, b); err != nil { // d/da = 1/b
 				return nil, nil, err
 			}
 		}
-		if !b.requiresGrad {
+		if !needB {
 			return ga, nil, nil
 		}
 		q, err := e.Div(out, b) // d/db = -a/b^2 = -out/b

@@ -411,8 +411,16 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 		return nil, c.err
 	}
 	// The gradients read the operands as the product did (under autocast
-	// their bf16 copies): the tape keeps those, not x and w themselves.
+	// their bf16 copies): the tape keeps those, not x and w themselves,
+	// and each only where the other's gradient needs it (a frozen weight
+	// keeps no activation, as PyTorch saves them).
 	xs, ws := shapeOnly(x), shapeOnly(w)
+	if !ws.requiresGrad {
+		xo = nil
+	}
+	if !xs.requiresGrad {
+		wo = nil
+	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
 		var gx, gw *Tensor
 		var c chain
