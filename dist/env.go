@@ -20,11 +20,6 @@ type Place struct {
 	// (the NCCL rendezvous); empty and 0 when not set.
 	MasterAddr string
 	MasterPort int
-	// Secret is the job's, which every process proves to the others at
-	// the rendezvous (GGLUA_DIST_SECRET, or the contents of the file
-	// GGLUA_DIST_SECRET_FILE names); gglua --nproc makes one for its
-	// children. Empty: the rendezvous runs only on a loopback MASTER_ADDR.
-	Secret []byte
 	// Launcher names the variables the place came from: "torchrun"
 	// (RANK, WORLD_SIZE, LOCAL_RANK: torchrun, gglua --nproc, or a user),
 	// "mpirun" (Open MPI's OMPI_COMM_WORLD_*), "slurm" (srun's SLURM_*), or
@@ -92,20 +87,18 @@ func PlaceFromEnv(getenv func(string) string) (Place, error) {
 		}
 		p.MasterPort = port
 	}
-	secret, err := secretFromEnv(getenv)
-	if err != nil {
-		return Alone, err
-	}
-	p.Secret = secret
 	return p, nil
 }
 
 // maxSecret bounds a secret file's size (a secret is a few dozen bytes).
 const maxSecret = 4096
 
-// secretFromEnv reads GGLUA_DIST_SECRET, or the regular file that
-// GGLUA_DIST_SECRET_FILE names (its surrounding whitespace trimmed).
-func secretFromEnv(getenv func(string) string) ([]byte, error) {
+// SecretFromEnv is the job's secret, which every process proves to the
+// others at the rendezvous: GGLUA_DIST_SECRET, or the regular file that
+// GGLUA_DIST_SECRET_FILE names (its surrounding whitespace trimmed); gglua
+// --nproc makes one for its children. None (nil): the rendezvous runs only
+// on a loopback MASTER_ADDR. Read only where a rendezvous needs it.
+func SecretFromEnv(getenv func(string) string) ([]byte, error) {
 	if s := strings.TrimSpace(getenv("GGLUA_DIST_SECRET")); s != "" {
 		return []byte(s), nil
 	}

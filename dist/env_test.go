@@ -67,6 +67,7 @@ func TestParseOp(t *testing.T) {
 
 // The job's secret comes from GGLUA_DIST_SECRET, or from the regular file
 // GGLUA_DIST_SECRET_FILE names (trimmed); anything else there is refused.
+// PlaceFromEnv does not read it (a broken file stops no MPI job).
 func TestSecretFromEnv(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "secret")
@@ -91,12 +92,12 @@ func TestSecretFromEnv(t *testing.T) {
 		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": fifo}, err: "not a regular file of at most"},
 		{env: map[string]string{"GGLUA_DIST_SECRET_FILE": filepath.Join(dir, "none")}, err: "no such file"},
 	} {
-		p, err := PlaceFromEnv(func(k string) string { return tc.env[k] })
+		secret, err := SecretFromEnv(func(k string) string { return tc.env[k] })
 		if tc.err != "" {
 			require.ErrorContains(t, err, tc.err, "%v", tc.env)
 			continue
 		}
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, string(p.Secret), "%v", tc.env)
+		assert.Equal(t, tc.want, string(secret), "%v", tc.env)
 	}
 }

@@ -248,8 +248,12 @@ func OpenNCCL(p Place, device int, timeout time.Duration) (Comm, error) {
 		if err != nil {
 			return nil, err
 		}
+		secret, err := SecretFromEnv(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
 		raw := unsafe.Slice((*byte)(unsafe.Pointer(&id)), len(id.internal))
-		got, err := Rendezvous(addr, p.Rank, p.World, raw, p.Secret, timeout)
+		got, err := Rendezvous(addr, p.Rank, p.World, raw, secret, timeout)
 		if err != nil {
 			return nil, err
 		}

@@ -70,14 +70,19 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// listenAddr is where rank 0 listens for addr: MASTER_ADDR itself where
-// this host has that address (loopback stays loopback), else every
-// interface (MASTER_ADDR may be a name or an address the others use to
-// reach it that this host cannot bind, behind NAT).
+// listenAddr is where rank 0 listens for addr: loopback for a loopback
+// MASTER_ADDR; an address literal itself (every interface where this host
+// has no such address: the one the others reach it by, behind NAT); and
+// every interface for a host name, which may resolve here to several
+// addresses, or to loopback (Debian's /etc/hosts maps the host's own name
+// to 127.0.1.1) where the others resolve it to the network's.
 func listenAddr(addr string) (string, bool) {
 	host, port, _ := net.SplitHostPort(addr)
-	if host == "localhost" {
-		host = "127.0.0.1" // a dial of localhost tries each of its addresses
+	switch {
+	case host == "localhost":
+		return net.JoinHostPort("127.0.0.1", port), true // a dial of localhost tries each of its addresses
+	case net.ParseIP(host) == nil:
+		return net.JoinHostPort("", port), false
 	}
 	return net.JoinHostPort(host, port), isLoopback(host)
 }
@@ -120,8 +125,9 @@ type peer struct {
 	fatal error // an authenticated peer that disagrees with the job: the job's error
 }
 
-// maxHandshakes bounds the connections rank 0 authenticates at once.
-const maxHandshakes = 64
+// maxHandshakes bounds the connections rank 0 authenticates at once: a
+// flood past it is closed on at once (a rank so refused tries again).
+const maxHandshakes = 1024
 
 func serveRendezvous(addr string, world int, payload, secret []byte, deadline time.Time) error {
 	// A port in use is tried again for a moment: a rank's dial that met
@@ -250,8 +256,9 @@ func earlier(a, b time.Time) time.Time {
 	return b
 }
 
-// helloWait is how long rank 0 waits for a connection's hello and proof.
-const helloWait = 10 * time.Second
+// helloWait is how long rank 0 waits for a connection's hello and proof,
+// and a rank for rank 0's answer to its hello (both come at once).
+const helloWait = 5 * time.Second
 
 // listenRetry is how long rank 0 tries again to listen on a port in use.
 const listenRetry = 3 * time.Second
@@ -292,7 +299,7 @@ func joinOnce(addr string, rank, world int, secret []byte, deadline time.Time) (
 		// in the range source ports come from.)
 		return nil, false, errors.New("connected to itself")
 	}
-	c.SetDeadline(deadline)
+	c.SetDeadline(earlier(time.Now().Add(helloWait), deadline)) // a silent listener is left for another try
 	nc, err := nonce()
 	if err != nil {
 		return nil, false, err
@@ -309,6 +316,7 @@ func joinOnce(addr string, rank, world int, secret []byte, deadline time.Time) (
 	if !hmac.Equal(reply[32:], mac(secret, "server", nc, uint32(rank), uint32(world))) {
 		return nil, false, errNotRankZero
 	}
+	c.SetDeadline(deadline) // rank 0 answers once every rank has come
 	if _, err := c.Write(mac(secret, "client", ns, uint32(rank), uint32(world))); err != nil {
 		return nil, true, err
 	}
