@@ -117,11 +117,13 @@ func TestAnErrorMidStepLeavesTrainingIntact(t *testing.T) {
 // operands they saved then).
 func TestRequiresGradChangedAfterTheForward(t *testing.T) {
 	ops := map[string]func(e *Engine, x, w *Tensor) (*Tensor, error){
-		"add":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Add(x, w) },
-		"mul":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Mul(x, w) },
-		"div":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Div(x, w) },
-		"exp":    func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Mul(x, e.must(e.Exp(w))) },
-		"linear": func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Linear(e.must(e.Reshape(x, 1, 3)), e.must(e.Reshape(w, 1, 3))) },
+		"add": func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Add(x, w) },
+		"mul": func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Mul(x, w) },
+		"div": func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Div(x, w) },
+		"exp": func(e *Engine, x, w *Tensor) (*Tensor, error) { return e.Mul(x, e.must(e.Exp(w))) },
+		"linear": func(e *Engine, x, w *Tensor) (*Tensor, error) {
+			return e.Linear(e.must(e.Reshape(x, 1, 3)), e.must(e.Reshape(w, 1, 3)))
+		},
 	}
 	// x's gradient of sum(op(x, w)) at x = (1, 2, 3), w = (4, 5, 6).
 	wantX := map[string][]float32{
