@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -38,9 +40,18 @@ func compileOptions(sandbox bool) luacompile.Options {
 // compile in about 0.6 s (50,000 took 5.4 s).
 const maxConstants = 1 << 14
 
-// loadFile compiles the script at path; a first line starting with '#'
-// (a Unix "#!" line) is skipped, its line kept so that lines count right.
+// loadFile compiles the script at path (fileSource).
 func loadFile(L *lua.LState, path string, o luacompile.Options) (*lua.LFunction, error) {
+	src, err := fileSource(path)
+	if err != nil {
+		return nil, err
+	}
+	return luacompile.LoadWith(L, bytes.NewReader(src), path, o)
+}
+
+// fileSource is the script at path; a first line starting with '#' (a
+// Unix "#!" line) is skipped, its line kept so that lines count right.
+func fileSource(path string) ([]byte, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &lua.ApiError{Type: lua.ApiErrorFile, Object: lua.LString(err.Error()), Cause: err}
@@ -52,7 +63,38 @@ func loadFile(L *lua.LState, path string, o luacompile.Options) (*lua.LFunction,
 			src = nil
 		}
 	}
-	return luacompile.LoadWith(L, bytes.NewReader(src), path, o)
+	return src, nil
+}
+
+// compileIn compiles src for rt on a goroutine of its own and waits for it
+// or for ctx: gopher-lua's compiler looks at no context (and takes time
+// quadratic in a function's constants), so a call's deadline would only
+// start once it is done. A compile abandoned at the deadline finishes in
+// the background, and its result is dropped.
+func (rt *Runtime) compileIn(ctx context.Context, src []byte, name string) (*lua.LFunction, error) {
+	type compiled struct {
+		proto *lua.FunctionProto
+		err   error
+	}
+	done := make(chan compiled, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- compiled{err: fmt.Errorf("compiling %s: %v", name, r)}
+			}
+		}()
+		p, err := luacompile.CompileWith(bytes.NewReader(src), name, rt.compile)
+		done <- compiled{p, err}
+	}()
+	select {
+	case c := <-done:
+		if c.err != nil {
+			return nil, c.err
+		}
+		return rt.L.NewFunctionFromProto(c.proto), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("compiling %s: %w", name, context.Cause(ctx))
+	}
 }
 
 // installLoaders replaces the base library's functions that compile code,

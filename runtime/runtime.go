@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"strings"
 	"sync"
 
 	lua "github.com/yuin/gopher-lua"
@@ -173,7 +172,7 @@ func (rt *Runtime) DoString(ctx context.Context, code string) ([]any, error) {
 		return nil, err
 	}
 	defer rt.leave()
-	fn, err := rt.Load(strings.NewReader(code), "<string>")
+	fn, err := rt.compileIn(ctx, []byte(code), "<string>")
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +186,11 @@ func (rt *Runtime) DoFile(ctx context.Context, path string, args ...string) ([]a
 		return nil, err
 	}
 	defer rt.leave()
-	fn, err := loadFile(rt.L, path, rt.compile)
+	src, err := fileSource(path)
+	if err != nil {
+		return nil, err
+	}
+	fn, err := rt.compileIn(ctx, src, path)
 	if err != nil {
 		return nil, err
 	}

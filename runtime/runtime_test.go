@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,4 +215,29 @@ func TestValuesBothWays(t *testing.T) {
 	assert.Error(t, rt.SetGlobal("bad", struct{}{}))
 	_, err = rt.Tensor("cfg")
 	assert.ErrorContains(t, err, "not a tensor")
+}
+
+// A chunk's compile counts against the call's context: gopher-lua's
+// compiler is quadratic in a function's constants (30,000 take about 2 s
+// here) and looks at no context, so DoString waits for it only until the
+// deadline (outside a sandbox, which refuses such a chunk at once). The
+// abandoned compile finishes in the background.
+func TestCompilingStopsAtTheDeadline(t *testing.T) {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	parts := make([]string, 30000)
+	for i := range parts {
+		parts[i] = strconv.Itoa(i) + ".5"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = rt.DoString(ctx, "return {"+strings.Join(parts, ", ")+"}")
+	assert.Less(t, time.Since(start), time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "compiling <string>")
+	vals, err := rt.DoString(context.Background(), `return 1 + 1`)
+	require.NoError(t, err)
+	assert.Equal(t, 2.0, vals[0])
 }
