@@ -32,6 +32,41 @@ type torchReadBack struct {
 	Keys              []string  `json:"keys"`
 }
 
+// luaClose is close(got, want, what): a tensor's values within 1e-5 of
+// PyTorch's (as a format string: its % doubled).
+const luaClose = `local function close(got, want, what)
+  local g = got:reshape(got:numel()):totable()
+  assert(#g == #want, what .. ": " .. #g .. " values, want " .. #want)
+  for i = 1, #want do
+    assert(math.abs(g[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])), string.format("%%s[%%d]: %%.7g, PyTorch %%.7g", what, i, g[i], want[i]))
+  end
+end`
+
+// runSaving runs code, which saves a state_dict to saved, and returns the
+// data of that file and of the committed one PyTorch read (testdata name;
+// GGLUA_WRITE_TESTDATA=1 rewrites it), once their headers (names, dtypes,
+// shapes) are found equal.
+func runSaving(t *testing.T, code, saved, name string) (got, want []byte) {
+	t.Helper()
+	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.DoString(context.Background(), code)
+	require.NoError(t, err)
+	file, err := os.ReadFile(saved)
+	require.NoError(t, err)
+	committed := filepath.Join("..", "core", "testdata", name)
+	if os.Getenv("GGLUA_WRITE_TESTDATA") == "1" {
+		require.NoError(t, os.WriteFile(committed, file, 0o644))
+	}
+	ref, err := os.ReadFile(committed)
+	require.NoError(t, err)
+	wantHeader, wantData := splitSafetensors(t, ref)
+	gotHeader, gotData := splitSafetensors(t, file)
+	require.Equal(t, wantHeader, gotHeader, "gglua no longer writes the header PyTorch loaded")
+	return gotData, wantData
+}
+
 func luaList(v []float64) string {
 	s := make([]string, len(v))
 	for i, x := range v {
@@ -58,14 +93,7 @@ func TestStateDictCrossesWithPyTorch(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 
 	saved := filepath.Join(t.TempDir(), "gglua.safetensors")
-	code := fmt.Sprintf(`
-local function close(got, want, what)
-  local g = got:reshape(got:numel()):totable()
-  assert(#g == #want, what .. ": " .. #g .. " values, want " .. #want)
-  for i = 1, #want do
-    assert(math.abs(g[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])), string.format("%%s[%%d]: %%.7g, PyTorch %%.7g", what, i, g[i], want[i]))
-  end
-end
+	code := fmt.Sprintf(luaClose+`
 local m = nn.Sequential{nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2)}
 m:load_state_dict(tensor.load(%q)) -- strict
 local x = tensor(%s):reshape(5, 3)
@@ -87,26 +115,9 @@ assert(table.concat(keys, " ") == %q, "keys " .. table.concat(keys, " "))
 `, filepath.Join("..", "core", "testdata", "torch_state_dict.safetensors"), luaList(ref.Input), luaList(ref.EvalOutput),
 		luaList(ref.TrainOutput), luaList(ref.RunningMean), luaList(ref.RunningVar), ref.NumBatchesTracked, saved,
 		luaList(back.EvalOutput), back.NumBatchesTracked, strings.Join(back.Keys, " "))
-	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
-	require.NoError(t, err)
-	defer rt.Close()
-	_, err = rt.DoString(context.Background(), code)
-	require.NoError(t, err)
-
-	got, err := os.ReadFile(saved)
-	require.NoError(t, err)
-	committed := filepath.Join("..", "core", "testdata", "gglua_state_dict.safetensors")
-	if os.Getenv("GGLUA_WRITE_TESTDATA") == "1" {
-		require.NoError(t, os.WriteFile(committed, got, 0o644))
-	}
-	want, err := os.ReadFile(committed)
-	require.NoError(t, err)
-	// The same header (names, dtypes, shapes: the count 0-d) and values
-	// within f32 rounding (BLAS builds sum the batch statistics in another
-	// order) of the file PyTorch loaded.
-	wantHeader, wantData := splitSafetensors(t, want)
-	gotHeader, gotData := splitSafetensors(t, got)
-	require.Equal(t, wantHeader, gotHeader, "gglua no longer writes the header PyTorch loaded")
+	// Values within f32 rounding of the file PyTorch loaded (BLAS builds
+	// sum the batch statistics in another order).
+	gotData, wantData := runSaving(t, code, saved, "gglua_state_dict.safetensors")
 	require.Len(t, gotData, len(wantData))
 	for i := 0; i+4 <= len(wantData); i += 4 {
 		w := math.Float32frombits(binary.LittleEndian.Uint32(wantData[i:]))
@@ -160,14 +171,7 @@ func TestTiedStateDictCrossesWithPyTorch(t *testing.T) {
 		rows[i] = luaList(ids)
 	}
 	saved := filepath.Join(t.TempDir(), "lm.safetensors")
-	code := fmt.Sprintf(`
-local function close(got, want, what)
-  local g = got:reshape(got:numel()):totable()
-  assert(#g == #want, what .. ": " .. #g .. " values, want " .. #want)
-  for i = 1, #want do
-    assert(math.abs(g[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])), string.format("%%s[%%d]: %%.7g, PyTorch %%.7g", what, i, g[i], want[i]))
-  end
-end
+	code := fmt.Sprintf(luaClose+`
 local LM = nn.Module:extend("LM")
 function LM:init()
   self.emb = nn.Embedding(10, 4)
@@ -193,22 +197,6 @@ tensor.save(%q, m:state_dict())
 close(m(idx), %s, "PyTorch's logits from gglua's file")
 `, filepath.Join("..", "core", "testdata", "torch_lm_state_dict.safetensors"), strings.Join(rows, ", "), luaList(ref.Output),
 		strings.Join(ref.Keys, " "), saved, luaList(back.Output))
-	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
-	require.NoError(t, err)
-	defer rt.Close()
-	_, err = rt.DoString(context.Background(), code)
-	require.NoError(t, err)
-
-	got, err := os.ReadFile(saved)
-	require.NoError(t, err)
-	committed := filepath.Join("..", "core", "testdata", "gglua_lm_state_dict.safetensors")
-	if os.Getenv("GGLUA_WRITE_TESTDATA") == "1" {
-		require.NoError(t, os.WriteFile(committed, got, 0o644))
-	}
-	want, err := os.ReadFile(committed)
-	require.NoError(t, err)
-	wantHeader, wantData := splitSafetensors(t, want)
-	gotHeader, gotData := splitSafetensors(t, got)
-	require.Equal(t, wantHeader, gotHeader, "gglua no longer writes the header PyTorch loaded")
+	gotData, wantData := runSaving(t, code, saved, "gglua_lm_state_dict.safetensors")
 	require.Equal(t, wantData, gotData, "the weights PyTorch loaded, as loaded from its file")
 }
