@@ -72,8 +72,12 @@ func TestHeapLimitDefaults(t *testing.T) {
 // may not end while the script copies one huge string; the heap passing
 // the limit's certain size meanwhile still trips it.
 func TestWatchdogSamplesWhileItCollects(t *testing.T) {
-	// No collection of the runtime's own before the watchdog's: one
-	// would find the first allocation live and trip at once.
+	// The heap starts without garbage (earlier tests' garbage, collected
+	// by a cycle the big allocation starts, left the heap short of
+	// base + limit: CI saw no collection asked for), and then no
+	// collection of the runtime's own before the watchdog's: one would
+	// find the first allocation live and trip at once.
+	goruntime.GC()
 	defer debug.SetGCPercent(debug.SetGCPercent(1000))
 	const limit = 16 << 20
 	release := make(chan struct{})
