@@ -6,6 +6,19 @@
 
 #include "gglua_ops.h"
 
+// phi_cdf is Φ(v) = (1 + erf(v/√2)) / 2 given e = exp(-v²/2), by
+// Abramowitz and Stegun 7.1.26 (|error of erf| < 1.5e-7), the form of
+// PyTorch's own vectorised CPU erf: one polynomial beside the exp that
+// φ(v) needs anyway, where libm's erff cost as much again (GELU's
+// forward and backward over [2048, 1024]: 21 -> 29 ms a step).
+static inline float phi_cdf(float v, float e) {
+    const float z = fabsf(v) * 0.70710678118654752f;
+    const float t = 1.0f / (1.0f + 0.3275911f * z);
+    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    const float erf_z = 1.0f - poly * e; // e = exp(-z²)
+    return 0.5f * (1.0f + (v < 0.0f ? -erf_z : erf_z));
+}
+
 void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     (void) userdata;
     const float * g = (const float *) dst->src[0]->data;
@@ -17,8 +30,7 @@ void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * 
         const float v = x[i];
         // Φ(v) from erf, as PyTorch's gelu backward (the forward's result
         // is not kept for it); v·φ(v) is NaN at ±inf (∞·0), as in PyTorch.
-        const float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
-        const float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
-        d[i] = g[i] * (cdf + v * pdf);
+        const float e = expf(-0.5f * v * v);
+        d[i] = g[i] * (phi_cdf(v, e) + v * (0.39894228040143268f * e));
     }
 }
