@@ -222,14 +222,14 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	// The leaves in the order reached (not a map's random order): each step
 	// then queues the same graph, which a GPU replays as one CUDA graph.
 	var leaves []*Tensor
-	slices := map[*gradFn][]*gradFn{} // the narrow views of an op's result whose gradients wait for it
+	waiting := map[*gradFn][]*gradFn{} // the narrow views of an op's result whose gradients wait for it
 	for i := len(order) - 1; i >= 0; i-- {
 		f := order[i]
-		if views := slices[f]; views != nil {
+		if views := waiting[f]; views != nil {
 			if grads[f], err = e.joinSlices(f, views, grads); err != nil {
 				return nil, fmt.Errorf("backward: %w", err)
 			}
-			delete(slices, f)
+			delete(waiting, f)
 		}
 		g := grads[f]
 		if g == nil {
@@ -258,7 +258,7 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 		if f.slice != nil && f.inputs[0] != nil {
 			// Every op that reads the base comes before it: its narrow
 			// views' gradients are joined when its turn comes.
-			slices[f.inputs[0]] = append(slices[f.inputs[0]], f)
+			waiting[f.inputs[0]] = append(waiting[f.inputs[0]], f)
 			continue
 		}
 		ins, err := f.backward(g)

@@ -35,19 +35,12 @@ func ggmlUnary(name string) func(c ctx, a node) (node, error) {
 }
 
 // The operands a binary op's gradient reads (binaryOp's saves): the tape
-// keeps those alone, as PyTorch saves them; bwd gets the others as
-// tensors of their shape and requires_grad only (unread).
+// keeps those alone, as PyTorch saves them; bwd gets nil for the others.
 const (
 	savesA = 1 << iota
 	savesB
 	savesOut
 )
-
-// shapeOnly stands for t in a gradient that reads only its shape and
-// requires_grad, so that the tape does not keep t's value.
-func shapeOnly(t *Tensor) *Tensor {
-	return &Tensor{shape: t.shape, dtype: t.dtype, engine: t.engine, requiresGrad: t.requiresGrad}
-}
 
 // binaryOp is out = f(a, b) with PyTorch broadcasting; bwd returns the
 // gradients at the broadcast shape, which are then summed down to each
@@ -75,7 +68,7 @@ func (e *Engine) binaryOp(name string, a, b *Tensor, saves int, f func(c ctx, x,
 	if !e.recording() {
 		return out, nil
 	}
-	sa, sb, so := shapeOnly(a), shapeOnly(b), shapeOnly(out)
+	var sa, sb, so *Tensor
 	if saves&savesA != 0 {
 		sa = a
 	}

@@ -414,22 +414,22 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 	// their bf16 copies): the tape keeps those, not x and w themselves,
 	// and each only where the other's gradient needs it (a frozen weight
 	// keeps no activation, as PyTorch saves them).
-	xs, ws := shapeOnly(x), shapeOnly(w)
-	if !ws.requiresGrad {
+	needX, needW, xShape, wShape := x.requiresGrad, w.requiresGrad, x.shape, w.shape
+	if !needW {
 		xo = nil
 	}
-	if !xs.requiresGrad {
+	if !needX {
 		wo = nil
 	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
 		var gx, gw *Tensor
 		var c chain
 		gop := c.do(func() (*Tensor, error) { return f.operand(g) })
-		if xs.requiresGrad {
-			gx = c.do(func() (*Tensor, error) { return op("matmul_back", xs.shape, gop, wo, false, false) })
+		if needX {
+			gx = c.do(func() (*Tensor, error) { return op("matmul_back", xShape, gop, wo, false, false) })
 		}
-		if ws.requiresGrad {
-			gw = c.do(func() (*Tensor, error) { return op("matmul_back", ws.shape, gop, xo, true, false) })
+		if needW {
+			gw = c.do(func() (*Tensor, error) { return op("matmul_back", wShape, gop, xo, true, false) })
 		}
 		return []*Tensor{gx, gw}, c.err
 	})
