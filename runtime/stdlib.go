@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -234,20 +235,20 @@ func (s *guardedLib) concatOp(L *lua.LState) int {
 	for i := n - 1; i >= 1; {
 		lhs := L.Get(i)
 		if lua.LVCanConvToString(lhs) && lua.LVCanConvToString(rhs) {
-			j, size := i, float64(len(lua.LVAsString(rhs)))
-			for ; j >= 1 && lua.LVCanConvToString(L.Get(j)); j-- {
-				size += float64(len(lua.LVAsString(L.Get(j))))
+			// The run of strings and numbers ending at rhs, each made a
+			// string once, right to left.
+			run, size := []string{lua.LVAsString(rhs)}, float64(0)
+			for ; i >= 1 && lua.LVCanConvToString(L.Get(i)); i-- {
+				run = append(run, lua.LVAsString(L.Get(i)))
+			}
+			for _, p := range run {
+				size += float64(len(p))
 			}
 			if size > maxStringBytes {
 				s.tooBig(L, "..", size)
 			}
-			var b strings.Builder
-			b.Grow(int(size))
-			for k := j + 1; k <= i; k++ {
-				b.WriteString(lua.LVAsString(L.Get(k)))
-			}
-			b.WriteString(lua.LVAsString(rhs))
-			rhs, i = lua.LString(b.String()), j
+			slices.Reverse(run)
+			rhs = lua.LString(strings.Join(run, ""))
 			continue
 		}
 		op := L.GetMetaField(lhs, "__concat")
