@@ -12,8 +12,10 @@
 // its sums and the log-sum-exp in f32: autocast's attention, as PyTorch's
 // flash kernel under bf16 autocast. A block owns 128 rows (queries, or
 // the backward's keys), 16 to each of its 8 warps, and streams tiles of 64
-// of the other side through shared memory; the products are WMMA 16x16x16 fragments (sm_80 and up),
-// and scores, weights and sums stay in the fragments' registers.
+// of the other side through shared memory; the products are mma.sync
+// m16n8k16 tiles (sm_80 and up) fed by ldmatrix, and scores, weights and
+// sums stay in the fragments' registers. (WMMA's fragments, loaded with
+// plain shared loads, measured 18-25% slower on an H200.)
 // No atomics: the backward sums dk and dv in one kernel (a block per key
 // tile, looping over the queries) and dq in another (a block per query
 // tile), so results do not depend on scheduling.
@@ -21,7 +23,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cmath>
 #include <cstdint>
@@ -48,14 +49,53 @@ struct gglua_fa_params {
 #define GGLUA_FA_TILE 64     // rows of the tiles a block streams through
 #define GGLUA_FA_OWN 128     // rows a block owns: 8 warps of 16
 #define GGLUA_FA_THREADS 256
+// The backward's score blocks of 16 live at once: fewer (2, 1) keep
+// fewer registers (210, 174 for bwd_kv at D = 64) but measured slower on
+// an H200 than the whole 64-row tile (248, no spills).
+#define GGLUA_FA_BWD_BLOCKS 4
 
 namespace gglua_fa {
 
-using namespace nvcuda;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a_t;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b_t;   // B as stored
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bt_t;  // Bᵀ of a row-major tile
+// A 16x16 block of f32 sums, as two m16n8 tiles of mma.sync: x[0..3]
+// columns 0-7, x[4..7] columns 8-15 (frow, fcol below).
+struct acc_t {
+    float x[8];
+};
+// A 16x16 bf16 matrix_a operand of m16n8k16, its elements in acc_t's
+// order, so that r[i] packs x[2i] and x[2i + 1].
+struct a_t {
+    union {
+        __nv_bfloat16 x[8];
+        uint32_t r[4];
+    };
+};
+__device__ __forceinline__ void zero(acc_t & a) {
+    for (int i = 0; i < 8; i++) {
+        a.x[i] = 0.0f;
+    }
+}
+
+// ldsm loads four 8x8 bf16 matrices from shared memory, each lane giving
+// one row's address (ldmatrix: a thread gets row lane/4, columns
+// 2*(lane%4) and the next of each; with trans, of each transposed).
+template <bool trans>
+__device__ __forceinline__ void ldsm(uint32_t * r, const __nv_bfloat16 * row) {
+    const uint32_t at = (uint32_t) __cvta_generic_to_shared(row);
+    if (trans) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
+    }
+}
+
+// mma is c += a·b for one m16n8k16 tile (b: two registers of k pairs).
+__device__ __forceinline__ void mma(float * c, const uint32_t * a, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 // load_tile rounds rows t0..t0+R of head (h, b) of x into an [R][D + 8]
 // bf16 tile, zeros past T.
@@ -110,8 +150,8 @@ __device__ __forceinline__ void put(__nv_bfloat16 * dst, const staged<D> & r) {
     }
 }
 
-// The fragments' elements: on sm_80 and up a 16x16 WMMA fragment is two
-// m16n8k16 mma tiles, so element i of a thread's accumulator lies at row
+// The fragments' elements: a 16x16 block is two m16n8k16 mma tiles, so
+// element i of a thread's accumulator lies at row
 // frow(i), column fcol(i) of the 16x16 block, and element i of a bf16
 // row-major matrix_a fragment at the same place: a block of scores becomes
 // the weights that multiply v without leaving the registers, as
@@ -120,37 +160,49 @@ __device__ __forceinline__ int frow(int i) { return (threadIdx.x % 32) / 4 + 8 *
 __device__ __forceinline__ int fcol(int i) { return (threadIdx.x % 4) * 2 + i % 2 + 8 * (i / 4); }
 
 // scores is s[n] = a · bᵀ over D for the warp's 16 rows a (matrix_a
-// fragments, D/16 of them) and the 64 rows of tile b: 16x64 in 4 blocks.
-template <int D>
-__device__ __forceinline__ void scores(acc_t * s, const a_t * a, const __nv_bfloat16 * b) {
-    for (int n = 0; n < 4; n++) {
-        wmma::fill_fragment(s[n], 0.0f);
-        for (int kk = 0; kk < D / 16; kk++) {
-            bt_t fb;
-            wmma::load_matrix_sync(fb, b + n * 16 * (D + 8) + kk * 16, D + 8);
-            wmma::mma_sync(s[n], a[kk], fb, s[n]);
-        }
-    }
-}
-
-// weighted is acc[n] += w · x for the warp's 16x64 weights w (4 matrix_a
-// fragments, a block of 16 keys each) and the [64][D] tile x.
-template <int D>
-__device__ __forceinline__ void weighted(acc_t * acc, const a_t * w, const __nv_bfloat16 * x) {
-    for (int n = 0; n < D / 16; n++) {
-        for (int kk = 0; kk < 4; kk++) {
-            b_t fb;
-            wmma::load_matrix_sync(fb, x + kk * 16 * (D + 8) + n * 16, D + 8);
-            wmma::mma_sync(acc[n], w[kk], fb, acc[n]);
-        }
-    }
-}
-
+// fragments, D/16 of them) and N*16 rows of tile b: 16xN*16 in N blocks.
+// weighted is acc[n] += w · x for the warp's 16xK*16 weights w (K
+// matrix_a fragments, a block of 16 keys each) and the [K*16][D] tile x.
 // rows_of loads the warp's 16 rows of tile t as D/16 matrix_a fragments.
+// b's rows are the products' n and D their k, as mma's col operand wants
+// them: the four matrices of a 16x16 block are (rows 0-7, k 0-7), (0-7,
+// 8-15), (8-15, 0-7), (8-15, 8-15), the first two one n8 tile's b.
+template <int D, int N = 4>
+__device__ __forceinline__ void scores(acc_t * s, const a_t * a, const __nv_bfloat16 * b) {
+    const int l = threadIdx.x % 32;
+    const __nv_bfloat16 * row = b + (l % 8 + (l / 16) * 8) * (D + 8) + ((l / 8) % 2) * 8;
+    for (int n = 0; n < N; n++) {
+        zero(s[n]);
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t r[4];
+            ldsm<false>(r, row + n * 16 * (D + 8) + kk * 16);
+            mma(s[n].x, a[kk].r, r[0], r[1]);
+            mma(s[n].x + 4, a[kk].r, r[2], r[3]);
+        }
+    }
+}
+// x's rows are the products' k: transposed loads, the matrices (k 0-7,
+// n 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
+template <int D, int K = 4>
+__device__ __forceinline__ void weighted(acc_t * acc, const a_t * w, const __nv_bfloat16 * x) {
+    const int l = threadIdx.x % 32;
+    const __nv_bfloat16 * row = x + (l % 8 + ((l / 8) % 2) * 8) * (D + 8) + (l / 16) * 8;
+    for (int n = 0; n < D / 16; n++) {
+        for (int kk = 0; kk < K; kk++) {
+            uint32_t r[4];
+            ldsm<true>(r, row + kk * 16 * (D + 8) + n * 16);
+            mma(acc[n].x, w[kk].r, r[0], r[1]);
+            mma(acc[n].x + 4, w[kk].r, r[2], r[3]);
+        }
+    }
+}
+// The matrices (rows 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15,
+// 8-15): matrix_a's registers in order.
 template <int D>
 __device__ __forceinline__ void rows_of(a_t * a, const __nv_bfloat16 * t) {
+    const int l = threadIdx.x % 32;
     for (int kk = 0; kk < D / 16; kk++) {
-        wmma::load_matrix_sync(a[kk], t + kk * 16, D + 8);
+        ldsm<false>(a[kk].r, t + (l % 16) * (D + 8) + kk * 16 + (l / 16) * 8);
     }
 }
 
@@ -189,7 +241,7 @@ template <int D> constexpr size_t bwd_smem() { return (2 * GGLUA_FA_OWN + 2 * GG
 // fwd: a block per (128 queries, head, batch). A thread holds two rows of
 // its warp's 16 (frow(0) and frow(2)): their running maximum m and sum l.
 template <int D>
-__global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p) {
+__global__ void __launch_bounds__(GGLUA_FA_THREADS, 2) fwd(const gglua_fa_params p) {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int LDH = D + 8;
@@ -204,7 +256,7 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) fwd(const gglua_fa_params p)
     rows_of<D>(qa, Qs + w * 16 * LDH);
     acc_t o[D / 16];
     for (int n = 0; n < D / 16; n++) {
-        wmma::fill_fragment(o[n], 0.0f);
+        zero(o[n]);
     }
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     const float scale2 = p.scale * 1.44269504088896341f; // log2(e)
@@ -344,8 +396,8 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_kv(const gglua_fa_params
     rows_of<D>(va, Vs + w * 16 * LDH);
     acc_t dk[D / 16], dv[D / 16];
     for (int n = 0; n < D / 16; n++) {
-        wmma::fill_fragment(dk[n], 0.0f);
-        wmma::fill_fragment(dv[n], 0.0f);
+        zero(dk[n]);
+        zero(dv[n]);
     }
     const int qstart = p.causal ? k0 : 0;
     staged<D> qr, gr;
@@ -364,22 +416,30 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_kv(const gglua_fa_params
         if (p.causal && k0 + w * 16 > q0 + GGLUA_FA_TILE - 1) {
             continue; // every query of the tile is before the warp's keys
         }
-        acc_t s[4], dp[4];
-        scores<D>(s, ka, Qs);  // Sᵀ
-        scores<D>(dp, va, Gs); // dPᵀ = v·dOᵀ
-        a_t pa[4], sa[4];
+        // The tile's queries in sub-blocks of 16*NB: fewer live scores
+        // (registers) at a time, the same products.
+        constexpr int NB = GGLUA_FA_BWD_BLOCKS;
         const bool inside = q0 + GGLUA_FA_TILE <= p.Tq && k0 + w * 16 + 16 <= p.Tk && (!p.causal || k0 + w * 16 + 15 <= q0);
-        for (int n = 0; n < 4; n++) {
-            for (int i = 0; i < 8; i++) {
-                const int j = n * 16 + fcol(i); // the query, in the tile
-                const bool a = inside || attends(p, q0 + j, k0 + w * 16 + frow(i));
-                const float e = a ? exp2f(s[n].x[i] * scale2 - Ls[j]) : 0.0f;
-                pa[n].x[i] = __float2bfloat16_rn(e);
-                sa[n].x[i] = __float2bfloat16_rn(a ? e * (dp[n].x[i] - Dl[j]) : 0.0f); // masked: 0, whatever dP is
+        for (int j0 = 0; j0 < GGLUA_FA_TILE; j0 += 16 * NB) {
+            if (p.causal && k0 + w * 16 > q0 + j0 + 16 * NB - 1) {
+                continue;
             }
+            acc_t s[NB], dp[NB];
+            scores<D, NB>(s, ka, Qs + j0 * LDH);  // Sᵀ
+            scores<D, NB>(dp, va, Gs + j0 * LDH); // dPᵀ = v·dOᵀ
+            a_t pa[NB], sa[NB];
+            for (int n = 0; n < NB; n++) {
+                for (int i = 0; i < 8; i++) {
+                    const int j = j0 + n * 16 + fcol(i); // the query, in the tile
+                    const bool a = inside || attends(p, q0 + j, k0 + w * 16 + frow(i));
+                    const float e = a ? exp2f(s[n].x[i] * scale2 - Ls[j]) : 0.0f;
+                    pa[n].x[i] = __float2bfloat16_rn(e);
+                    sa[n].x[i] = __float2bfloat16_rn(a ? e * (dp[n].x[i] - Dl[j]) : 0.0f); // masked: 0, whatever dP is
+                }
+            }
+            weighted<D, NB>(dv, pa, Gs + j0 * LDH); // dv += Pᵀ·dO
+            weighted<D, NB>(dk, sa, Qs + j0 * LDH); // dk += dSᵀ·q
         }
-        weighted<D>(dv, pa, Gs); // dv += Pᵀ·dO
-        weighted<D>(dk, sa, Qs); // dk += dSᵀ·q
     }
     store_rows<D>(p.dk, dk, p.scale, k0 + w * 16, p.Tk, p.H, h, b);
     store_rows<D>(p.dv, dv, 1.0f, k0 + w * 16, p.Tk, p.H, h, b);
@@ -415,7 +475,7 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_q(const gglua_fa_params 
     }
     acc_t dq[D / 16];
     for (int n = 0; n < D / 16; n++) {
-        wmma::fill_fragment(dq[n], 0.0f);
+        zero(dq[n]);
     }
     const int kend = p.causal ? min(p.Tk, q0 + GGLUA_FA_OWN) : p.Tk;
     staged<D> kr, vr;
@@ -433,19 +493,25 @@ __global__ void __launch_bounds__(GGLUA_FA_THREADS) bwd_q(const gglua_fa_params 
         if (p.causal && k0 > q0 + w * 16 + 15) {
             continue;
         }
-        acc_t s[4], dp[4];
-        scores<D>(s, qa, Ks);  // S = q·kᵀ
-        scores<D>(dp, ga, Vs); // dP = dO·vᵀ
-        a_t sa[4];
+        constexpr int NB = GGLUA_FA_BWD_BLOCKS;
         const bool inside = k0 + GGLUA_FA_TILE <= p.Tk && q0 + w * 16 + 16 <= p.Tq && (!p.causal || k0 + GGLUA_FA_TILE - 1 <= q0 + w * 16);
-        for (int n = 0; n < 4; n++) {
-            for (int i = 0; i < 8; i++) {
-                const int r = (i / 2) % 2;
-                const bool a = inside || attends(p, q0 + w * 16 + frow(i), k0 + n * 16 + fcol(i));
-                sa[n].x[i] = __float2bfloat16_rn(a ? exp2f(s[n].x[i] * scale2 - li[r]) * (dp[n].x[i] - di[r]) : 0.0f);
+        for (int j0 = 0; j0 < GGLUA_FA_TILE; j0 += 16 * NB) {
+            if (p.causal && k0 + j0 > q0 + w * 16 + 15) {
+                continue;
             }
+            acc_t s[NB], dp[NB];
+            scores<D, NB>(s, qa, Ks + j0 * LDH);  // S = q·kᵀ
+            scores<D, NB>(dp, ga, Vs + j0 * LDH); // dP = dO·vᵀ
+            a_t sa[NB];
+            for (int n = 0; n < NB; n++) {
+                for (int i = 0; i < 8; i++) {
+                    const int r = (i / 2) % 2;
+                    const bool a = inside || attends(p, q0 + w * 16 + frow(i), k0 + j0 + n * 16 + fcol(i));
+                    sa[n].x[i] = __float2bfloat16_rn(a ? exp2f(s[n].x[i] * scale2 - li[r]) * (dp[n].x[i] - di[r]) : 0.0f);
+                }
+            }
+            weighted<D, NB>(dq, sa, Ks + j0 * LDH); // dq += dS·k
         }
-        weighted<D>(dq, sa, Ks); // dq += dS·k
     }
     store_rows<D>(p.dq, dq, p.scale, q0 + w * 16, p.Tq, p.H, h, b);
 #endif
@@ -455,6 +521,11 @@ template <int D> static void raise_limits() {
     cudaFuncSetAttribute(fwd<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) fwd_smem<D>());
     cudaFuncSetAttribute(bwd_kv<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bwd_smem<D>());
     cudaFuncSetAttribute(bwd_q<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bwd_smem<D>());
+    // The largest shared-memory carveout, so that two forward blocks (at
+    // most 128 registers a thread: __launch_bounds__) fit on an SM.
+    cudaFuncSetAttribute(fwd<D>, cudaFuncAttributePreferredSharedMemoryCarveout, (int) cudaSharedmemCarveoutMaxShared);
+    cudaFuncSetAttribute(bwd_kv<D>, cudaFuncAttributePreferredSharedMemoryCarveout, (int) cudaSharedmemCarveoutMaxShared);
+    cudaFuncSetAttribute(bwd_q<D>, cudaFuncAttributePreferredSharedMemoryCarveout, (int) cudaSharedmemCarveoutMaxShared);
 }
 
 template <int D>
