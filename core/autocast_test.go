@@ -445,3 +445,103 @@ func TestAutocastFormsTrainAlike(t *testing.T) {
 		assert.Less(t, gap(c), 2*gap(ac), "%s: further from f32 than ggml's mul_mat", name)
 	}
 }
+
+// TestLinearBiasAddsInTheProduct: under autocast on the bf16 gemm,
+// LinearBias is one node (the product with its bias) where Linear then
+// Add are two, with the same values and the same gradients of x, w and b,
+// for a 2-d and a 3-d input; outside autocast it is Linear then Add.
+// (The kernel's own sums are ggmlcgo's TestGemmBF16BiasAddsTheRowToEverySum.)
+func TestLinearBiasAddsInTheProduct(t *testing.T) {
+	defer func(f bool) { forceGemmBF16 = f }(forceGemmBF16)
+	forceGemmBF16 = true
+	const k, n = 13, 5
+	wave := func(len, seed int) []float32 {
+		v := make([]float32, len)
+		for i := range v {
+			v[i] = float32(math.Sin(float64(i*37+seed)*0.41)) * 1.6
+		}
+		return v
+	}
+	for _, xShape := range [][]int{{6, k}, {2, 3, k}} {
+		rows := 1
+		for _, d := range xShape[:len(xShape)-1] {
+			rows *= d
+		}
+		outShape := append(append([]int(nil), xShape[:len(xShape)-1]...), n)
+		run := func(e *Engine, prec ggmlcgo.Type, linear func(x, w, b *Tensor) (*Tensor, error)) (out []float32, grads [][]float32, nodes int64) {
+			x, w, b := host(t, xShape, wave(rows*k, 1)...), host(t, []int{n, k}, wave(n*k, 2)...), host(t, []int{n}, wave(n, 3)...)
+			params := []*Tensor{x, w, b}
+			for _, p := range params {
+				require.NoError(t, p.SetRequiresGrad(true))
+			}
+			before := e.Stats().NodesComputed
+			y := autocastWeighted(t, e, prec, host(t, outShape, wave(rows*n, 4)...), func() (*Tensor, error) { return linear(x, w, b) })
+			out = values(t, y)
+			for _, p := range params {
+				grads = append(grads, values(t, p.Grad()))
+			}
+			return out, grads, e.Stats().NodesComputed - before
+		}
+		e := newEngine(t)
+		composed := func(x, w, b *Tensor) (*Tensor, error) { return e.LinearThen(x, w, b, (*Engine).Add) }
+		out, grads, nodes := run(e, ggmlcgo.BF16, e.LinearBias)
+		refOut, refGrads, refNodes := run(e, ggmlcgo.BF16, composed)
+		assert.Equal(t, refOut, out, "x %v: values", xShape)
+		assert.Equal(t, refGrads, grads, "x %v: gradients of x, w, b", xShape)
+		if len(xShape) == 2 { // (a 3-d x's bias gradient reads a view of g as 2-d rows: a node, no kernel)
+			assert.Equal(t, refNodes-1, nodes, "x %v: the add is in the product", xShape)
+		}
+		off, _, offNodes := run(e, ggmlcgo.F32, e.LinearBias)
+		offRef, _, offRefNodes := run(e, ggmlcgo.F32, composed)
+		assert.Equal(t, offRef, off, "x %v: f32 values", xShape)
+		assert.Equal(t, offRefNodes, offNodes, "x %v: outside autocast, Linear then Add", xShape)
+		assert.NotEqual(t, off, out, "x %v: autocast rounds the operands", xShape)
+	}
+}
+
+// TestLinearBiasKeepsWhatLinearKeeps: the fused form's tape keeps what
+// Linear then Add keep (the operands' bf16 copies), not its f32 input:
+// the forward places as many bytes either way.
+func TestLinearBiasKeepsWhatLinearKeeps(t *testing.T) {
+	defer func(f bool) { forceGemmBF16 = f }(forceGemmBF16)
+	forceGemmBF16 = true
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const m, k, n = 256, 128, 64
+	placed := func(fused bool) int64 {
+		e := newEngine(t)
+		require.NoError(t, e.backend.ComputeAsDevice())
+		x0 := host(t, []int{m, k}, make([]float32, m*k)...)
+		w, b := host(t, []int{n, k}, make([]float32, n*k)...), host(t, []int{n}, make([]float32, n)...)
+		require.NoError(t, w.SetRequiresGrad(true))
+		require.NoError(t, b.SetRequiresGrad(true))
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			return e.Autocast(ggmlcgo.BF16, func() error {
+				x := e.must(e.Scale(x0, 2)) // an activation, f32
+				var y *Tensor
+				if fused {
+					y = e.must(e.LinearBias(x, w, b))
+				} else {
+					y = e.must(e.LinearThen(x, w, b, (*Engine).Add))
+				}
+				var err error
+				loss, err = e.Sum(y)
+				return err
+			})
+		}))
+		before := e.Stats().PassBytes
+		require.NoError(t, e.startForward())
+		bytes := e.Stats().PassBytes - before
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		_, err = loss.Item()
+		require.NoError(t, err)
+		return bytes
+	}
+	composed := placed(false)
+	// x's bf16 copy, y and the loss; x itself would be 4·m·k more.
+	assert.Less(t, composed, int64(6*m*k), "x (f32) is not kept: %d bytes", composed)
+	assert.Equal(t, composed, placed(true))
+}

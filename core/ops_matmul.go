@@ -198,11 +198,11 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	// under autocast (autocast.go), decided now for the gradients too.
 	prec, read := e.productType()
 	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
-		return e.linearGemm(x, w, shape, gemmForm{blasGemm, e.input, asItIs, false})
+		return e.linearGemm(x, w, nil, shape, gemmForm{blasGemm, e.input, asItIs, false})
 	}
 	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() && gemmSizes(m, n, x.shape[1]) &&
 		x.storage().dtype != ggmlcgo.I32 && w.storage().dtype != ggmlcgo.I32 { // (an i32 operand's error is mul_mat's)
-		return e.linearGemm(x, w, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
+		return e.linearGemm(x, w, nil, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
 	}
 	k := x.shape[x.Dim()-1]
 	y, err := e.newOpReading("matmul", shape, []*Tensor{x, w}, read, func(c ctx, in []node) (node, error) {
@@ -393,11 +393,12 @@ func (e *Engine) bf16Operand(t *Tensor) (*Tensor, error) {
 	return r, nil
 }
 
-// linearGemm is Linear through gemm nodes: y = x·wᵀ, dx = g·w, dw = gᵀ·x
-// (summed over every row of a batched x), with no transposed copies; the
-// operands are read by the form's reader and packed where they are
-// strided.
-func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, error) {
+// linearGemm is Linear through gemm nodes: y = x·wᵀ (+ b, where b is
+// not nil: added by the product's epilogue), dx = g·w, dw = gᵀ·x (summed
+// over every row of a batched x), db = g summed over the rows, with no
+// transposed copies; the operands are read by the form's reader and
+// packed where they are strided.
+func (e *Engine) linearGemm(x, w, b *Tensor, shape []int, f gemmForm) (*Tensor, error) {
 	op := func(name string, out []int, a, b *Tensor, ta, tb bool) (*Tensor, error) {
 		return e.kernelOpReading(name, out, []*Tensor{a, b}, f.read, func(c ctx, in []node) (node, error) {
 			return f.node(c, in[0], in[1], ta, tb, ne4(out))
@@ -406,7 +407,18 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 	var c chain
 	xo := c.do(func() (*Tensor, error) { return f.operand(x) })
 	wo := c.do(func() (*Tensor, error) { return f.operand(w) })
-	y := c.do(func() (*Tensor, error) { return op("matmul", shape, xo, wo, false, true) })
+	inputs := []*Tensor{x, w}
+	var y *Tensor
+	if b == nil {
+		y = c.do(func() (*Tensor, error) { return op("matmul", shape, xo, wo, false, true) })
+	} else {
+		inputs = append(inputs, b)
+		y = c.do(func() (*Tensor, error) {
+			return e.kernelOpReading("linear", shape, []*Tensor{xo, wo, b}, f.read, func(c ctx, in []node) (node, error) {
+				return c.GemmBF16Bias(in[0], in[1], in[2], false, true, ne4(shape))
+			})
+		})
+	}
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -415,28 +427,79 @@ func (e *Engine) linearGemm(x, w *Tensor, shape []int, f gemmForm) (*Tensor, err
 	// and each only where the other's gradient needs it (a frozen weight
 	// keeps no activation, as PyTorch saves them).
 	needX, needW, xShape, wShape := x.requiresGrad, w.requiresGrad, x.shape, w.shape
+	needB, bShape, nIn := b != nil && b.requiresGrad, []int(nil), len(inputs)
+	if b != nil {
+		bShape = b.shape
+	}
 	if !needW {
 		xo = nil
 	}
 	if !needX {
 		wo = nil
 	}
-	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
-		var gx, gw *Tensor
+	e.record(y, "matmul", inputs, func(g *Tensor) ([]*Tensor, error) {
+		var gx, gw, gb *Tensor
 		var c chain
-		gop := c.do(func() (*Tensor, error) { return f.operand(g) })
-		if needX {
-			gx = c.do(func() (*Tensor, error) { return op("matmul_back", xShape, gop, wo, false, false) })
+		if needB {
+			gb = c.do(func() (*Tensor, error) { return e.sumTo(g, bShape) })
 		}
-		if needW {
-			gw = c.do(func() (*Tensor, error) { return op("matmul_back", wShape, gop, xo, true, false) })
+		if needX || needW {
+			gop := c.do(func() (*Tensor, error) { return f.operand(g) })
+			if needX {
+				gx = c.do(func() (*Tensor, error) { return op("matmul_back", xShape, gop, wo, false, false) })
+			}
+			if needW {
+				gw = c.do(func() (*Tensor, error) { return op("matmul_back", wShape, gop, xo, true, false) })
+			}
 		}
-		return []*Tensor{gx, gw}, c.err
+		return []*Tensor{gx, gw, gb}[:nIn], c.err // (not inputs: the closure would keep x)
 	})
 	if y.gradFn != nil {
 		y.gradFn.roundsGrad = f.bf16
 	}
 	return y, nil
+}
+
+// LinearBias is x·wᵀ + b, a Linear layer with its bias, for x [.., k], w
+// [n, k] and b [n]. Under autocast, where products run as the bf16 gemm
+// and the library has the kernel, the bias is added by the product's
+// epilogue (cuBLASLt's) to its f32 sums: one pass over the result, where
+// a product and an add are two, with the values and gradients of
+// LinearThen(x, w, b, Add), which it is everywhere else.
+func (e *Engine) LinearBias(x, w, b *Tensor) (*Tensor, error) {
+	if !e.fusedBias(x, w, b) {
+		return e.LinearThen(x, w, b, (*Engine).Add)
+	}
+	if x.Dim() == 3 { // all rows as one 2-d product, as Linear
+		var c chain
+		x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
+		y2 := c.do(func() (*Tensor, error) { return e.LinearBias(x2, w, b) })
+		y := c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], w.shape[0]}) })
+		if c.err == nil {
+			e.Transient(y2)
+		}
+		return y, c.err
+	}
+	return e.linearGemm(x, w, b, []int{x.shape[0], w.shape[0]}, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
+}
+
+// fusedBias reports whether LinearBias adds b in the product's epilogue:
+// under autocast, on the bf16 gemm, for a 2-d or 3-d f32 or bf16 x, a 2-d w and
+// an f32 bias of its own memory that is one row of w's rows.
+func (e *Engine) fusedBias(x, w, b *Tensor) bool {
+	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelGemmBF16Bias) {
+		return false
+	}
+	if x.Dim() < 2 || x.Dim() > 3 || w.Dim() != 2 || b.Dim() != 1 || b.base != nil || b.dtype != ggmlcgo.F32 || (x.dtype != ggmlcgo.F32 && x.dtype != ggmlcgo.BF16) {
+		return false
+	}
+	k, n := w.shape[1], w.shape[0]
+	rows := x.shape[0]
+	if x.Dim() == 3 {
+		rows *= x.shape[1]
+	}
+	return x.shape[x.Dim()-1] == k && b.shape[0] == n && gemmSizes(rows, n, k) &&
+		x.storage().dtype != ggmlcgo.I32 && w.storage().dtype != ggmlcgo.I32 && b.storage().dtype != ggmlcgo.I32
 }
 
 // LinearThen is then(x·wᵀ, b): a Linear layer's product and its bias

@@ -47,11 +47,11 @@ package ggmlcgo
 // // matches them).
 // static int gglua_gemm_bf16_flags[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
 // static const char * gglua_gemm_bf16_names[4] = {"gemm_bf16_nn", "gemm_bf16_nt", "gemm_bf16_tn", "gemm_bf16_tt"};
-// static struct ggml_tensor * gglua_gemm_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
+// static struct ggml_tensor * gglua_gemm_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * bias,
 //                                                  int ta, int tb, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
-//     struct ggml_tensor * args[2] = {a, b};
+//     struct ggml_tensor * args[3] = {a, b, bias};
 //     const int k = ta * 2 + tb;
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 2, gglua_gemm_bf16_f32, -1, gglua_gemm_bf16_flags[k]),
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, bias != NULL ? 3 : 2, gglua_gemm_bf16_f32, -1, gglua_gemm_bf16_flags[k]),
 //                        gglua_gemm_bf16_names[k]);
 // }
 // static struct ggml_tensor * gglua_round_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a) {
@@ -88,7 +88,8 @@ package ggmlcgo
 //         k == 14 || k == 15 ? gglua_flash_probe(ctx, k == 15) :
 //         k == 16 ? gglua_layer_norm_node(ctx, a[0], a[1], a[2], 0x3727c5acu | 3ull << 32) :
 //         k == 17 ? gglua_layer_norm_back_node(ctx, a[0], a[1], gglua_layer_norm_node(ctx, a[1], a[2], NULL, 0x3727c5acu | 1ull << 32), a[2], 0x3727c5acu | 1ull << 32) :
-//         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), k == 5, k == 6, 16, 16, 1, 1);
+//         k == 18 ? gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne2), 0, 1, 16, 16, 1, 1) :
+//         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), NULL, k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
 //     return ok;
@@ -116,11 +117,12 @@ const (
 	KernelAllReduce                   // AllReduce and AllReduceJoin (collective.go)
 	KernelFlashAttnBF16               // FlashAttention and FlashAttentionBack with BF16 set (attention.go)
 	KernelLayerNorm                   // LayerNorm and LayerNormBack (layer_norm.go)
+	KernelGemmBF16Bias                // GemmBF16Bias: the product and a bias in one pass (cuBLASLt's epilogue)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}, KernelGemmBF16Bias: {18}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:
@@ -264,6 +266,18 @@ func (c *Context) BiasReluKernel(a, bias Tensor, out Type) (Tensor, error) {
 // op: only where Backend.HasKernel(KernelGemmBF16); the CPU's is the
 // reference form (slow: autocast's products there are ggml's mul_mat).
 func (c *Context) GemmBF16(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
+	return c.gemmBF16(a, b, nil, ta, tb, out)
+}
+
+// GemmBF16Bias is GemmBF16 plus bias, a contiguous f32 row of N, added
+// in f32 to every row of the sums before they are written (a Linear
+// layer's bias, as cuBLASLt's bias epilogue adds it: no pass of its own).
+// Only where Backend.HasKernel(KernelGemmBF16Bias).
+func (c *Context) GemmBF16Bias(a, b, bias Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
+	return c.gemmBF16(a, b, &bias, ta, tb, out)
+}
+
+func (c *Context) gemmBF16(a, b Tensor, bias *Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
 	if err := c.checkOp("gemm_bf16", a, b); err != nil {
 		return Tensor{}, err
 	}
@@ -284,7 +298,17 @@ func (c *Context) GemmBF16(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor
 	if k != kb || out[0] != n || out[1]*out[2]*out[3] != m || m > 1<<30 || n > 1<<30 || k > 1<<30 {
 		return Tensor{}, fmt.Errorf("gemm_bf16: cannot multiply ne %v by ne %v (transposed %v, %v) into ne %v", a.Ne(), b.Ne(), ta, tb, out)
 	}
-	return result(C.gglua_gemm_bf16_node(c.p, a.p, b.p, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3])))
+	var bp *C.struct_ggml_tensor
+	if bias != nil {
+		if err := c.checkOp("gemm_bf16", *bias); err != nil {
+			return Tensor{}, err
+		}
+		if bias.Type() != F32 || !bias.contiguous() || bias.Nelements() != n {
+			return Tensor{}, fmt.Errorf("gemm_bf16: the bias must be a contiguous f32 row of %d, got %s ne %v", n, bias.Type(), bias.Ne())
+		}
+		bp = bias.p
+	}
+	return result(C.gglua_gemm_bf16_node(c.p, a.p, b.p, bp, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3])))
 }
 
 // cbool is b as C's int flag.

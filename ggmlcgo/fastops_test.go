@@ -133,6 +133,51 @@ func TestGemmBF16IsTheProductOfRoundedOperands(t *testing.T) {
 	assert.ErrorContains(t, err, "contiguous", "a strided view is refused")
 }
 
+// TestGemmBF16BiasAddsTheRowToEverySum: the bias form is the product's
+// f32 sums plus the bias, bit for bit as the sums then ggml's add, and a
+// bias that is not one f32 row of N is refused.
+func TestGemmBF16BiasAddsTheRowToEverySum(t *testing.T) {
+	const m, k, n = 4, 19, 3
+	wave := func(len, seed int) []float32 {
+		v := make([]float32, len)
+		for i := range v {
+			v[i] = float32(math.Cos(float64(i*31+seed)*0.61)) * 1.7
+		}
+		return v
+	}
+	b := cpu(t, 2)
+	ctx, err := NewContext(16, 16)
+	require.NoError(t, err)
+	defer ctx.Free()
+	in := place(t, b, ctx, [][]float32{wave(m*k, 1), wave(n*k, 2), {0.25, -3.5, 1e-3}, {1, 2}}, []int64{k, m}, []int64{k, n}, []int64{n}, []int64{2})
+	fused, err := ctx.GemmBF16Bias(in[0], in[1], in[2], false, true, [MaxDims]int64{n, m, 1, 1})
+	require.NoError(t, err)
+	y, err := ctx.GemmBF16(in[0], in[1], false, true, [MaxDims]int64{n, m, 1, 1})
+	require.NoError(t, err)
+	slow, err := ctx.Add(y, in[2])
+	require.NoError(t, err)
+	got, want := computeBoth(t, b, ctx, fused, slow)
+	assert.Equal(t, bitsOf(want), bitsOf(got))
+	round := func(f float32) float64 {
+		return float64(math.Float32frombits((math.Float32bits(f) + 0x7fff + (math.Float32bits(f)>>16)&1) &^ 0xffff))
+	}
+	av, bv, bias := wave(m*k, 1), wave(n*k, 2), []float32{0.25, -3.5, 1e-3}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for l := 0; l < k; l++ {
+				s += round(av[i*k+l]) * round(bv[j*k+l])
+			}
+			assert.InDelta(t, s+float64(bias[j]), got[i*n+j], 1e-5, "row %d, column %d", i, j)
+		}
+	}
+
+	_, err = ctx.GemmBF16Bias(in[0], in[1], in[3], false, true, [MaxDims]int64{n, m, 1, 1})
+	assert.ErrorContains(t, err, "contiguous f32 row of 3", "a bias of 2 for 3 columns")
+	_, err = ctx.GemmBF16Bias(in[0], in[1], in[1], false, true, [MaxDims]int64{n, m, 1, 1})
+	assert.ErrorContains(t, err, "row of 3", "a matrix is no bias")
+}
+
 // TestRoundBF16KernelIsCast: gglua's to_bf16 kernel rounds as ggml's Cast
 // does, bit for bit: ties to even, past the largest bf16 to infinity,
 // subnormals, -0, and NaNs (a signalling one comes back quiet).

@@ -106,7 +106,8 @@ void gglua_adamw_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata
 // b = dst->src[0..1] (contiguous, f32 or bf16; every dim past ne0 counts as
 // rows) with each f32 operand rounded to bf16 and the sums in f32;
 // userdata points at two ints {ta, tb}: whether a and b are used
-// transposed. The rows of dst are split over nth threads.
+// transposed; a third source, an f32 row of N, is added to every row of
+// the sums. The rows of dst are split over nth threads.
 void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 // gglua_round_bf16_f32 writes dst (bf16) = dst->src[0] (contiguous f32 of

@@ -47,7 +47,7 @@ func openNN(L *lua.LState, env *Env) {
 		L.Push(lua.LBool(x != nil && x.IsParam()))
 		return 1
 	}))
-	L.SetField(private, "linear_bias", L.NewFunction(env.linearThen((*core.Engine).Add)))
+	L.SetField(private, "linear_bias", L.NewFunction(env.linearWith((*core.Engine).LinearBias)))
 	L.SetField(private, "linear_bias_relu", L.NewFunction(env.linearThen((*core.Engine).BiasRelu)))
 	L.SetField(private, "linear_bias_relu_for_product", L.NewFunction(env.linearThen((*core.Engine).BiasReluForProduct)))
 	for _, f := range nnSources {

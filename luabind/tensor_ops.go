@@ -241,7 +241,7 @@ func (env *Env) linear(L *lua.LState) int {
 	if L.Get(3) == lua.LNil {
 		return env.binaryTensors("linear", (*core.Engine).Linear)(L)
 	}
-	return env.linearThen((*core.Engine).Add)(L)
+	return env.linearWith((*core.Engine).LinearBias)(L)
 }
 
 // ---- nn ----
@@ -249,9 +249,14 @@ func (env *Env) linear(L *lua.LState) int {
 // linearThen binds then(x:linear(w), b) for nn.lua's Linear layers
 // (core's LinearThen: the product gets no memory of its own).
 func (env *Env) linearThen(then func(*core.Engine, *core.Tensor, *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
+	return env.linearWith(func(e *core.Engine, x, w, b *core.Tensor) (*core.Tensor, error) { return e.LinearThen(x, w, b, then) })
+}
+
+// linearWith binds f(x, w, b), a Linear layer with its bias.
+func (env *Env) linearWith(f func(e *core.Engine, x, w, b *core.Tensor) (*core.Tensor, error)) lua.LGFunction {
 	return func(L *lua.LState) int {
 		x, w, b := checkTensor(L, "linear", 1), checkTensor(L, "linear", 2), checkTensor(L, "linear", 3)
-		t, err := env.Engine.LinearThen(x, w, b, then)
+		t, err := f(env.Engine, x, w, b)
 		return env.pushResult(L, t, err)
 	}
 }

@@ -12,6 +12,8 @@
 #include "gglua-kernels.cuh"
 #include "gglua_collective.h"
 
+#include <cublasLt.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -242,10 +244,12 @@ static const nv_bfloat16 * gglua_bf16_operand(cudaStream_t stream, const ggml_te
 
 // A gemm_bf16_XY node (X, Y: n or t, whether a and b are used transposed)
 // is dst [m, n] = op(a) [m, k] · op(b) [k, n], row-major, every dim past
-// ne0 a row; a and b contiguous f32 or bf16, dst contiguous f32.
+// ne0 a row; a and b contiguous f32 or bf16, dst contiguous f32; with a
+// third source, bias (an f32 row of n), added to every row.
 struct gglua_gemm {
     bool ta, tb;
     int64_t m, n, k;
+    const float * bias;
 };
 
 static bool gglua_gemm_of(const ggml_tensor * dst, gglua_gemm * g) {
@@ -262,9 +266,14 @@ static bool gglua_gemm_of(const ggml_tensor * dst, gglua_gemm * g) {
             return false;
         }
     }
-    if (!gglua_only_srcs(dst, 2) || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
+    const ggml_tensor * bias = dst->src[2];
+    if (!gglua_only_srcs(dst, 3) || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
         return false;
     }
+    if (bias != nullptr && (bias->type != GGML_TYPE_F32 || !ggml_is_contiguous(bias) || ggml_nelements(bias) != dst->ne[0])) {
+        return false;
+    }
+    g->bias = bias != nullptr ? (const float *) bias->data : nullptr;
     g->ta = name[10] == 't';
     g->tb = name[11] == 't';
     g->m = g->ta ? a->ne[0] : ggml_nrows(a);
@@ -303,6 +312,77 @@ static const nv_bfloat16 * gglua_padded_operand(cudaStream_t stream, const ggml_
     return y;
 }
 
+// gglua_add_bias is d[r, c] += bias[c] for m rows of n (the padded
+// product's bias, added once its result is in place).
+static __global__ void gglua_add_bias(float * d, const float * bias, const int64_t n, const int64_t m) {
+    const int64_t c = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n) {
+        return;
+    }
+    for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
+        d[r * n + c] += bias[c];
+    }
+}
+
+static void gglua_add_bias_of(cudaStream_t stream, ggml_tensor * dst, const gglua_gemm & g) {
+    if (g.bias != nullptr) {
+        const dim3 grid((unsigned int) ((g.n + GGLUA_BLOCK - 1) / GGLUA_BLOCK), (unsigned int) std::min<int64_t>(g.m, 65535));
+        gglua_add_bias<<<grid, GGLUA_BLOCK, 0, stream>>>((float *) dst->data, g.bias, g.n, g.m);
+    }
+}
+
+// gglua_lt is a cuBLASLt handle for the current device, made once.
+static cublasLtHandle_t gglua_lt() {
+    static cublasLtHandle_t handles[GGML_CUDA_MAX_DEVICES] = {};
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    if (handles[dev] == nullptr) {
+        CUBLAS_CHECK(cublasLtCreate(&handles[dev]));
+    }
+    return handles[dev];
+}
+
+// gglua_gemm_bias_lt is the column-major D [rows, cols] = op(A)·op(B) +
+// bias (one per row of D) on cuBLASLt, the bias added by its epilogue to
+// the f32 sums before D is written: a Linear layer's product and bias in
+// one pass over D. Returns false where cuBLASLt has no algorithm for it
+// (the caller then adds the bias itself).
+static bool gglua_gemm_bias_lt(ggml_backend_cuda_context & ctx, cublasOperation_t opa, cublasOperation_t opb, int rows, int cols, int k,
+                               const nv_bfloat16 * A, int lda, const nv_bfloat16 * B, int ldb, float * D, const float * bias) {
+    cublasLtHandle_t lt = gglua_lt();
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    const size_t ws_bytes = 32u << 20;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, opa == CUBLAS_OP_N ? rows : k, opa == CUBLAS_OP_N ? k : rows, lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, opb == CUBLAS_OP_N ? k : cols, opb == CUBLAS_OP_N ? cols : k, ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, rows, cols, rows));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
+    cublasLtMatmulHeuristicResult_t heur = {};
+    int found = 0;
+    const bool ok = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found) == CUBLAS_STATUS_SUCCESS && found > 0;
+    bool ran = false;
+    if (ok) {
+        ggml_cuda_pool_alloc<char> ws(ctx.pool(), std::max<size_t>(heur.workspaceSize, 1));
+        const float alpha = 1.0f, beta = 0.0f;
+        ran = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, ws.get(), heur.workspaceSize, ctx.stream()) ==
+              CUBLAS_STATUS_SUCCESS;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(desc);
+    return ran;
+}
+
 // gglua_gemm_bf16 runs g on cuBLAS: bf16 operands (rounded by
 // gglua_bf16_operand where they are f32), f32 sums written straight to dst (no
 // bf16 result to widen). Row-major dst = op(a)·op(b) is column-major
@@ -323,6 +403,7 @@ static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, 
     }
     if (g.k == 0) {
         CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), stream));
+        gglua_add_bias_of(stream, dst, g);
         return;
     }
     const auto up8 = [](int64_t d) { return (d + 7) / 8 * 8; };
@@ -342,6 +423,11 @@ static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, 
         A = gglua_bf16_operand(stream, dst->src[0], a16);
         B = gglua_bf16_operand(stream, dst->src[1], b16);
     }
+    if (g.bias != nullptr && !pad && (uintptr_t) g.bias % 16 == 0 &&
+        gglua_gemm_bias_lt(ctx, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int) n, (int) m, (int) k, B,
+                           (int) (g.tb ? k : n), A, (int) (g.ta ? m : k), D, g.bias)) {
+        return;
+    }
     const float alpha = 1.0f, beta = 0.0f;
     cublasHandle_t h = ctx.cublas_handle();
     CUBLAS_CHECK(cublasSetStream(h, stream));
@@ -351,6 +437,7 @@ static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, 
     if (D != dst->data) {
         CUDA_CHECK(cudaMemcpy2DAsync(dst->data, g.n * sizeof(float), D, n * sizeof(float), g.n * sizeof(float), g.m, cudaMemcpyDeviceToDevice, stream));
     }
+    gglua_add_bias_of(stream, dst, g);
 }
 
 // gglua_bias_relu4 is gglua_bias_relu four columns a thread, for ne0 a

@@ -165,6 +165,11 @@ case("autocast linear, odd and even sizes", function() return {P(seeded(2, 33, 7
   local z = x:reshape(66, 70):t():matmul(h:reshape(66, 65)) -- ta: [70, 66] by [66, 65]
   return (y * y):sum() + z:sum(), {h, y, z}
 end, {autocast = true, tol = 2e-2})
+-- Aligned sizes: the bias rides in cuBLASLt's epilogue (gglua-kernels.cu).
+case("autocast linear with its bias in the product", function() return {P(seeded(3, 40, 64)), P(seeded(96, 64)), P(seeded(96))} end, function(x, w, b)
+  local h = x:linear(w, b)              -- m 120, n 96, k 64
+  return (h * h):sum(), {h}
+end, {autocast = true, tol = 2e-2})
 case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
   tensor.manual_seed(9)
   local mha = nn.MultiheadAttention(8, 2)
