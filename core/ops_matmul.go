@@ -151,6 +151,19 @@ func (e *Engine) matmul(a, b *Tensor) (*Tensor, error) {
 	return out, c.err
 }
 
+// overRows is f of the 3-d x [b, t, k] seen as b·t rows [b·t, k], its
+// [b·t, n] result seen as [b, t, n] again.
+func (e *Engine) overRows(x *Tensor, n int, f func(x2 *Tensor) (*Tensor, error)) (*Tensor, error) {
+	var c chain
+	x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
+	y2 := c.do(func() (*Tensor, error) { return f(x2) })
+	y := c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], n}) })
+	if c.err == nil {
+		e.Transient(y2) // y is a view of its memory, kept if y is
+	}
+	return y, c.err
+}
+
 func batchOf(t *Tensor) int {
 	if t.Dim() == 3 {
 		return t.shape[0]
@@ -174,14 +187,7 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// their own (PyTorch's _unsafe_view), so the result is no view and
 		// x's changes are reported against x's shape. (An i32 operand takes
 		// the path below, whose error names its shape.)
-		var c chain
-		x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
-		y2 := c.do(func() (*Tensor, error) { return e.Linear(x2, w) })
-		y := c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], w.shape[0]}) })
-		if c.err == nil {
-			e.Transient(y2) // y is a view of its memory, kept if y is
-		}
-		return y, c.err
+		return e.overRows(x, w.shape[0], func(x2 *Tensor) (*Tensor, error) { return e.Linear(x2, w) })
 	}
 	m, n := x.shape[x.Dim()-2], w.shape[w.Dim()-2]
 	if bw > bx { // mul_mat broadcasts only w's batch over x's
@@ -471,21 +477,14 @@ func (e *Engine) LinearBias(x, w, b *Tensor) (*Tensor, error) {
 		return e.LinearThen(x, w, b, (*Engine).Add)
 	}
 	if x.Dim() == 3 { // all rows as one 2-d product, as Linear
-		var c chain
-		x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
-		y2 := c.do(func() (*Tensor, error) { return e.LinearBias(x2, w, b) })
-		y := c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], w.shape[0]}) })
-		if c.err == nil {
-			e.Transient(y2)
-		}
-		return y, c.err
+		return e.overRows(x, w.shape[0], func(x2 *Tensor) (*Tensor, error) { return e.LinearBias(x2, w, b) })
 	}
 	return e.linearGemm(x, w, b, []int{x.shape[0], w.shape[0]}, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
 }
 
 // fusedBias reports whether LinearBias adds b in the product's epilogue:
-// under autocast, on the bf16 gemm, for a 2-d or 3-d f32 or bf16 x, a 2-d w and
-// an f32 bias of its own memory that is one row of w's rows.
+// under autocast, on the bf16 gemm, for a 2-d or 3-d f32 or bf16 x, a
+// 2-d w and an f32 bias of its own memory that is one row of w's rows.
 func (e *Engine) fusedBias(x, w, b *Tensor) bool {
 	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelGemmBF16Bias) {
 		return false
@@ -499,7 +498,7 @@ func (e *Engine) fusedBias(x, w, b *Tensor) bool {
 		rows *= x.shape[1]
 	}
 	return x.shape[x.Dim()-1] == k && b.shape[0] == n && gemmSizes(rows, n, k) &&
-		x.storage().dtype != ggmlcgo.I32 && w.storage().dtype != ggmlcgo.I32 && b.storage().dtype != ggmlcgo.I32
+		x.storage().dtype != ggmlcgo.I32 && w.storage().dtype != ggmlcgo.I32
 }
 
 // LinearThen is then(x·wᵀ, b): a Linear layer's product and its bias

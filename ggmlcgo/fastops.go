@@ -278,7 +278,11 @@ func (c *Context) GemmBF16Bias(a, b, bias Tensor, ta, tb bool, out [MaxDims]int6
 }
 
 func (c *Context) gemmBF16(a, b Tensor, bias *Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
-	if err := c.checkOp("gemm_bf16", a, b); err != nil {
+	operands := []Tensor{a, b}
+	if bias != nil {
+		operands = append(operands, *bias)
+	}
+	if err := c.checkOp("gemm_bf16", operands...); err != nil {
 		return Tensor{}, err
 	}
 	for _, t := range []Tensor{a, b} {
@@ -300,9 +304,6 @@ func (c *Context) gemmBF16(a, b Tensor, bias *Tensor, ta, tb bool, out [MaxDims]
 	}
 	var bp *C.struct_ggml_tensor
 	if bias != nil {
-		if err := c.checkOp("gemm_bf16", *bias); err != nil {
-			return Tensor{}, err
-		}
 		if bias.Type() != F32 || !bias.contiguous() || bias.Nelements() != n {
 			return Tensor{}, fmt.Errorf("gemm_bf16: the bias must be a contiguous f32 row of %d, got %s ne %v", n, bias.Type(), bias.Ne())
 		}
