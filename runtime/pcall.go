@@ -223,6 +223,7 @@ func (pc *protectedCalls) protect(L, th *lua.LState, fn lua.LValue, args []lua.L
 			errObj = protectedHandler(th, handler, errObj)
 		}
 	}()
+	var out []lua.LValue
 	call := th.NewFunction(func(th *lua.LState) int {
 		base := th.GetTop()
 		th.Push(fn)
@@ -231,13 +232,20 @@ func (pc *protectedCalls) protect(L, th *lua.LState, fn lua.LValue, args []lua.L
 		}
 		th.Call(len(args), lua.MultRet)
 		for i := base + 1; i <= th.GetTop(); i++ {
-			results = append(results, th.Get(i))
+			out = append(out, th.Get(i))
 		}
 		return 0
 	})
 	th.Push(pc.root)
 	th.Push(call)
 	th.Call(1, 0)
+	// gopher-lua leaves a returned frame in th's call stack as it was, so
+	// the frame of call, and through it this closure, stays reachable
+	// while th waits in the free list: the closure lets go of the
+	// arguments and results, or a tensor passed through pcall (every
+	// nn module's forward) would outlive the script's last use of it.
+	results = out
+	fn, args, out = nil, nil, nil
 	return results, nil, false
 }
 
