@@ -171,7 +171,7 @@ func TestGradcheckCatchesAWrongGradient(t *testing.T) {
 	e := newEngine(t)
 	// exp's gradient replaced by 2*exp: gradcheck must object.
 	wrong := func(xs []*Tensor) (*Tensor, error) {
-		y, err := e.unaryOp("bad_exp", xs[0], ggmlUnary("exp"), func(g, x, y *Tensor) (*Tensor, error) {
+		y, err := e.unaryOp("bad_exp", xs[0], savesOut, ggmlUnary("exp"), func(g, x, y *Tensor) (*Tensor, error) {
 			h, err := e.Mul(g, y)
 			if err != nil {
 				return nil, err

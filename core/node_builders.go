@@ -267,10 +267,11 @@ func (e *Engine) where(cond, a, b *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	need := []bool{a.requiresGrad, b.requiresGrad} // the tape keeps cond alone
 	e.record(out, "where", []*Tensor{cond, a, b}, func(g *Tensor) ([]*Tensor, error) {
 		grads := []*Tensor{nil, nil, nil}
-		for i, t := range []*Tensor{a, b} {
-			if !t.requiresGrad {
+		for i := range need {
+			if !need[i] {
 				continue
 			}
 			pickA := i == 0

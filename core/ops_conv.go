@@ -100,8 +100,9 @@ func (e *Engine) im2col(op string, x *Tensor, wd window) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	xshape := x.shape // the tape keeps no value
 	e.record(y, op, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.im2colBack(op, g, x.shape, wd)
+		gx, err := e.im2colBack(op, g, xshape, wd)
 		return []*Tensor{gx}, err
 	})
 	return y, nil

@@ -10,14 +10,24 @@ import (
 // op's forward and gradient side by side. Gradients are built from ops too,
 // so backward runs on the device in the same graph as the forward.
 
-// unaryOp is y = f(x), elementwise, with dx = bwd(g, x, y).
-func (e *Engine) unaryOp(name string, x *Tensor, f func(c ctx, a node) (node, error), bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
+// unaryOp is y = f(x), elementwise, with dx = bwd(g, x, y). saves says
+// which of x (savesA) and y (savesOut) bwd reads: the tape keeps those
+// alone, as PyTorch saves them, and bwd gets nil for the other (g has
+// their shape).
+func (e *Engine) unaryOp(name string, x *Tensor, saves int, f func(c ctx, a node) (node, error), bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
 	y, err := e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return f(c, in[0]) })
-	if err != nil {
-		return nil, err
+	if err != nil || !e.recording() {
+		return y, err
+	}
+	var sx, sy *Tensor
+	if saves&savesA != 0 {
+		sx = x
+	}
+	if saves&savesOut != 0 {
+		sy = y
 	}
 	e.record(y, name, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := bwd(g, x, y)
+		gx, err := bwd(g, sx, sy)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
@@ -25,8 +35,8 @@ func (e *Engine) unaryOp(name string, x *Tensor, f func(c ctx, a node) (node, er
 
 // elementwise is a unary op whose forward is the ggml op of the same name
 // (listed in ggmlcgo's gglua_ggml.h).
-func (e *Engine) elementwise(name string, x *Tensor, bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
-	return e.unaryOp(name, x, ggmlUnary(name), bwd)
+func (e *Engine) elementwise(name string, x *Tensor, saves int, bwd func(g, x, y *Tensor) (*Tensor, error)) (*Tensor, error) {
+	return e.unaryOp(name, x, saves, ggmlUnary(name), bwd)
 }
 
 // ggmlUnary builds the node of ggml's elementwise op name.
@@ -182,13 +192,13 @@ func (e *Engine) Div(a, b *Tensor) (*Tensor, error) {
 
 // Scale is x * s for a number s.
 func (e *Engine) Scale(x *Tensor, s float32) (*Tensor, error) {
-	return e.unaryOp("scale", x, func(c ctx, a node) (node, error) { return c.Scale(a, s) },
+	return e.unaryOp("scale", x, 0, func(c ctx, a node) (node, error) { return c.Scale(a, s) },
 		func(g, x, y *Tensor) (*Tensor, error) { return e.Scale(g, s) })
 }
 
 // AddScalar is x + s for a number s.
 func (e *Engine) AddScalar(x *Tensor, s float32) (*Tensor, error) {
-	return e.unaryOp("add", x, func(c ctx, a node) (node, error) { return c.ScaleBias(a, 1, s) },
+	return e.unaryOp("add", x, 0, func(c ctx, a node) (node, error) { return c.ScaleBias(a, 1, s) },
 		func(g, x, y *Tensor) (*Tensor, error) { return g, nil })
 }
 
@@ -212,12 +222,12 @@ func (e *Engine) Neg(x *Tensor) (*Tensor, error) { return e.Scale(x, -1) }
 
 // Exp is e^x.
 func (e *Engine) Exp(x *Tensor) (*Tensor, error) {
-	return e.elementwise("exp", x, func(g, x, y *Tensor) (*Tensor, error) { return e.Mul(g, y) })
+	return e.elementwise("exp", x, savesOut, func(g, x, y *Tensor) (*Tensor, error) { return e.Mul(g, y) })
 }
 
 // Expm1 is e^x - 1, exact for small x; its gradient is e^x = y + 1.
 func (e *Engine) Expm1(x *Tensor) (*Tensor, error) {
-	return e.elementwise("expm1", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("expm1", x, savesOut, func(g, x, y *Tensor) (*Tensor, error) {
 		ey, err := e.AddScalar(y, 1)
 		if err != nil {
 			return nil, err
@@ -228,12 +238,12 @@ func (e *Engine) Expm1(x *Tensor) (*Tensor, error) {
 
 // Log is the natural logarithm.
 func (e *Engine) Log(x *Tensor) (*Tensor, error) {
-	return e.elementwise("log", x, func(g, x, y *Tensor) (*Tensor, error) { return e.Div(g, x) })
+	return e.elementwise("log", x, savesA, func(g, x, y *Tensor) (*Tensor, error) { return e.Div(g, x) })
 }
 
 // Sqrt is the square root.
 func (e *Engine) Sqrt(x *Tensor) (*Tensor, error) {
-	return e.elementwise("sqrt", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("sqrt", x, savesOut, func(g, x, y *Tensor) (*Tensor, error) {
 		h, err := e.Div(g, y)
 		if err != nil {
 			return nil, err
@@ -244,7 +254,7 @@ func (e *Engine) Sqrt(x *Tensor) (*Tensor, error) {
 
 // Abs is |x|; its gradient is sign(x): 0 at 0 and at NaN, as in PyTorch.
 func (e *Engine) Abs(x *Tensor) (*Tensor, error) {
-	return e.elementwise("abs", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("abs", x, savesA, func(g, x, y *Tensor) (*Tensor, error) {
 		s, err := e.constOp("sgn", x, ggmlUnary("sgn"))
 		if err != nil {
 			return nil, err
@@ -263,7 +273,7 @@ func (e *Engine) Clamp(x *Tensor, lo, hi float32) (*Tensor, error) {
 	if lo > hi {
 		return nil, argErrorf("clamp: min %g is greater than max %g", lo, hi)
 	}
-	return e.unaryOp("clamp", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("clamp", x, savesA, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.nanWhere(a, b.clamp(a, lo, hi))
 		return y, b.err
@@ -294,7 +304,7 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 		// One pass each way of gglua's kernels (relu.c on the CPU,
 		// gglua-kernels.cu on a CUDA device), NaN kept and the gradient
 		// selected as PyTorch does.
-		return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
+		return e.unaryOp("relu", x, savesOut, func(c ctx, a node) (node, error) {
 			a, err := e.packed(c, a)
 			if err != nil {
 				return node{}, err
@@ -306,7 +316,7 @@ func (e *Engine) Relu(x *Tensor) (*Tensor, error) {
 	// mask takes one kernel fewer than the input's (it is never negative:
 	// no abs), but the product by it is NaN where g is infinite and the
 	// mask 0 (PyTorch: 0; docs/PYTORCH.md).
-	return e.unaryOp("relu", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("relu", x, savesOut, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.nanWhere(a, b.unary("relu", a))
 		return y, b.err
@@ -411,7 +421,7 @@ func (e *Engine) biasRelu(a, bias *Tensor, out ggmlcgo.Type) (*Tensor, error) {
 
 // Sigmoid is 1 / (1 + e^-x).
 func (e *Engine) Sigmoid(x *Tensor) (*Tensor, error) {
-	return e.elementwise("sigmoid", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("sigmoid", x, savesOut, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.constOp("sigmoid_back", y, func(c ctx, a node) (node, error) { // y (1 - y)
 			one, err := c.ScaleBias(a, -1, 1)
 			if err != nil {
@@ -428,7 +438,7 @@ func (e *Engine) Sigmoid(x *Tensor) (*Tensor, error) {
 
 // Tanh is the hyperbolic tangent.
 func (e *Engine) Tanh(x *Tensor) (*Tensor, error) {
-	return e.elementwise("tanh", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("tanh", x, savesOut, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.constOp("tanh_back", y, func(c ctx, a node) (node, error) { // 1 - y^2
 			sq, err := c.Unary("sqr", a)
 			if err != nil {
@@ -445,7 +455,7 @@ func (e *Engine) Tanh(x *Tensor) (*Tensor, error) {
 
 // Silu is x * sigmoid(x).
 func (e *Engine) Silu(x *Tensor) (*Tensor, error) {
-	return e.elementwise("silu", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("silu", x, savesA, func(g, x, y *Tensor) (*Tensor, error) {
 		return e.newOp("silu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
 			return c.SiluBack(in[0], in[1])
 		})
@@ -530,11 +540,11 @@ func (e *Engine) geluTanh(x *Tensor) (*Tensor, error) {
 
 // zeroGrad is the gradient of a piecewise-constant op (floor, ceil, round,
 // sign): exactly 0, even where g is inf or NaN, as in PyTorch.
-func (e *Engine) zeroGrad(g, x, y *Tensor) (*Tensor, error) { return e.fillLike(x, 0) }
+func (e *Engine) zeroGrad(g, _, _ *Tensor) (*Tensor, error) { return e.fillLike(g, 0) }
 
 // Sin is the sine; its gradient is cos(x).
 func (e *Engine) Sin(x *Tensor) (*Tensor, error) {
-	return e.elementwise("sin", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("sin", x, savesA, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.constOp("sin_back", x, ggmlUnary("cos"))
 		if err != nil {
 			return nil, err
@@ -545,7 +555,7 @@ func (e *Engine) Sin(x *Tensor) (*Tensor, error) {
 
 // Cos is the cosine; its gradient is -sin(x).
 func (e *Engine) Cos(x *Tensor) (*Tensor, error) {
-	return e.elementwise("cos", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("cos", x, savesA, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.build("cos_back", x.shape, []*Tensor{x}, func(b *nodes, in []node) node {
 			return b.scale(b.unary("sin", in[0]), -1)
 		})
@@ -559,7 +569,7 @@ func (e *Engine) Cos(x *Tensor) (*Tensor, error) {
 // Tan is sin(x) / cos(x) (ggml has no tan); its gradient is 1 + y^2, as
 // PyTorch computes it.
 func (e *Engine) Tan(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("tan", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("tan", x, savesOut, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.div(b.unary("sin", a), b.unary("cos", a))
 		return y, b.err
@@ -575,10 +585,10 @@ func (e *Engine) Tan(x *Tensor) (*Tensor, error) {
 }
 
 // Floor rounds down; its gradient is 0.
-func (e *Engine) Floor(x *Tensor) (*Tensor, error) { return e.elementwise("floor", x, e.zeroGrad) }
+func (e *Engine) Floor(x *Tensor) (*Tensor, error) { return e.elementwise("floor", x, 0, e.zeroGrad) }
 
 // Ceil rounds up; its gradient is 0.
-func (e *Engine) Ceil(x *Tensor) (*Tensor, error) { return e.elementwise("ceil", x, e.zeroGrad) }
+func (e *Engine) Ceil(x *Tensor) (*Tensor, error) { return e.elementwise("ceil", x, 0, e.zeroGrad) }
 
 // Round rounds to the nearest integer, halves to the even one (2.5 -> 2,
 // -3.5 -> -4), as torch.round; ±inf and NaN stay. Its gradient is 0.
@@ -588,7 +598,7 @@ func (e *Engine) Ceil(x *Tensor) (*Tensor, error) { return e.elementwise("ceil",
 // step towards zero. At ±inf and NaN the tie and odd tests are 0 (step of
 // NaN), so r passes unchanged. 14 nodes.
 func (e *Engine) Round(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("round", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("round", x, 0, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		r := b.unary("round", a)
 		ad := b.unary("abs", b.sub(a, r))                                    // <= 1/2
@@ -602,11 +612,11 @@ func (e *Engine) Round(x *Tensor) (*Tensor, error) {
 
 // Sign is -1, 0 or 1 (0 at NaN, as torch.sign in PyTorch 1.13); its
 // gradient is 0.
-func (e *Engine) Sign(x *Tensor) (*Tensor, error) { return e.elementwise("sgn", x, e.zeroGrad) }
+func (e *Engine) Sign(x *Tensor) (*Tensor, error) { return e.elementwise("sgn", x, 0, e.zeroGrad) }
 
 // Square is x^2; its gradient is 2x.
 func (e *Engine) Square(x *Tensor) (*Tensor, error) {
-	return e.elementwise("sqr", x, func(g, x, y *Tensor) (*Tensor, error) {
+	return e.elementwise("sqr", x, savesA, func(g, x, y *Tensor) (*Tensor, error) {
 		d, err := e.Scale(x, 2)
 		if err != nil {
 			return nil, err
@@ -617,7 +627,7 @@ func (e *Engine) Square(x *Tensor) (*Tensor, error) {
 
 // Reciprocal is 1/x (±inf at ±0); its gradient is -y^2.
 func (e *Engine) Reciprocal(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("reciprocal", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("reciprocal", x, savesOut, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.div(b.fill(a, 1), a)
 		return y, b.err
@@ -635,7 +645,7 @@ func (e *Engine) Reciprocal(x *Tensor) (*Tensor, error) {
 // Rsqrt is 1/sqrt(x) (inf at 0, -inf at -0, NaN below 0); its gradient is
 // -y^3/2, as PyTorch computes it.
 func (e *Engine) Rsqrt(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("rsqrt", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("rsqrt", x, savesOut, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		y := b.div(b.fill(a, 1), b.unary("sqrt", a))
 		return y, b.err
@@ -694,4 +704,4 @@ func (e *Engine) log1pValue(x *Tensor) (*Tensor, error) {
 }
 
 // Trunc rounds towards zero; its gradient is 0.
-func (e *Engine) Trunc(x *Tensor) (*Tensor, error) { return e.elementwise("trunc", x, e.zeroGrad) }
+func (e *Engine) Trunc(x *Tensor) (*Tensor, error) { return e.elementwise("trunc", x, 0, e.zeroGrad) }

@@ -24,8 +24,9 @@ func (e *Engine) expandTo(x *Tensor, shape []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	xshape := x.shape // the tape keeps no value
 	e.record(y, "expand", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.sumTo(g, x.shape)
+		gx, err := e.sumTo(g, xshape)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
@@ -324,12 +325,13 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 		if err != nil {
 			return nil, err
 		}
+		na, nb := a.shape[d], b.shape[d] // the tape keeps no value
 		e.record(joined, "cat", []*Tensor{a, b}, func(g *Tensor) ([]*Tensor, error) {
-			ga, err := e.Narrow(g, d, 0, a.shape[d])
+			ga, err := e.Narrow(g, d, 0, na)
 			if err != nil {
 				return nil, err
 			}
-			gb, err := e.Narrow(g, d, a.shape[d], b.shape[d])
+			gb, err := e.Narrow(g, d, na, nb)
 			return []*Tensor{ga, gb}, err
 		})
 		out = joined
@@ -625,8 +627,9 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	rows := x.shape[0] // the tape keeps no value
 	e.record(y, "index_select", []*Tensor{x, it}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.rowsBack("index_select_back", g, idx, it, x.shape[0])
+		gx, err := e.rowsBack("index_select_back", g, idx, it, rows)
 		return []*Tensor{gx, nil}, err
 	})
 	return y, nil

@@ -35,8 +35,8 @@ func (e *Engine) alongLastDim(op string, x *Tensor, dim int, f func(*Tensor) (*T
 // Softmax along dim (0-based, negative from the end).
 func (e *Engine) Softmax(x *Tensor, dim int) (*Tensor, error) {
 	return e.alongLastDim("softmax", x, dim, func(x *Tensor) (*Tensor, error) {
-		return e.unaryOp("softmax", x, ctx.SoftMax, func(g, x, y *Tensor) (*Tensor, error) {
-			return e.newOp("softmax_back", x.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
+		return e.unaryOp("softmax", x, savesOut, ctx.SoftMax, func(g, _, y *Tensor) (*Tensor, error) {
+			return e.newOp("softmax_back", y.shape, []*Tensor{g, y}, func(c ctx, in []node) (node, error) {
 				return c.SoftMaxBack(in[0], in[1])
 			})
 		})
@@ -58,7 +58,12 @@ func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 		cols := int64(x.shape[len(x.shape)-1])
 		rows := x.Numel() / cols
 		flat := [4]int64{cols, rows, 1, 1}
-		return e.unaryOp("log_softmax", x, func(c ctx, a node) (node, error) {
+		// The gradient's softmax comes from x on the CPU, from y elsewhere.
+		saves := savesOut
+		if e.backend.IsCPU() {
+			saves = savesA
+		}
+		return e.unaryOp("log_softmax", x, saves, func(c ctx, a node) (node, error) {
 			b := e.nodes(c)
 			x2 := a
 			if a.Ne() != flat {
@@ -76,7 +81,7 @@ func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
 			if e.backend.IsCPU() {
 				from = x
 			}
-			return e.build("log_softmax_back", x.shape, []*Tensor{g, from}, func(b *nodes, in []node) node {
+			return e.build("log_softmax_back", g.shape, []*Tensor{g, from}, func(b *nodes, in []node) node {
 				var p node
 				if e.backend.IsCPU() {
 					p = b.set(b.c.SoftMax(in[1]))

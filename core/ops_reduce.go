@@ -203,8 +203,9 @@ func (e *Engine) Sum(x *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	xshape := x.shape // the tape keeps no value
 	e.record(y, "sum", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.expandTo(g, x.shape)
+		gx, err := e.expandTo(g, xshape)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
@@ -243,12 +244,13 @@ func (e *Engine) SumDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	xshape := x.shape // the tape keeps no value
 	e.record(y, "sum", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
 		gk, err := e.Reshape(g, kept...)
 		if err != nil {
 			return nil, err
 		}
-		gx, err := e.expandTo(gk, x.shape)
+		gx, err := e.expandTo(gk, xshape)
 		return []*Tensor{gx}, err
 	})
 	return y, nil

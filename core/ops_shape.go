@@ -17,8 +17,9 @@ import (
 func (e *Engine) restride(name string, x *Tensor, shape []int, strides []int64) *Tensor {
 	off, _ := x.layout()
 	y := viewOf(x, shape, off, strides)
+	xshape := x.shape // the tape keeps no value
 	e.record(y, name, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.Reshape(g, x.shape...)
+		gx, err := e.Reshape(g, xshape...)
 		return []*Tensor{gx}, err
 	})
 	return y

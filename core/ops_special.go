@@ -23,7 +23,7 @@ var erfSeries = [...]float32{
 // divisor shifted by m where it is not used, z clamped to ±6, past which
 // erf is ±1 in f32) so that 0·branch is 0. NaN is added back at the end.
 func (e *Engine) Erf(x *Tensor) (*Tensor, error) {
-	return e.unaryOp("erf", x, func(c ctx, a node) (node, error) {
+	return e.unaryOp("erf", x, savesA, func(c ctx, a node) (node, error) {
 		b := e.nodes(c)
 		m := b.unary("step", b.scaleBias(b.unary("abs", a), -1, 0.5)) // |z| < 1/2
 		// The series, Horner in z² on z clamped to ±1/2.

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -298,4 +299,60 @@ func TestAForwardGraphKeepsOnlyWhatIsSaved(t *testing.T) {
 	kept := forwardBytes(false)
 	assert.Less(t, kept, int64(3*plane), "the forward placed %d bytes", kept)
 	assert.Equal(t, kept+plane, forwardBytes(true), "holding the sum keeps it")
+}
+
+// Until its backward, the tape keeps only what each op's gradient reads,
+// as PyTorch's saved tensors: an op whose gradient needs its input's shape
+// alone keeps neither its input nor its result (a closure that read
+// x.shape kept x), exp and relu their result, log and GELU their input. As
+// the forward's graph sees it: dropUnreachable's collection drops what
+// nothing reaches, and what is left gets memory of its own.
+func TestTheTapeKeepsOnlyWhatGradientsRead(t *testing.T) {
+	type kept struct{ x, y bool }
+	cases := []struct {
+		name string
+		op   func(e *Engine, x *Tensor) (*Tensor, error)
+		want kept
+	}{
+		{"sum", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Sum(x) }, kept{}},
+		{"sum_dim", func(e *Engine, x *Tensor) (*Tensor, error) { return e.SumDim(x, 1, false) }, kept{}},
+		{"mean", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Mean(x) }, kept{}},
+		{"reshape", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Reshape(x, 8, 4) }, kept{}},
+		{"transpose", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Transpose(x, 0, 1) }, kept{}},
+		{"unsqueeze", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Unsqueeze(x, 0) }, kept{}},
+		{"narrow, expand", func(e *Engine, x *Tensor) (*Tensor, error) {
+			return e.Expand(e.must(e.Narrow(x, 0, 1, 1)), []int{3, 8})
+		}, kept{}},
+		{"cat", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Cat([]*Tensor{x, x}, 0) }, kept{}},
+		{"index_select", func(e *Engine, x *Tensor) (*Tensor, error) { return e.IndexSelect(x, 0, []int{1, 3}) }, kept{}},
+		{"scale", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Scale(x, 3) }, kept{}},
+		{"add a number", func(e *Engine, x *Tensor) (*Tensor, error) { return e.AddScalar(x, 3) }, kept{}},
+		{"round", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Round(x) }, kept{}},
+		{"exp", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Exp(x) }, kept{y: true}},
+		{"tanh", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Tanh(x) }, kept{y: true}},
+		{"relu", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Relu(x) }, kept{y: true}},
+		{"softmax", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Softmax(x, 1) }, kept{y: true}},
+		{"log", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Log(x) }, kept{x: true}},
+		{"square", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Square(x) }, kept{x: true}},
+		{"gelu", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Gelu(x, "none") }, kept{x: true}},
+	}
+	for _, c := range cases {
+		e := newEngine(t)
+		leaf := host(t, []int{4, 8}, make([]float32, 32)...)
+		require.NoError(t, leaf.SetRequiresGrad(true))
+		var loss *Tensor
+		var wx, wy weak.Pointer[Tensor]
+		require.NoError(t, e.WithGradTape(func() error {
+			x := e.must(e.Scale(leaf, 2)) // an activation
+			y := e.must(c.op(e, x))
+			wx, wy = weak.Make(x), weak.Make(y)
+			var err error
+			loss, err = e.Sum(y)
+			return err
+		}), c.name)
+		e.dropUnreachable()
+		assert.Equal(t, c.want, kept{x: wx.Value() != nil, y: wy.Value() != nil}, "%s: what the tape keeps", c.name)
+		_, err := e.Backward(loss)
+		require.NoError(t, err, c.name)
+	}
 }
