@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"math"
+	"slices"
 
 	"github.com/gglua/gglua/ggmlcgo"
 )
@@ -238,10 +239,18 @@ func (e *Engine) layerNormFused(x, w, b *Tensor, eps float32) (*Tensor, error) {
 		return nil, err
 	}
 	y := viewOf(run, x.shape, 0, contiguousStrides(x.shape))
-	// run is recorded as an input, so that a write into it (through
-	// y:detach()) is refused at backward as a change of a saved tensor.
-	e.record(y, "layer_norm", append(append([]*Tensor(nil), inputs...), run), func(g *Tensor) ([]*Tensor, error) {
-		ins := []*Tensor{g, x, run}
+	if !e.recording() || !slices.ContainsFunc(inputs, func(in *Tensor) bool { return in.requiresGrad }) {
+		return y, nil
+	}
+	// The gradient reads x and each row's mean and 1/sd, as PyTorch's
+	// saves them: a copy of the statistics (two numbers a row), so that
+	// the tape keeps no y (a view of run would keep all of it).
+	stats, err := e.Contiguous(viewOf(run, []int{2 * rows}, int64(rows*n), []int64{1}))
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "layer_norm", inputs, func(g *Tensor) ([]*Tensor, error) {
+		ins := []*Tensor{g, x, stats}
 		if w != nil {
 			ins = append(ins, w)
 		}
@@ -262,7 +271,7 @@ func (e *Engine) layerNormFused(x, w, b *Tensor, eps float32) (*Tensor, error) {
 		if b != nil {
 			out = append(out, viewOf(grads, []int{n}, int64(rows*n+n), []int64{1}))
 		}
-		return append(out, nil), nil // run's
+		return out, nil
 	})
 	return y, nil
 }

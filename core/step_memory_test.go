@@ -304,7 +304,8 @@ func TestAForwardGraphKeepsOnlyWhatIsSaved(t *testing.T) {
 // Until its backward, the tape keeps only what each op's gradient reads,
 // as PyTorch's saved tensors: an op whose gradient needs its input's shape
 // alone keeps neither its input nor its result (a closure that read
-// x.shape kept x), exp and relu their result, log and GELU their input. As
+// x.shape kept x), exp and relu their result, log and GELU their input,
+// LayerNorm its input (and a copy of its statistics), not its result. As
 // the forward's graph sees it: dropUnreachable's collection drops what
 // nothing reaches, and what is left gets memory of its own.
 func TestTheTapeKeepsOnlyWhatGradientsRead(t *testing.T) {
@@ -335,6 +336,7 @@ func TestTheTapeKeepsOnlyWhatGradientsRead(t *testing.T) {
 		{"log", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Log(x) }, kept{x: true}},
 		{"square", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Square(x) }, kept{x: true}},
 		{"gelu", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Gelu(x, "none") }, kept{x: true}},
+		{"layer_norm", func(e *Engine, x *Tensor) (*Tensor, error) { return e.LayerNorm(x, nil, nil, 1e-5) }, kept{x: true}},
 	}
 	for _, c := range cases {
 		e := newEngine(t)

@@ -77,7 +77,7 @@ package ggmlcgo
 //     struct ggml_tensor * a[3];
 //     const int64_t ne[1] = {256};
 //     for (int i = 0; i < 3; i++) a[i] = ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne);
-//     const int64_t ne2[2] = {16, 16};
+//     const int64_t ne2[2] = {16, 16}, two[1] = {2};
 //     struct ggml_tensor * h = ggml_new_tensor(ctx, GGML_TYPE_BF16, 1, ne);
 //     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1], GGML_TYPE_F32) :
 //         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
@@ -87,7 +87,7 @@ package ggmlcgo
 //         k == 12 ? gglua_all_reduce_node(ctx, a[0], NULL) : k == 13 ? gglua_all_reduce_join_node(ctx, a[0], NULL) :
 //         k == 14 || k == 15 ? gglua_flash_probe(ctx, k == 15) :
 //         k == 16 ? gglua_layer_norm_node(ctx, a[0], a[1], a[2], 0x3727c5acu | 3ull << 32) :
-//         k == 17 ? gglua_layer_norm_back_node(ctx, a[0], a[1], gglua_layer_norm_node(ctx, a[1], a[2], NULL, 0x3727c5acu | 1ull << 32), a[2], 0x3727c5acu | 1ull << 32) :
+//         k == 17 ? gglua_layer_norm_back_node(ctx, a[0], a[1], ggml_new_tensor(ctx, GGML_TYPE_F32, 1, two), a[2], 0x3727c5acu | 1ull << 32) :
 //         k == 18 ? gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne2), 0, 1, 16, 16, 1, 1) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), NULL, k == 5, k == 6, 16, 16, 1, 1);
 //     bool ok = ggml_backend_supports_op(b, t);

@@ -129,7 +129,7 @@ void gglua_layer_norm_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
 struct ggml_tensor * gglua_layer_norm_node(struct ggml_context * ctx, struct ggml_tensor * x, struct ggml_tensor * w,
                                            struct ggml_tensor * b, uint64_t code);
 struct ggml_tensor * gglua_layer_norm_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x,
-                                                struct ggml_tensor * fwd, struct ggml_tensor * w, uint64_t code);
+                                                struct ggml_tensor * stats, struct ggml_tensor * w, uint64_t code);
 
 // gglua_flash_attn_f32 writes dst = softmax(q·kᵀ·scale [causal]) · v and
 // its log-sum-exp, gglua_flash_attn_back_f32 the gradients for q, k and v

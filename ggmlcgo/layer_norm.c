@@ -1,13 +1,15 @@
 // layer_norm.c - PyTorch's layer_norm over the last dim as two fused
 // nodes, the CPU forms of what gglua-kernels.cu runs on a GPU. The
-// forward keeps only each row's mean and 1/sd beside its output; the
+// forward writes each row's mean and 1/sd beside its output; the
 // backward remakes x̂ from them, so a step holds no centred or normalised
 // copy of x. Layouts (one f32 run each, rows of n):
 //   layer_norm       y [rows][n], then mean [rows], then rstd [rows]
 //   layer_norm_back  dx [rows][n], then dw [n], then db [n]
 // userdata: eps's f32 bits, bit 32 set with a weight, bit 33 with a bias;
 // the forward's operands are x, then w and b where present, the
-// backward's g, x, the forward's node, then w where present.
+// backward's g, x, the statistics (mean [rows], then rstd [rows]: a copy
+// of the forward's, so that the tape need not keep its y), then w where
+// present.
 #include <math.h>
 
 #include "gglua_ops.h"
@@ -69,7 +71,7 @@ void gglua_layer_norm_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
     const struct ggml_tensor * x = dst->src[1];
     const int hw = gglua_ln_has(userdata, 32);
     const int64_t n = x->ne[0], rows = ggml_nrows(x);
-    const float * mean = (const float *) dst->src[2]->data + rows * n;
+    const float * mean = (const float *) dst->src[2]->data;
     const float * rstd = mean + rows;
     const float * w = hw ? (const float *) dst->src[3]->data : NULL;
     float * dx = (float *) dst->data;
@@ -129,8 +131,8 @@ struct ggml_tensor * gglua_layer_norm_node(struct ggml_context * ctx, struct ggm
 }
 
 struct ggml_tensor * gglua_layer_norm_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x,
-                                                struct ggml_tensor * fwd, struct ggml_tensor * w, uint64_t code) {
-    struct ggml_tensor * args[4] = {g, x, fwd, w};
+                                                struct ggml_tensor * stats, struct ggml_tensor * w, uint64_t code) {
+    struct ggml_tensor * args[4] = {g, x, stats, w};
     const int64_t n = x->ne[0];
     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, ggml_nrows(x) * n + 2 * n, 1, 1, 1, args, w ? 4 : 3,
                                             gglua_layer_norm_back_f32, -1, (void *) (uintptr_t) code);

@@ -46,24 +46,25 @@ func (c *Context) LayerNorm(x Tensor, w, b *Tensor, eps float32) (Tensor, error)
 	return result(C.gglua_layer_norm_node(c.p, x.p, tensorOrNil(w), tensorOrNil(b), layerNormCode(eps, w, b)))
 }
 
-// LayerNormBack is the gradients of LayerNorm's fwd (its node, as
-// computed, of x with w as given there) for g, the gradient of its output
-// (x's ne, contiguous): one f32 run of dx (x's elements), then dw and db
-// (ne0 each; the sums of g·x̂ and of g, whether or not the forward had a
-// weight and a bias: the bias does not enter the gradients).
-func (c *Context) LayerNormBack(g, x, fwd Tensor, w *Tensor, eps float32) (Tensor, error) {
+// LayerNormBack is the gradients of LayerNorm of x with w as given there,
+// from stats, a contiguous copy of its node's statistics (each row's mean,
+// then each row's 1/sd), for g, the gradient of its output (x's ne,
+// contiguous): one f32 run of dx (x's elements), then dw and db (ne0 each;
+// the sums of g·x̂ and of g, whether or not the forward had a weight and a
+// bias: the bias does not enter the gradients).
+func (c *Context) LayerNormBack(g, x, stats Tensor, w *Tensor, eps float32) (Tensor, error) {
 	if err := c.checkLayerNorm("layer_norm_back", x, w); err != nil {
 		return Tensor{}, err
 	}
-	if err := c.checkF32("layer_norm_back", g, fwd); err != nil {
+	if err := c.checkF32("layer_norm_back", g, stats); err != nil {
 		return Tensor{}, err
 	}
 	rows := x.Nelements() / max(x.Ne()[0], 1)
-	if g.Ne() != x.Ne() || !g.contiguous() || !fwd.contiguous() || fwd.Nelements() != x.Nelements()+2*rows {
-		return Tensor{}, fmt.Errorf("layer_norm_back: the gradient (ne %v) must be x's ne %v, contiguous, and the forward %d elements (got %d)",
-			g.Ne(), x.Ne(), x.Nelements()+2*rows, fwd.Nelements())
+	if g.Ne() != x.Ne() || !g.contiguous() || !stats.contiguous() || stats.Nelements() != 2*rows {
+		return Tensor{}, fmt.Errorf("layer_norm_back: the gradient (ne %v) must be x's ne %v, contiguous, and the statistics %d elements (got %d)",
+			g.Ne(), x.Ne(), 2*rows, stats.Nelements())
 	}
-	return result(C.gglua_layer_norm_back_node(c.p, g.p, x.p, fwd.p, tensorOrNil(w), layerNormCode(eps, w, nil)))
+	return result(C.gglua_layer_norm_back_node(c.p, g.p, x.p, stats.p, tensorOrNil(w), layerNormCode(eps, w, nil)))
 }
 
 func (c *Context) checkLayerNorm(op string, x Tensor, w *Tensor) error {

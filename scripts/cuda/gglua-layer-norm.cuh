@@ -12,7 +12,7 @@
 
 struct gglua_ln_params {
     const float *x, *w, *b, *g; // g: the backward's output gradient
-    float *y, *mean, *rstd;     // the forward's run (the backward reads mean and rstd)
+    float *y, *mean, *rstd;     // the forward's run (the backward reads a copy of mean and rstd)
     float *dx, *dw, *db;        // the backward's run
     int64_t n, rows;
     float eps;
@@ -171,12 +171,12 @@ static bool gglua_ln_of(const ggml_tensor * dst, bool back, gglua_ln_params * p)
     const uint32_t bits = (uint32_t) code;
     memcpy(&p->eps, &bits, sizeof p->eps);
     if (back) {
-        const ggml_tensor * fwd = dst->src[2];
-        if (!ggml_are_same_shape(dst->src[0], x) || ggml_nelements(fwd) != rows * n + 2 * rows || ggml_nelements(dst) != rows * n + 2 * n) {
+        const ggml_tensor * stats = dst->src[2];
+        if (!ggml_are_same_shape(dst->src[0], x) || ggml_nelements(stats) != 2 * rows || ggml_nelements(dst) != rows * n + 2 * n) {
             return false;
         }
         p->g = (const float *) dst->src[0]->data;
-        p->mean = (float *) fwd->data + rows * n;
+        p->mean = (float *) stats->data;
         p->dx = (float *) dst->data;
         p->dw = p->dx + rows * n;
         p->db = p->dw + n;
