@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Persistent tensors that nothing references any more give their memory
@@ -299,7 +301,10 @@ func TestAloneTensorsLeaveNoContextsBehind(t *testing.T) {
 // A pass reset keeps the pool's buffers in the cache, and the next pass,
 // allocating the same sizes, gets the same addresses back, also when some
 // tensors are larger than an arena (buffers of their own): a device
-// replays a step's graph only if its addresses repeat.
+// replays a step's graph only if its addresses repeat. The first pass
+// needed several arenas, doubling, with room left in each: the second
+// gets one buffer of what the first used, and every pass after it the
+// same addresses as the second.
 func TestEveryPassGetsTheSameAddresses(t *testing.T) {
 	s := newState(t)
 	sizes := []int{1 << 10, 3 << 18, 1 << 10, 5 << 18, 1 << 16, 9 << 18, 1 << 10}
@@ -314,9 +319,49 @@ func TestEveryPassGetsTheSameAddresses(t *testing.T) {
 		}
 		return at
 	}
-	first := pass()
+	pass()
+	first := s.pools[Pass]
+	require.Greater(t, len(first.arenas), 2)
+	s.Reset(Pass)
+	second := pass()
+	p := s.pools[Pass]
+	assert.Len(t, p.arenas, 1, "one buffer")
+	assert.Less(t, p.bytes, first.bytes, "no arena's spare room (first pass: %d bytes for %d used)", first.bytes, first.used)
+	assert.LessOrEqual(t, p.bytes, first.used+first.used/32)
 	for i := 0; i < 3; i++ {
 		s.Reset(Pass)
-		assert.Equal(t, first, pass(), "pass %d", i+2)
+		assert.Equal(t, second, pass(), "pass %d", i+3)
 	}
+}
+
+// A pass that needs less than the most a pass used keeps the one buffer,
+// and one that needs more grows as it must, then the next pass gets one
+// buffer of its size: a loop of larger and smaller passes (a training
+// step, then an evaluation) frees and allocates nothing once it has seen
+// its largest.
+func TestPassesOfOtherSizesKeepTheBuffer(t *testing.T) {
+	s := newState(t)
+	pass := func(n int) {
+		for range n {
+			_, err := s.Alloc(Request{Shape: []int{3 << 18}})
+			require.NoError(t, err)
+		}
+		s.Reset(Pass)
+	}
+	pass(8) // arenas 1, 2, 4, 8 MiB
+	pass(8) // one buffer of ~24 MiB
+	buf := s.cache[0]
+	require.Len(t, s.cache, 1)
+	pass(2)
+	pass(8)
+	require.Len(t, s.cache, 1)
+	assert.Equal(t, buf, s.cache[0], "the same buffer, kept")
+	pass(12) // more than ever: a new arena
+	pass(12) // then one buffer of its size
+	require.Len(t, s.cache, 1)
+	big := s.cache[0]
+	assert.GreaterOrEqual(t, big.Size(), int64(12*(3<<20)))
+	pass(8)
+	pass(12)
+	assert.Equal(t, []ggmlcgo.Buffer{big}, s.cache)
 }

@@ -32,6 +32,10 @@ type State struct {
 	// and fresh memory costs page faults. It counts as held memory (ledger
 	// and budget); a full reset or a budget squeeze frees it.
 	cache []ggmlcgo.Buffer
+	// passNeed is the most bytes a pass has given its tensors: the size of
+	// the one buffer that the cache holds for the next pass where a pass
+	// needed several (recycle).
+	passNeed int64
 	// staging is pinned host memory that uploads to a GPU go through
 	// (pageable uploads measured 7-9 GB/s on an H200, pinned 55 GB/s). It
 	// grows to the largest upload and is not device memory: not in the ledger.
@@ -134,10 +138,10 @@ func (s *State) Reset(scopes ...Scope) {
 	}
 	for _, sc := range scopes {
 		p := &s.pools[sc]
-		for _, a := range p.arenas {
-			if sc == Pass && !all {
-				s.cache = append(s.cache, a.buf)
-			} else {
+		if sc == Pass && !all {
+			s.recycle(p)
+		} else {
+			for _, a := range p.arenas {
 				a.buf.Free()
 			}
 		}
@@ -160,6 +164,39 @@ func (s *State) Reset(scopes ...Scope) {
 	// values come and go every step), with the descriptions no graph of
 	// the pass freed can use any more.
 	s.reclaim()
+}
+
+// recycle puts the pass pool's buffers in the cache for the next pass. A
+// training step places the same tensors in the same order every time, and
+// the pool's arenas double (the last one may be half empty, and each
+// leaves the end that its next tensor did not fit): where the pass needed
+// several, the cache gets one buffer of the most any pass used instead,
+// which the next pass fills from the start, with nothing left over, at
+// the same addresses from then on (a replayed CUDA graph needs them).
+// Once a pass fits in one buffer, it is kept as it is.
+func (s *State) recycle(p *pool) {
+	s.passNeed = max(s.passNeed, p.used)
+	spare := p.bytes - s.passNeed
+	if len(p.arenas) < 2 || spare < max(MinArenaBytes, s.passNeed/16) {
+		for _, a := range p.arenas {
+			s.cache = append(s.cache, a.buf)
+		}
+		return
+	}
+	ggmlcgo.WaitDevices() // the buffers are freed: no queued graph may use them
+	for _, a := range p.arenas {
+		a.buf.Free()
+	}
+	s.dropCache()
+	// Room for the base's alignment, and a little for a pass that places
+	// a few tensors more.
+	size := s.padded(s.passNeed + s.passNeed/64 + s.buft.Alignment())
+	if s.CheckBudget(size) != nil {
+		return
+	}
+	if b, err := s.buft.Alloc(size); err == nil {
+		s.cache = append(s.cache, b)
+	}
 }
 
 // Computed tells the State that every graph built from the tensors that
