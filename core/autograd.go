@@ -221,7 +221,9 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 	}
 	// The leaves in the order reached (not a map's random order): each step
 	// then queues the same graph, which a GPU replays as one CUDA graph.
+	// final is where each one's gradient became final in the pending list.
 	var leaves []*Tensor
+	var final []int
 	waiting := map[*gradFn][]*gradFn{} // the narrow views of an op's result whose gradients wait for it
 	for i := len(order) - 1; i >= 0; i-- {
 		f := order[i]
@@ -242,6 +244,7 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 			// Reverse topological order: every op that read the leaf
 			// came before, so g is final.
 			leaves = append(leaves, f.leaf)
+			final = append(final, len(e.pending))
 			if sums != nil {
 				if err := sums.final(f.leaf, g); err != nil {
 					return nil, fmt.Errorf("backward: %w", err)
@@ -277,11 +280,22 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 			grads[in] = ins[j]
 		}
 	}
-	for _, leaf := range leaves {
+	// Each .grad changes only now, once every gradient op was built, but
+	// its accumulation is queued where its gradient became final: the
+	// graph then computes it there, and the memory of the gradient (a
+	// weight's, a LayerNorm's run) goes to later nodes at once instead of
+	// being held to the graph's end with every other leaf's.
+	moved := 0 // places the accumulations queued so far took
+	for i, leaf := range leaves {
 		if sums != nil && sums.has(leaf) {
 			continue // its .grad is the average (sums.finish)
 		}
-		if err := e.accumulateGrad(leaf, grads[leaf.accumulate]); err != nil {
+		before := len(e.pending)
+		e.insertAt = 1 + final[i] + moved
+		err := e.accumulateGrad(leaf, grads[leaf.accumulate])
+		e.insertAt = 0
+		moved += len(e.pending) - before
+		if err != nil {
 			return nil, fmt.Errorf("backward: %w", err)
 		}
 	}

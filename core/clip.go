@@ -45,35 +45,39 @@ func (e *Engine) ClipGradNormType(params []*Tensor, maxNorm float32, p float64) 
 	var grads []*Tensor
 	flats, inFlats := e.dp.wholeGradBuckets(params)
 	err := e.NoGrad(func() error {
-		add := func(g *Tensor) error { // total += Σ|g|^p (the largest |g|, for p = inf)
+		// total += Σ|g|^p (the largest |g|, for p = inf). The gradient-sized
+		// terms are read only by their reduction, and each running total
+		// by the next: scratch memory, not pass memory of their own.
+		add := func(g *Tensor) error {
+			var c chain
 			var part *Tensor
-			var err error
 			switch {
 			case p == 2:
-				if part, err = e.Mul(g, g); err == nil {
-					part, err = e.Sum(part)
-				}
+				sq := c.do(func() (*Tensor, error) { return e.Mul(g, g) })
+				part = c.do(func() (*Tensor, error) { return e.Sum(sq) })
+				e.Transient(sq)
 			case math.IsInf(p, 1):
-				if part, err = e.Abs(g); err == nil {
-					part, err = e.Max(part)
-				}
+				a := c.do(func() (*Tensor, error) { return e.Abs(g) })
+				part = c.do(func() (*Tensor, error) { return e.Max(a) })
+				e.Transient(a)
 			default:
-				if part, err = e.Abs(g); err == nil {
-					part, err = e.Pow(part, p)
-				}
-				if err == nil {
-					part, err = e.Sum(part)
-				}
+				a := c.do(func() (*Tensor, error) { return e.Abs(g) })
+				pw := c.do(func() (*Tensor, error) { return e.Pow(a, p) })
+				part = c.do(func() (*Tensor, error) { return e.Sum(pw) })
+				e.Transient(a, pw)
 			}
-			if err == nil && total != nil {
-				if math.IsInf(p, 1) {
-					part, err = e.Maximum(total, part)
-				} else {
-					part, err = e.Add(total, part)
-				}
+			if total != nil {
+				last := total
+				part = c.do(func() (*Tensor, error) {
+					if math.IsInf(p, 1) {
+						return e.Maximum(last, part)
+					}
+					return e.Add(last, part)
+				})
+				e.Transient(last)
 			}
 			total = part
-			return err
+			return c.err
 		}
 		for _, f := range flats {
 			if err := add(f.grads); err != nil {
@@ -170,17 +174,14 @@ func (dp *dataParallel) wholeGradBuckets(params []*Tensor) (flats []*gradBucket,
 // kernel. Each slice (a gradient) then becomes a view of that product (no
 // kernel), so what reads a gradient, or a read of it, follows the scaling.
 // A slice's queued update (p.grad:mul_, clip_grad_value, a no_sync
-// backward's sum) stays queued where it is: the norm and the product read
-// the flat buffer, not it, and come after it in the graph.
+// backward's sum) stays queued where it is (inPlace holds it there): the
+// norm and the product read the flat buffer, not it, and come after it in
+// the graph.
 func (e *Engine) scaleBucket(b *gradBucket, coef *Tensor) error {
 	err := e.mulInPlace(b.grads, coef)
 	for i, sl := range b.slices {
 		if err != nil {
 			return err
-		}
-		if sl.pending && e.pending[sl.queued] == sl {
-			e.holdAt(sl, sl.queued)
-			sl.pending = false // inPlace then leaves the hold where it is
 		}
 		err = e.inPlace(sl, []*Tensor{b.grads}, func(c ctx, _ node, in []node) (node, error) {
 			return sliceOf(c, in[0], sl.shape, b.offs[i])

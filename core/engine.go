@@ -34,6 +34,9 @@ type Engine struct {
 	nodeCtxs []*ggmlcgo.Context
 	threads  threadChoosers // CPU: one thread or all, by measured speed (threads.go)
 	pending  []*Tensor
+	// insertAt, where it is not 0, is 1 + the place in pending at which
+	// new work is queued instead of the end (queue).
+	insertAt int
 	eager    bool
 	stats    Stats
 

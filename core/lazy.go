@@ -183,8 +183,7 @@ func (e *Engine) newOpReading(name string, shape []int, inputs []*Tensor, read f
 	}
 	out := &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, engine: e,
 		node: node, pending: true, passGen: e.res.Gen(residency.Pass), inTape: e.tape.active, scratch: e.backwarding}
-	out.queued = len(e.pending)
-	e.pending = append(e.pending, out)
+	e.queue(out)
 	e.pendingBytes += 4 * out.Numel()
 	// A script that builds without ever reading (x = x + 1 forever) would
 	// grow the graph without bound: past maxPending ops (or, outside a tape,
@@ -236,18 +235,38 @@ func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base n
 	if err != nil {
 		return err
 	}
-	// The update is queued last, its earlier place left empty: a graph
-	// computes the pending results in their order, so every op queued
-	// since, which may read dst's previous value (the same memory), runs
-	// before the update overwrites it.
-	if dst.pending {
-		e.pending[dst.queued] = nil
+	// The update is queued last: a graph computes the pending results in
+	// their order, so every op queued since, which may read dst's previous
+	// value (the same memory), runs before the update overwrites it. An
+	// update queued before stays where it was (holdAt): what it reads (a
+	// gradient Backward made, summed into a .grad) is then freed there,
+	// not kept to the end of the graph with the chain of later updates.
+	if dst.pending && e.pending[dst.queued] == dst {
+		e.holdAt(dst, dst.queued)
 	}
-	dst.queued = len(e.pending)
-	e.pending = append(e.pending, dst)
+	e.queue(dst)
 	dst.node, dst.pending, dst.passGen = n, true, e.res.Gen(residency.Pass)
 	dst.version++
 	return nil
+}
+
+// queue puts t in the pending list: last, or where insertAt says (Backward
+// queues a leaf's accumulation where its gradient became final), the work
+// after it moving up a place.
+func (e *Engine) queue(t *Tensor) {
+	at := e.insertAt - 1
+	if at < 0 || at >= len(e.pending) {
+		t.queued = len(e.pending)
+		e.pending = append(e.pending, t)
+		return
+	}
+	e.pending = slices.Insert(e.pending, at, t)
+	for i, p := range e.pending[at:] {
+		if p != nil {
+			p.queued = at + i
+		}
+	}
+	e.insertAt++
 }
 
 // holdAt queues a second root for pending t's current node at queue place
