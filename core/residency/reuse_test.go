@@ -334,11 +334,12 @@ func TestEveryPassGetsTheSameAddresses(t *testing.T) {
 	}
 }
 
-// A pass that needs less than the most a pass used keeps the one buffer,
-// and one that needs more grows as it must, then the next pass gets one
-// buffer of its size: a loop of larger and smaller passes (a training
-// step, then an evaluation) frees and allocates nothing once it has seen
-// its largest.
+// A pass that needs less than the most of the last eight keeps the one
+// buffer, and one that needs more grows as it must, then the next pass
+// gets one buffer of its size: a loop of larger and smaller passes (a
+// training step, then an evaluation) frees and allocates nothing once it
+// has seen its largest. Eight smaller passes later, the buffer shrinks to
+// theirs.
 func TestPassesOfOtherSizesKeepTheBuffer(t *testing.T) {
 	s := newState(t)
 	pass := func(n int) {
@@ -364,4 +365,9 @@ func TestPassesOfOtherSizesKeepTheBuffer(t *testing.T) {
 	pass(8)
 	pass(12)
 	assert.Equal(t, []ggmlcgo.Buffer{big}, s.cache)
+	for range 8 {
+		pass(2)
+	}
+	require.Len(t, s.cache, 1)
+	assert.Less(t, s.cache[0].Size(), int64(3*(3<<20)), "the buffer follows the last eight passes")
 }

@@ -32,10 +32,10 @@ type State struct {
 	// and fresh memory costs page faults. It counts as held memory (ledger
 	// and budget); a full reset or a budget squeeze frees it.
 	cache []ggmlcgo.Buffer
-	// passNeed is the most bytes a pass has given its tensors: the size of
-	// the one buffer that the cache holds for the next pass where a pass
-	// needed several (recycle).
-	passNeed int64
+	// passUsed are the bytes the last passes gave their tensors (newest at
+	// passes % len): the most of them sizes the buffer recycle keeps.
+	passUsed [8]int64
+	passes   int
 	// staging is pinned host memory that uploads to a GPU go through
 	// (pageable uploads measured 7-9 GB/s on an H200, pinned 55 GB/s). It
 	// grows to the largest upload and is not device memory: not in the ledger.
@@ -169,15 +169,19 @@ func (s *State) Reset(scopes ...Scope) {
 // recycle puts the pass pool's buffers in the cache for the next pass. A
 // training step places the same tensors in the same order every time, and
 // the pool's arenas double (the last one may be half empty, and each
-// leaves the end that its next tensor did not fit): where the pass needed
-// several, the cache gets one buffer of the most any pass used instead,
-// which the next pass fills from the start, with nothing left over, at
-// the same addresses from then on (a replayed CUDA graph needs them).
-// Once a pass fits in one buffer, it is kept as it is.
+// leaves the end that its next tensor did not fit): where the buffers hold
+// much more than the last passes used, the cache gets one buffer of the
+// most of them instead, which the next pass fills from the start, with
+// nothing left over, at the same addresses from then on (a replayed CUDA
+// graph needs them). The most of the last eight passes: a loop of larger
+// and smaller passes (a step, then an evaluation) keeps one buffer for
+// both, and one large pass before the loop (data made on the device) does
+// not set the size for good.
 func (s *State) recycle(p *pool) {
-	s.passNeed = max(s.passNeed, p.used)
-	spare := p.bytes - s.passNeed
-	if len(p.arenas) < 2 || spare < max(MinArenaBytes, s.passNeed/16) {
+	s.passUsed[s.passes%len(s.passUsed)] = p.used
+	s.passes++
+	need := slices.Max(s.passUsed[:])
+	if p.bytes-need < max(MinArenaBytes, need/16) {
 		for _, a := range p.arenas {
 			s.cache = append(s.cache, a.buf)
 		}
@@ -190,7 +194,7 @@ func (s *State) recycle(p *pool) {
 	s.dropCache()
 	// Room for the base's alignment, and a little for a pass that places
 	// a few tensors more.
-	size := s.padded(s.passNeed + s.passNeed/64 + s.buft.Alignment())
+	size := s.padded(need + need/64 + s.buft.Alignment())
 	if s.CheckBudget(size) != nil {
 		return
 	}
