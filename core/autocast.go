@@ -12,15 +12,18 @@ import (
 // the operands of each product are rounded, once per use, as PyTorch's
 // autocast does. Everything else (sums, norms, softmax, losses) stays f32.
 //
-// One difference from PyTorch, documented in docs/PYTORCH.md: a product's
-// result is an f32 tensor where PyTorch's is bf16: the f32 sums of the
-// bf16 operands' products (on a device with gglua's kernels, 2-d products
-// run as its bf16 gemm, ops_matmul.go; a batched product ggml gives cuBLAS
-// comes back as cuBLAS writes it, bf16, widened by ggml). Either way no
-// more rounded than PyTorch's, and the next op would widen a bf16 result
-// to f32 anyway (ops compute in f32 here). Gradients compute in the
-// precision their forward recorded (Backward turns autocast off), and dot
-// is not autocast (as torch.dot; matmul of two vectors is).
+// On a device with gglua's kernels, 2-d products run as its bf16 gemm
+// (ops_matmul.go), and a Linear layer with its bias writes its result in
+// bf16, as PyTorch's does (LinearBias): half the bytes to write, and to
+// keep where a gradient reads it. One difference from PyTorch, documented
+// in docs/PYTORCH.md: other products' results are f32 tensors where
+// PyTorch's are bf16, the f32 sums of the bf16 operands' products (a
+// batched product ggml gives cuBLAS comes back as cuBLAS writes it, bf16,
+// widened by ggml), as are every product's on the CPU: no more rounded
+// than PyTorch's; ops read a bf16 result widened to f32 (compute in f32
+// here). Gradients compute in the precision their forward recorded
+// (Backward turns autocast off), and dot is not autocast (as torch.dot;
+// matmul of two vectors is).
 //
 // f16 is refused: ggml-cuda multiplies f16 operands with f16 sums unless a
 // product asks for f32 precision, and then it converts them back to f32,

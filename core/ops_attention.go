@@ -275,11 +275,17 @@ func (e *Engine) flashFor(q, k, v *Tensor, o AttentionOptions) (ggmlcgo.FlashOpt
 	n := q.Dim()
 	if forceComposedAttention || o.Mask != nil || o.Bias != nil || (o.DropoutP > 0 && o.Training) || n < 3 || n > 4 || k.Dim() != n || v.Dim() != n ||
 		!sameShape(q.shape[:n-2], k.shape[:n-2]) || !sameShape(k.shape[:n-1], v.shape[:n-1]) || v.shape[n-1] != q.shape[n-1] ||
-		q.shape[n-2] == 0 || k.shape[n-2] == 0 || q.shape[n-1] == 0 || q.shape[n-1] > ggmlcgo.FlashMaxHeadDim ||
-		q.dtype != ggmlcgo.F32 || k.dtype != ggmlcgo.F32 || v.dtype != ggmlcgo.F32 {
+		q.shape[n-2] == 0 || k.shape[n-2] == 0 || q.shape[n-1] == 0 || q.shape[n-1] > ggmlcgo.FlashMaxHeadDim {
 		return ggmlcgo.FlashOptions{}, false
 	}
 	fo := ggmlcgo.FlashOptions{Causal: o.Causal, BF16: e.autocast == ggmlcgo.BF16}
+	// f32 heads, or bf16 ones (a product's result under autocast) that the
+	// bf16 kernel reads as they are stored, in place.
+	for _, t := range []*Tensor{q, k, v} {
+		if t.dtype != ggmlcgo.F32 && !(t.dtype == ggmlcgo.BF16 && fo.BF16 && bf16Heads(q, k, v)) {
+			return ggmlcgo.FlashOptions{}, false
+		}
+	}
 	if e.backend.IsCPU() {
 		return fo, !fo.BF16 || forceFlashBF16
 	}
@@ -297,7 +303,11 @@ var forceComposedAttention, forceFlashBF16 = false, false
 // [.., T, H·D] that a projection reads is free); the log-sum-exp after
 // them is what the backward's node reads to remake the weights.
 func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tensor, error) {
-	run, err := e.newOpReading("scaled_dot_product_attention", []int{flashRun(q, 0)}, []*Tensor{q, k, v}, e.rowsInput, func(c ctx, in []node) (node, error) {
+	read := e.rowsInput
+	if q.dtype == ggmlcgo.BF16 {
+		read = e.storedRowsInput
+	}
+	run, err := e.newOpReading("scaled_dot_product_attention", []int{flashRun(q, 0)}, []*Tensor{q, k, v}, read, func(c ctx, in []node) (node, error) {
 		return c.FlashAttention(in[0], in[1], in[2], fo)
 	})
 	if err != nil {
@@ -308,7 +318,7 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 	// as an input, so that a write into it (through out:detach()) is
 	// refused at backward as a change of a saved tensor.
 	e.record(out, "scaled_dot_product_attention", []*Tensor{q, k, v, run}, func(g *Tensor) ([]*Tensor, error) {
-		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{flashRun(q, 2*int(k.Numel()))}, []*Tensor{q, k, v, run, g}, e.rowsInput,
+		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{flashRun(q, 2*int(k.Numel()))}, []*Tensor{q, k, v, run, g}, read,
 			func(c ctx, in []node) (node, error) {
 				return c.FlashAttentionBack(in[0], in[1], in[2], in[3], in[4], fo)
 			})
@@ -319,6 +329,17 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 		return []*Tensor{headsView(grads, q.shape, 0), headsView(grads, k.shape, nq), headsView(grads, v.shape, nq+k.Numel()), nil}, nil
 	})
 	return out, nil
+}
+
+// bf16Heads reports whether q, k and v are all stored in bf16 and read in
+// place as rows (storedRowsInput), as the bf16 kernel takes them.
+func bf16Heads(q, k, v *Tensor) bool {
+	for _, t := range []*Tensor{q, k, v} {
+		if t.storage().dtype != ggmlcgo.BF16 || !readsRowsInPlace(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // flashRun is the elements of a fused node's run: q's and its extra (the

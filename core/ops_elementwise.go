@@ -490,7 +490,7 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	if e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack {
 		e.record(y, "gelu_erf", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
 			gx, err := e.kernelOp("gelu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
-				return c.GeluErfBackKernel(in[0], in[1])
+				return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.F32)
 			})
 			return []*Tensor{gx}, err
 		})

@@ -38,6 +38,13 @@ var flashCases = []flashCase{
 // flashRunCase returns attention's values and the gradients of q, k and v
 // of sum(y·w) for c under autocast type cast, fused or composed.
 func flashRunCase(t *testing.T, c flashCase, fused bool, cast ggmlcgo.Type) [][]float32 {
+	return flashRunCaseOf(t, c, fused, cast, ggmlcgo.F32)
+}
+
+// flashRunCaseOf is flashRunCase with q, k and v stored as heads (f32, or
+// bf16: a product's result under autocast), the gradients those of the f32
+// inputs they were made from.
+func flashRunCaseOf(t *testing.T, c flashCase, fused bool, cast, heads ggmlcgo.Type) [][]float32 {
 	rng := rand.New(rand.NewSource(int64(c.tq*31 + c.tk)))
 	randn := func(n int) []float32 {
 		v := make([]float32, n)
@@ -76,8 +83,12 @@ func flashRunCase(t *testing.T, c flashCase, fused bool, cast ggmlcgo.Type) [][]
 			qkv := make([]*Tensor, 3)
 			for i, x := range ins {
 				qkv[i] = x
+				if heads != ggmlcgo.F32 {
+					qkv[i] = ch.do(func() (*Tensor, error) { return e.To(x, heads) })
+				}
 				if c.strided {
-					qkv[i] = ch.do(func() (*Tensor, error) { return e.Narrow(x, x.Dim()-1, c.d/2, c.d) })
+					whole := qkv[i]
+					qkv[i] = ch.do(func() (*Tensor, error) { return e.Narrow(whole, whole.Dim()-1, c.d/2, c.d) })
 				}
 			}
 			y = ch.do(func() (*Tensor, error) {
@@ -130,6 +141,51 @@ func TestFlashAttentionBF16(t *testing.T) {
 		}
 		assert.NotEqual(t, f32[0], got[0], "%s: bf16 rounds", c.name)
 	}
+}
+
+// TestFlashAttentionReadsBF16Heads: the bf16 kernel reads bf16 heads (a
+// product's result under autocast) as they are stored, strided views
+// included, with the values and gradients it gives for the f32 heads they
+// were rounded from, bit for bit (it rounds what it reads either way).
+func TestFlashAttentionReadsBF16Heads(t *testing.T) {
+	forceFlashBF16 = true
+	defer func() { forceFlashBF16 = false }()
+	for _, c := range flashCases {
+		want := flashRunCase(t, c, true, ggmlcgo.BF16)
+		got := flashRunCaseOf(t, c, true, ggmlcgo.BF16, ggmlcgo.BF16)
+		for i, what := range []string{"values", "grad q", "grad k", "grad v"} {
+			assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "%s: %s", c.name, what)
+		}
+	}
+	// Read in place: no node widens them to f32 first.
+	e := newEngine(t)
+	var heads []*Tensor
+	for range 3 {
+		heads = append(heads, e.must(e.To(host(t, []int{2, 5, 8}, make([]float32, 80)...), ggmlcgo.BF16)))
+	}
+	var widened int
+	e.beforeCompute = func(g *ggmlcgo.Graph) {
+		for _, n := range g.Nodes() {
+			if n.Type() == ggmlcgo.F32 && n.Ne() == [ggmlcgo.MaxDims]int64{8, 5, 2, 1} {
+				widened++
+			}
+		}
+	}
+	require.NoError(t, e.Autocast(ggmlcgo.BF16, func() error {
+		y, err := e.ScaledDotProductAttention(heads[0], heads[1], heads[2], AttentionOptions{})
+		require.NotNil(t, y.base, "the fused op ran")
+		_ = values(t, y)
+		return err
+	}))
+	assert.Zero(t, widened, "heads widened to f32")
+}
+
+func bitsOfFloats(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, f := range v {
+		out[i] = math.Float32bits(f)
+	}
+	return out
 }
 
 // assertNear checks |want - got| <= tol·(1 + |want|) element by element.

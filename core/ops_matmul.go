@@ -419,11 +419,7 @@ func (e *Engine) linearGemm(x, w, b *Tensor, shape []int, f gemmForm) (*Tensor, 
 		y = c.do(func() (*Tensor, error) { return op("matmul", shape, xo, wo, false, true) })
 	} else {
 		inputs = append(inputs, b)
-		y = c.do(func() (*Tensor, error) {
-			return e.kernelOpReading("linear", shape, []*Tensor{xo, wo, b}, f.read, func(c ctx, in []node) (node, error) {
-				return c.GemmBF16Bias(in[0], in[1], in[2], false, true, ne4(shape))
-			})
-		})
+		y = c.do(func() (*Tensor, error) { return e.productWithBias(xo, wo, b, shape, ggmlcgo.BF16) })
 	}
 	if c.err != nil {
 		return nil, c.err
@@ -469,9 +465,11 @@ func (e *Engine) linearGemm(x, w, b *Tensor, shape []int, f gemmForm) (*Tensor, 
 // LinearBias is x·wᵀ + b, a Linear layer with its bias, for x [.., k], w
 // [n, k] and b [n]. Under autocast, where products run as the bf16 gemm
 // and the library has the kernel, the bias is added by the product's
-// epilogue (cuBLASLt's) to its f32 sums: one pass over the result, where
-// a product and an add are two, with the values and gradients of
-// LinearThen(x, w, b, Add), which it is everywhere else.
+// epilogue (cuBLASLt's) to its f32 sums, and the result is written in
+// bf16, as PyTorch's autocast writes a Linear layer's: one pass over half
+// the bytes, where a product and an add are two in f32, with the values
+// and gradients of LinearThen(x, w, b, Add) rounded so. Elsewhere it is
+// LinearThen(x, w, b, Add).
 func (e *Engine) LinearBias(x, w, b *Tensor) (*Tensor, error) {
 	if !e.fusedBias(x, w, b) {
 		return e.LinearThen(x, w, b, (*Engine).Add)

@@ -118,7 +118,13 @@ func viewStrides(x *Tensor, shape []int) ([]int64, bool) {
 // copy); a computed x (a leaf of the graph, in memory the graph does not
 // place) is copied.
 func (e *Engine) reshapeOp(x *Tensor, shape []int) (*Tensor, error) {
-	y, err := e.newOp("reshape", shape, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+	// A tensor of its own stored in half precision (a bf16 product's
+	// result) keeps its type: the reshape is its memory, seen anew.
+	read, keep := e.input, x.base == nil && (x.dtype == ggmlcgo.BF16 || x.dtype == ggmlcgo.F16)
+	if keep {
+		read = e.storedInput
+	}
+	y, err := e.newOpReading("reshape", shape, []*Tensor{x}, read, func(c ctx, in []node) (node, error) {
 		if a := in[0]; !a.Allocated() && !a.IsView() && a.IsContiguous() {
 			return c.ReshapeView(a, ne4(shape))
 		}
@@ -126,6 +132,9 @@ func (e *Engine) reshapeOp(x *Tensor, shape []int) (*Tensor, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if keep {
+		y.dtype = x.dtype
 	}
 	xshape := x.shape // the tape keeps no value
 	e.record(y, "reshape", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {

@@ -260,36 +260,48 @@ func TestAGraphRefusedForItsMemoryComputesLater(t *testing.T) {
 // gradient that saved them, or a caller's variable. The tape itself holds
 // no values: here the sum a + a (add saves nothing) and the product's
 // output are dropped, and holding the sum keeps it.
+// forwardPlaced is the pass memory that the forward's graph gets on e (a
+// CPU computing as a device) for the loss forward makes inside a tape,
+// under autocast to prec; then the loss's backward runs and it is read.
+func forwardPlaced(t *testing.T, e *Engine, prec ggmlcgo.Type, forward func() (*Tensor, error)) int64 {
+	require.NoError(t, e.backend.ComputeAsDevice())
+	var loss *Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		return e.Autocast(prec, func() (err error) {
+			loss, err = forward()
+			return err
+		})
+	}))
+	before := e.Stats().PassBytes
+	require.NoError(t, e.startForward())
+	bytes := e.Stats().PassBytes - before
+	_, err := e.Backward(loss)
+	require.NoError(t, err)
+	_, err = loss.Item()
+	require.NoError(t, err)
+	return bytes
+}
+
 func TestAForwardGraphKeepsOnlyWhatIsSaved(t *testing.T) {
 	old := reachCheckBytes
 	reachCheckBytes = 0
 	defer func() { reachCheckBytes = old }()
 	forwardBytes := func(hold bool) int64 {
 		e := newEngine(t)
-		require.NoError(t, e.backend.ComputeAsDevice())
 		const n = 1 << 16
 		w := host(t, []int{n}, make([]float32, n)...)
 		require.NoError(t, w.SetRequiresGrad(true))
 		c := host(t, []int{n}, make([]float32, n)...)
-		var loss, held *Tensor
-		require.NoError(t, e.WithGradTape(func() error {
+		var held *Tensor
+		placed := forwardPlaced(t, e, ggmlcgo.F32, func() (*Tensor, error) {
 			a := e.must(e.Mul(w, c))                         // saves c (w's gradient reads it)
 			s := e.must(e.Add(a, a))                         // saves nothing
 			g := e.must(e.Gelu(e.must(e.Add(s, w)), "none")) // saves its input
 			if hold {
 				held = s
 			}
-			var err error
-			loss, err = e.Sum(g)
-			return err
-		}))
-		before := e.Stats().PassBytes
-		require.NoError(t, e.startForward())
-		placed := e.Stats().PassBytes - before
-		_, err := e.Backward(loss)
-		require.NoError(t, err)
-		_, err = loss.Item()
-		require.NoError(t, err)
+			return e.Sum(g)
+		})
 		if hold {
 			_, err := held.Float32s() // still readable
 			require.NoError(t, err)

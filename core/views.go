@@ -173,15 +173,31 @@ func (e *Engine) viewInput(t *Tensor) (node, error) {
 // (ggml's mul_mat: any steps between rows and matrices, one element apart
 // within a row) reads t: a view whose last dim is packed is read in place,
 // a strided ggml view of its base's node; anything else as input reads it.
-func (e *Engine) rowsInput(t *Tensor) (node, error) {
+func (e *Engine) rowsInput(t *Tensor) (node, error) { return e.rowsRead(t, e.input) }
+
+// storedRowsInput is rowsInput with t's values in the type t stores them
+// in (bf16 heads for the bf16 attention kernel), where readsRowsInPlace.
+func (e *Engine) storedRowsInput(t *Tensor) (node, error) { return e.rowsRead(t, e.storedInput) }
+
+// readsRowsInPlace reports whether rowsInput reads t as its own node or a
+// strided view of its base's, not a copy.
+func readsRowsInPlace(t *Tensor) bool {
 	n := len(t.shape)
-	if t.base == nil || t.storage().dtype == ggmlcgo.I32 || (t.strides[n-1] != 1 && t.shape[n-1] != 1) {
-		return e.input(t)
+	if t.base == nil {
+		return true
 	}
-	if _, _, lead, ok := viewGeometry(t, 4); !ok || lead {
-		return e.input(t)
+	if t.storage().dtype == ggmlcgo.I32 || (t.strides[n-1] != 1 && t.shape[n-1] != 1) {
+		return false
 	}
-	b, err := e.input(t.base)
+	_, _, lead, ok := viewGeometry(t, 4)
+	return ok && !lead
+}
+
+func (e *Engine) rowsRead(t *Tensor, read func(*Tensor) (node, error)) (node, error) {
+	if t.base == nil || !readsRowsInPlace(t) {
+		return read(t)
+	}
+	b, err := read(t.base)
 	if err != nil {
 		return node{}, err
 	}

@@ -49,14 +49,15 @@ func FlashOutput(q Tensor) (lse int64) {
 }
 
 // FlashAttention is one node computing attention for q with ne (D, Tq, H,
-// B) and k, v with ne (D, Tk, H, B): f32, rows packed (nb0 = 4), any other
+// B) and k, v with ne (D, Tk, H, B): f32, or all three bf16 in the BF16
+// form (a product's result under autocast), rows packed, any other
 // strides (heads read in place from a projection); FlashOutput says where
 // its results lie.
 func (c *Context) FlashAttention(q, k, v Tensor, o FlashOptions) (Tensor, error) {
-	if err := checkFlash("flash_attn", q, k, v); err != nil {
+	if err := c.checkOp("flash_attn", q, k, v); err != nil {
 		return Tensor{}, err
 	}
-	if err := c.checkF32("flash_attn", q, k, v); err != nil {
+	if err := checkFlash("flash_attn", q, k, v, o); err != nil {
 		return Tensor{}, err
 	}
 	return result(C.gglua_flash_attn_node(c.p, q.p, k.p, v.p, o.code()))
@@ -66,10 +67,13 @@ func (c *Context) FlashAttention(q, k, v Tensor, o FlashOptions) (Tensor, error)
 // as computed) for the gradient g of its output (q's ne, rows packed):
 // one f32 run of dq [B][Tq][H][D], then dk and dv, each [B][Tk][H][D].
 func (c *Context) FlashAttentionBack(q, k, v, fwd, g Tensor, o FlashOptions) (Tensor, error) {
-	if err := checkFlash("flash_attn_back", q, k, v); err != nil {
+	if err := c.checkOp("flash_attn_back", q, k, v); err != nil {
 		return Tensor{}, err
 	}
-	if err := c.checkF32("flash_attn_back", q, k, v, fwd, g); err != nil {
+	if err := checkFlash("flash_attn_back", q, k, v, o); err != nil {
+		return Tensor{}, err
+	}
+	if err := c.checkF32("flash_attn_back", fwd, g); err != nil {
 		return Tensor{}, err
 	}
 	qn := q.Ne()
@@ -81,8 +85,13 @@ func (c *Context) FlashAttentionBack(q, k, v, fwd, g Tensor, o FlashOptions) (Te
 }
 
 // checkFlash validates the fused attention's operands before ggml sees
-// them (its kernels trust the shapes).
-func checkFlash(op string, q, k, v Tensor) error {
+// them (its kernels trust the shapes and types).
+func checkFlash(op string, q, k, v Tensor, o FlashOptions) error {
+	for _, t := range []Tensor{q, k, v} {
+		if t.Type() != q.Type() || t.Type() != F32 && !(t.Type() == BF16 && o.BF16) {
+			return fmt.Errorf("%s: q, k and v must be f32, or all bf16 in the bf16 form, got %s, %s and %s", op, q.Type(), k.Type(), v.Type())
+		}
+	}
 	qn, kn, vn := q.Ne(), k.Ne(), v.Ne()
 	if qn[0] < 1 || qn[0] > FlashMaxHeadDim || qn[1] < 1 || kn[1] < 1 || kn != vn || kn[0] != qn[0] || kn[2] != qn[2] || kn[3] != qn[3] {
 		return fmt.Errorf("%s: shapes q ne %v, k ne %v, v ne %v do not fit (ne (D, T, H, B), D at most %d, one head dim for all)", op, qn, kn, vn, FlashMaxHeadDim)

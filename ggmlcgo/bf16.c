@@ -14,7 +14,7 @@ void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * user
     const struct ggml_tensor * b = dst->src[1];
     const int64_t M = dst->ne[1] * dst->ne[2] * dst->ne[3], N = dst->ne[0];
     const int64_t K = f[0] ? a->ne[1] * a->ne[2] * a->ne[3] : a->ne[0];
-    float * d = (float *) dst->data;
+    const int round = dst->type == GGML_TYPE_BF16; // the f32 sums rounded once
     const float * bias = dst->src[2] != NULL ? (const float *) dst->src[2]->data : NULL; // added to every row
     int64_t i0, i1;
     gglua_share(M, ith, nth, &i0, &i1);
@@ -26,7 +26,12 @@ void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * user
                 const float y = gglua_round_bf16(gglua_element(b, f[1] ? j * K + k : k * N + j));
                 sum += x * y;
             }
-            d[i * N + j] = bias != NULL ? sum + bias[j] : sum;
+            const float r = bias != NULL ? sum + bias[j] : sum;
+            if (round) {
+                ((uint16_t *) dst->data)[i * N + j] = gglua_bf16_bits(r);
+            } else {
+                ((float *) dst->data)[i * N + j] = r;
+            }
         }
     }
 }

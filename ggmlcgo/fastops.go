@@ -11,9 +11,13 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[1], a->ne[0], a->ne[2], a->ne[3], args, 1, gglua_transpose_f32, -1, NULL), "transpose");
 // }
-// static struct ggml_tensor * gglua_gelu_erf_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x) {
+// static struct ggml_tensor * gglua_gelu_erf_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x, enum ggml_type t) {
 //     struct ggml_tensor * args[2] = {g, x};
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_gelu_erf_back_f32, -1, NULL), "gelu_back");
+//     return gglua_named(ggml_custom_4d(ctx, t, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_gelu_erf_back_f32, -1, NULL), "gelu_back");
+// }
+// static struct ggml_tensor * gglua_gelu_bf16_node(struct ggml_context * ctx, struct ggml_tensor * x) {
+//     struct ggml_tensor * args[1] = {x};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_BF16, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 1, gglua_gelu_bf16_f32, -1, NULL), "gelu_bf16");
 // }
 // static struct ggml_tensor * gglua_relu_node(struct ggml_context * ctx, struct ggml_tensor * x) {
 //     struct ggml_tensor * args[1] = {x};
@@ -48,10 +52,10 @@ package ggmlcgo
 // static int gglua_gemm_bf16_flags[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
 // static const char * gglua_gemm_bf16_names[4] = {"gemm_bf16_nn", "gemm_bf16_nt", "gemm_bf16_tn", "gemm_bf16_tt"};
 // static struct ggml_tensor * gglua_gemm_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b, struct ggml_tensor * bias,
-//                                                  int ta, int tb, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+//                                                  int ta, int tb, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, enum ggml_type t) {
 //     struct ggml_tensor * args[3] = {a, b, bias};
 //     const int k = ta * 2 + tb;
-//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, bias != NULL ? 3 : 2, gglua_gemm_bf16_f32, -1, gglua_gemm_bf16_flags[k]),
+//     return gglua_named(ggml_custom_4d(ctx, t, ne0, ne1, ne2, ne3, args, bias != NULL ? 3 : 2, gglua_gemm_bf16_f32, -1, gglua_gemm_bf16_flags[k]),
 //                        gglua_gemm_bf16_names[k]);
 // }
 // static struct ggml_tensor * gglua_round_bf16_node(struct ggml_context * ctx, struct ggml_tensor * a) {
@@ -80,7 +84,7 @@ package ggmlcgo
 //     const int64_t ne2[2] = {16, 16}, two[1] = {2};
 //     struct ggml_tensor * h = ggml_new_tensor(ctx, GGML_TYPE_BF16, 1, ne);
 //     struct ggml_tensor * t = k == 0 ? gglua_relu_node(ctx, a[0]) : k == 1 ? gglua_relu_back_node(ctx, a[0], a[1], GGML_TYPE_F32) :
-//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1]) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
+//         k == 2 ? gglua_gelu_erf_back_node(ctx, a[0], a[1], GGML_TYPE_F32) : k == 3 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_F32) :
 //         k == 7 ? gglua_round_bf16_node(ctx, a[0]) : k == 8 ? gglua_bias_relu_node(ctx, a[0], a[1], GGML_TYPE_BF16) :
 //         k == 9 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_F32) : k == 10 ? gglua_relu_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
 //         k == 11 ? gglua_col_sum_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2)) :
@@ -88,8 +92,9 @@ package ggmlcgo
 //         k == 14 || k == 15 ? gglua_flash_probe(ctx, k == 15) :
 //         k == 16 ? gglua_layer_norm_node(ctx, a[0], a[1], a[2], 0x3727c5acu | 3ull << 32) :
 //         k == 17 ? gglua_layer_norm_back_node(ctx, a[0], a[1], ggml_new_tensor(ctx, GGML_TYPE_F32, 1, two), a[2], 0x3727c5acu | 1ull << 32) :
-//         k == 18 ? gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne2), 0, 1, 16, 16, 1, 1) :
-//         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), NULL, k == 5, k == 6, 16, 16, 1, 1);
+//         k == 18 || k == 19 ? gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne2), 0, 1, 16, 16, 1, 1, k == 18 ? GGML_TYPE_F32 : GGML_TYPE_BF16) :
+//         k == 20 ? gglua_gelu_bf16_node(ctx, h) : k == 21 ? gglua_gelu_erf_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
+//         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), NULL, k == 5, k == 6, 16, 16, 1, 1, GGML_TYPE_F32);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
 //     return ok;
@@ -118,11 +123,12 @@ const (
 	KernelFlashAttnBF16               // FlashAttention and FlashAttentionBack with BF16 set (attention.go)
 	KernelLayerNorm                   // LayerNorm and LayerNormBack (layer_norm.go)
 	KernelGemmBF16Bias                // GemmBF16Bias: the product and a bias in one pass (cuBLASLt's epilogue)
+	KernelMLPBF16                     // GemmBF16Bias into bf16, GeluBF16Kernel, GeluErfBackKernel of bf16 into bf16 (core's MLP)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}, KernelGemmBF16Bias: {18}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}, KernelGemmBF16Bias: {18}, KernelMLPBF16: {19, 20, 21}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:
@@ -178,17 +184,40 @@ func (c *Context) TransposeCPU(a Tensor) (Tensor, error) {
 
 // GeluErfBackKernel is g·gelu'(x) for gelu's erf form (Φ(x) + x φ(x),
 // Φ from erf as in PyTorch: the forward's result is not read), one node of
-// gglua's kernel (gelu_back.c; on a device gglua-kernels.cu); g and x are
-// contiguous f32 tensors of one shape. A custom op: only where
-// Backend.HasKernel(KernelGeluBack).
-func (c *Context) GeluErfBackKernel(g, x Tensor) (Tensor, error) {
-	if err := c.checkF32("gelu_back", g, x); err != nil {
+// gglua's kernel (gelu.c; on a device gglua-kernels.cu); g and x are
+// contiguous tensors of one shape, g f32, x f32 or bf16 (a product's
+// result under autocast), the result f32 or bf16 (rounded: a gradient that
+// a product rounds anyway), as out says. A custom op: only where
+// Backend.HasKernel(KernelGeluBack), and KernelMLPBF16 for bf16.
+func (c *Context) GeluErfBackKernel(g, x Tensor, out Type) (Tensor, error) {
+	if err := c.checkF32("gelu_back", g); err != nil {
 		return Tensor{}, err
+	}
+	if err := c.checkOp("gelu_back", x); err != nil {
+		return Tensor{}, err
+	}
+	if x.Type() != F32 && x.Type() != BF16 || out != F32 && out != BF16 {
+		return Tensor{}, fmt.Errorf("gelu_back: GELU's input and the gradient must be f32 or bf16, got %s and %s", x.Type(), out)
 	}
 	if !sameShape(g, x) || !g.contiguous() || !x.contiguous() {
 		return Tensor{}, fmt.Errorf("gelu_back: the kernel needs contiguous operands of one shape, got ne %v and %v", g.Ne(), x.Ne())
 	}
-	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p))
+	return result(C.gglua_gelu_erf_back_node(c.p, g.p, x.p, C.enum_ggml_type(out)))
+}
+
+// GeluBF16Kernel is GELU (erf form, PyTorch's exact one) of x, a
+// contiguous f32 or bf16 tensor, rounded to bf16: one node of gglua's
+// kernel (gelu.c; on a device gglua-kernels.cu), for the operand of a
+// product under autocast. A custom op: only where
+// Backend.HasKernel(KernelMLPBF16).
+func (c *Context) GeluBF16Kernel(x Tensor) (Tensor, error) {
+	if err := c.checkOp("gelu_bf16", x); err != nil {
+		return Tensor{}, err
+	}
+	if x.Type() != F32 && x.Type() != BF16 || !x.contiguous() {
+		return Tensor{}, fmt.Errorf("gelu_bf16: the kernel needs a contiguous f32 or bf16 operand, got %s ne %v", x.Type(), x.Ne())
+	}
+	return result(C.gglua_gelu_bf16_node(c.p, x.p))
 }
 
 // ReluKernel is max(x, 0) with NaN kept (PyTorch's relu), and
@@ -266,18 +295,23 @@ func (c *Context) BiasReluKernel(a, bias Tensor, out Type) (Tensor, error) {
 // op: only where Backend.HasKernel(KernelGemmBF16); the CPU's is the
 // reference form (slow: autocast's products there are ggml's mul_mat).
 func (c *Context) GemmBF16(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
-	return c.gemmBF16(a, b, nil, ta, tb, out)
+	return c.gemmBF16(a, b, nil, ta, tb, out, F32)
 }
 
 // GemmBF16Bias is GemmBF16 plus bias, a contiguous f32 row of N, added
 // in f32 to every row of the sums before they are written (a Linear
-// layer's bias, as cuBLASLt's bias epilogue adds it: no pass of its own).
-// Only where Backend.HasKernel(KernelGemmBF16Bias).
-func (c *Context) GemmBF16Bias(a, b, bias Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
-	return c.gemmBF16(a, b, &bias, ta, tb, out)
+// layer's bias, as cuBLASLt's bias epilogue adds it: no pass of its own),
+// as typ: f32, or bf16 (the sums rounded once, as PyTorch's autocast
+// writes a product). Only where Backend.HasKernel(KernelGemmBF16Bias),
+// and KernelMLPBF16 for bf16.
+func (c *Context) GemmBF16Bias(a, b, bias Tensor, ta, tb bool, out [MaxDims]int64, typ Type) (Tensor, error) {
+	return c.gemmBF16(a, b, &bias, ta, tb, out, typ)
 }
 
-func (c *Context) gemmBF16(a, b Tensor, bias *Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
+func (c *Context) gemmBF16(a, b Tensor, bias *Tensor, ta, tb bool, out [MaxDims]int64, typ Type) (Tensor, error) {
+	if typ != F32 && typ != BF16 {
+		return Tensor{}, fmt.Errorf("gemm_bf16: the result must be f32 or bf16, not %s", typ)
+	}
 	operands := []Tensor{a, b}
 	if bias != nil {
 		operands = append(operands, *bias)
@@ -309,7 +343,7 @@ func (c *Context) gemmBF16(a, b Tensor, bias *Tensor, ta, tb bool, out [MaxDims]
 		}
 		bp = bias.p
 	}
-	return result(C.gglua_gemm_bf16_node(c.p, a.p, b.p, bp, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3])))
+	return result(C.gglua_gemm_bf16_node(c.p, a.p, b.p, bp, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3]), C.enum_ggml_type(typ)))
 }
 
 // cbool is b as C's int flag.

@@ -150,7 +150,7 @@ func TestGemmBF16BiasAddsTheRowToEverySum(t *testing.T) {
 	require.NoError(t, err)
 	defer ctx.Free()
 	in := place(t, b, ctx, [][]float32{wave(m*k, 1), wave(n*k, 2), {0.25, -3.5, 1e-3}, {1, 2}}, []int64{k, m}, []int64{k, n}, []int64{n}, []int64{2})
-	fused, err := ctx.GemmBF16Bias(in[0], in[1], in[2], false, true, [MaxDims]int64{n, m, 1, 1})
+	fused, err := ctx.GemmBF16Bias(in[0], in[1], in[2], false, true, [MaxDims]int64{n, m, 1, 1}, F32)
 	require.NoError(t, err)
 	y, err := ctx.GemmBF16(in[0], in[1], false, true, [MaxDims]int64{n, m, 1, 1})
 	require.NoError(t, err)
@@ -172,9 +172,9 @@ func TestGemmBF16BiasAddsTheRowToEverySum(t *testing.T) {
 		}
 	}
 
-	_, err = ctx.GemmBF16Bias(in[0], in[1], in[3], false, true, [MaxDims]int64{n, m, 1, 1})
+	_, err = ctx.GemmBF16Bias(in[0], in[1], in[3], false, true, [MaxDims]int64{n, m, 1, 1}, F32)
 	assert.ErrorContains(t, err, "contiguous f32 row of 3", "a bias of 2 for 3 columns")
-	_, err = ctx.GemmBF16Bias(in[0], in[1], in[1], false, true, [MaxDims]int64{n, m, 1, 1})
+	_, err = ctx.GemmBF16Bias(in[0], in[1], in[1], false, true, [MaxDims]int64{n, m, 1, 1}, F32)
 	assert.ErrorContains(t, err, "row of 3", "a matrix is no bias")
 }
 

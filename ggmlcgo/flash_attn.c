@@ -45,19 +45,29 @@ static fa_shape fa_shape_of(const struct ggml_tensor * dst, void * userdata) {
     return s;
 }
 
-// fa_row is row t of head h, batch b of the strided f32 tensor x.
+// fa_row is row t of head h, batch b of the strided tensor x (f32 unless
+// fa_block reads it).
 static inline const float * fa_row(const struct ggml_tensor * x, int64_t t, int64_t h, int64_t b) {
     return (const float *) ((const char *) x->data + b * x->nb[3] + h * x->nb[2] + t * x->nb[1]);
 }
 
 static inline float fa_round(float x, int bf16) { return bf16 ? gglua_round_bf16(x) : x; }
 
-// fa_block copies rows t0..t0+n of head (h, b) of x into rows [n][D] (and,
-// if t is not NULL, their transpose into t [D][FA_KEYS], zeros past n),
-// rounded to bf16 if asked.
+// fa_block copies rows t0..t0+n of head (h, b) of x (f32, or bf16: a
+// product's result under autocast) into rows [n][D] (and, if t is not
+// NULL, their transpose into t [D][FA_KEYS], zeros past n), rounded to
+// bf16 if asked.
 static void fa_block(float * rows, float * t, const struct ggml_tensor * x, int64_t t0, int64_t n, int64_t h, int64_t b, const fa_shape * s) {
     for (int64_t j = 0; j < n; j++) {
         const float * src = fa_row(x, t0 + j, h, b);
+        if (x->type == GGML_TYPE_BF16) {
+            const uint16_t * src16 = (const uint16_t *) src;
+            for (int64_t d = 0; d < s->D; d++) {
+                const uint32_t u = (uint32_t) src16[d] << 16;
+                memcpy(&rows[j * s->D + d], &u, sizeof u);
+            }
+            continue;
+        }
         for (int64_t d = 0; d < s->D; d++) {
             rows[j * s->D + d] = fa_round(src[d], s->bf16);
         }

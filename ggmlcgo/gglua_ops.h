@@ -67,10 +67,13 @@ struct ggml_tensor * gglua_all_reduce_join_node(struct ggml_context * ctx, struc
 // gglua_fill_values copies dst->ne[0] floats from userdata into dst.
 void gglua_fill_values(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
-// gglua_gelu_erf_back_f32 writes dst = g · (Φ(x) + x φ(x)) for g, x and
-// y = gelu(x) = dst->src[0..2] (contiguous f32 of dst's shape), with
-// Φ(x) = y / x, the elements split over nth threads.
+// gglua_gelu_erf_back_f32 writes dst = g · (Φ(x) + x φ(x)) for g, x =
+// dst->src[0..1] (contiguous, of dst's shape; g f32, x f32 or bf16), Φ
+// from erf; a bf16 dst takes it rounded. gglua_gelu_bf16_f32 writes dst
+// (bf16) = x Φ(x), rounded, for x = dst->src[0] (f32 or bf16). The
+// elements split over nth threads.
 void gglua_gelu_erf_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void gglua_gelu_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 // gglua_pad_f32 writes dst = dst->src[0] (contiguous f32) with zeros
 // around it along one dim: userdata carries the dim (bits 40 and up) and
@@ -104,7 +107,8 @@ void gglua_adamw_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata
 
 // gglua_gemm_bf16_f32 writes dst [M, N] = op(a) [M, K] · op(b) [K, N] for a,
 // b = dst->src[0..1] (contiguous, f32 or bf16; every dim past ne0 counts as
-// rows) with each f32 operand rounded to bf16 and the sums in f32;
+// rows) with each f32 operand rounded to bf16 and the sums in f32 (a bf16
+// dst takes them rounded);
 // userdata points at two ints {ta, tb}: whether a and b are used
 // transposed; a third source, an f32 row of N, is added to every row of
 // the sums. The rows of dst are split over nth threads.

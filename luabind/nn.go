@@ -50,6 +50,14 @@ func openNN(L *lua.LState, env *Env) {
 	L.SetField(private, "linear_bias", L.NewFunction(env.linearWith((*core.Engine).LinearBias)))
 	L.SetField(private, "linear_bias_relu", L.NewFunction(env.linearThen((*core.Engine).BiasRelu)))
 	L.SetField(private, "linear_bias_relu_for_product", L.NewFunction(env.linearThen((*core.Engine).BiasReluForProduct)))
+	L.SetField(private, "mlp", L.NewFunction(func(L *lua.LState) int {
+		ts := make([]*core.Tensor, 5)
+		for i := range ts {
+			ts[i] = checkTensor(L, "linear", i+1)
+		}
+		t, err := env.Engine.MLP(ts[0], ts[1], ts[2], ts[3], ts[4])
+		return env.pushResult(L, t, err)
+	}))
 	for _, f := range nnSources {
 		fn, err := luacompile.Load(L, strings.NewReader(f.source), f.name)
 		if err != nil {

@@ -590,22 +590,37 @@ function nn.Sequential:add(m) return append_module(self, "Sequential:add", m) en
 -- change to nn.Linear or nn.ReLU after loading turns the fusion off.
 -- When the module after the pair is such a Linear too, only its product
 -- reads the result, which autocast may then keep in bf16 (core's
--- BiasReluForProduct: the product would round it so).
+-- BiasReluForProduct: the product would round it so). Likewise a Linear,
+-- an exact GELU and a Linear, each with its bias (a transformer's MLP),
+-- run as core's MLP: under autocast one op whose GELU result, kept in
+-- bf16, the backward makes again. Either only where x's width is the
+-- first Linear's, so that an error names the module it happens in.
 local fusable = {}
 local function plain_linear(m)
   local f = fusable
   return getmetatable(m) == f.linear and m.forward == f.linear_forward and f.linear.__call == f.linear_call
 end
-local function linear_then_relu(m, nxt)
+local function takes(m, x)
+  return is_tensor(x) and x:dim() >= 1 and x:size(x:dim()) == m.weight:size(2)
+end
+local function linear_then_relu(m, nxt, x)
   local f = fusable
   return plain_linear(m) and getmetatable(nxt) == f.relu and nxt.forward == f.relu_forward and
-    f.relu.__call == f.relu_call and is_tensor(m.bias) and #nxt.args == 0
+    f.relu.__call == f.relu_call and is_tensor(m.bias) and #nxt.args == 0 and takes(m, x)
+end
+local function mlp(m, act, m2, x)
+  local f = fusable
+  return plain_linear(m) and plain_linear(m2) and getmetatable(act) == f.gelu and act.forward == f.gelu_forward and
+    f.gelu.__call == f.gelu_call and act.approximate == "none" and is_tensor(m.bias) and is_tensor(m2.bias) and takes(m, x)
 end
 
 function nn.Sequential:forward(x)
   local i = 1
   while i <= #self do
-    if linear_then_relu(self[i], self[i + 1]) then
+    if mlp(self[i], self[i + 1], self[i + 2], x) then
+      x = private.mlp(x, self[i].weight, self[i].bias, self[i + 2].weight, self[i + 2].bias)
+      i = i + 3
+    elseif linear_then_relu(self[i], self[i + 1], x) then
       local fused = plain_linear(self[i + 2]) and private.linear_bias_relu_for_product or private.linear_bias_relu
       x = fused(x, self[i].weight, self[i].bias)
       i = i + 2
@@ -660,8 +675,8 @@ for _, name in ipairs{"Linear", "Embedding", "LayerNorm", "Dropout", "Sequential
   end
 end
 nn.Module = Module
-fusable = {linear = nn.Linear, relu = nn.ReLU, linear_forward = nn.Linear.forward, relu_forward = nn.ReLU.forward,
-  linear_call = nn.Linear.__call, relu_call = nn.ReLU.__call}
+fusable = {linear = nn.Linear, relu = nn.ReLU, gelu = nn.GELU, linear_forward = nn.Linear.forward, relu_forward = nn.ReLU.forward,
+  gelu_forward = nn.GELU.forward, linear_call = nn.Linear.__call, relu_call = nn.ReLU.__call, gelu_call = nn.GELU.__call}
 
 -- Convolution, pooling and normalisation modules (nn.conv2d and the other
 -- functions are in luabind/nn_conv.go).

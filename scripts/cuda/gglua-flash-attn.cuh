@@ -27,12 +27,13 @@
 #include <cmath>
 #include <cstdint>
 
-// gglua_fa_rows is an f32 tensor of ne (D, T, H, B) with packed rows: row
-// (t, h, b) at data + b*nb3 + h*nb2 + t*nb1.
+// gglua_fa_rows is an f32 or bf16 tensor of ne (D, T, H, B) with packed
+// rows: row (t, h, b) at data + b*nb3 + h*nb2 + t*nb1.
 struct gglua_fa_rows {
     const char * data;
     int64_t nb1, nb2, nb3;
-    bool vec; // 16-byte aligned rows: float4 loads
+    bool vec;  // rows aligned to four elements: one vector load of four
+    bool bf16; // bf16 elements (a product's result under autocast), else f32
 };
 
 struct gglua_fa_params {
@@ -97,6 +98,22 @@ __device__ __forceinline__ void mma(float * c, const uint32_t * a, uint32_t b0, 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// load4 is the four elements from c of a row of x, in f32 (exact for bf16).
+__device__ __forceinline__ float4 load4(const gglua_fa_rows & x, const char * row, int c) {
+    if (x.bf16) {
+        const __nv_bfloat16 * s = (const __nv_bfloat16 *) row + c;
+        if (x.vec) {
+            const uint2 u = *(const uint2 *) s;
+            const float2 lo = __bfloat1622float2(*(const __nv_bfloat162 *) &u.x);
+            const float2 hi = __bfloat1622float2(*(const __nv_bfloat162 *) &u.y);
+            return make_float4(lo.x, lo.y, hi.x, hi.y);
+        }
+        return make_float4(__bfloat162float(s[0]), __bfloat162float(s[1]), __bfloat162float(s[2]), __bfloat162float(s[3]));
+    }
+    const float * s = (const float *) row + c;
+    return x.vec ? *(const float4 *) s : make_float4(s[0], s[1], s[2], s[3]);
+}
+
 // load_tile rounds rows t0..t0+R of head (h, b) of x into an [R][D + 8]
 // bf16 tile, zeros past T.
 template <int D, int R>
@@ -107,8 +124,7 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16 * dst, const gglua_fa_ro
         const int r = i / C4, c = (i % C4) * 4;
         float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (t0 + r < T) {
-            const float * src = (const float *) (base + (int64_t) (t0 + r) * x.nb1) + c;
-            f = x.vec ? *(const float4 *) src : make_float4(src[0], src[1], src[2], src[3]);
+            f = load4(x, base + (int64_t) (t0 + r) * x.nb1, c);
         }
         __nv_bfloat162 * d2 = (__nv_bfloat162 *) (dst + r * (D + 8) + c);
         d2[0] = __floats2bfloat162_rn(f.x, f.y);
@@ -132,8 +148,7 @@ __device__ __forceinline__ void fetch(staged<D> & r, const gglua_fa_rows & x, in
         const int i = threadIdx.x + k * GGLUA_FA_THREADS, row = i / C4, c = (i % C4) * 4;
         float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (t0 + row < T) {
-            const float * src = (const float *) (base + (int64_t) (t0 + row) * x.nb1) + c;
-            f = x.vec ? *(const float4 *) src : make_float4(src[0], src[1], src[2], src[3]);
+            f = load4(x, base + (int64_t) (t0 + row) * x.nb1, c);
         }
         r.v[k] = f;
     }

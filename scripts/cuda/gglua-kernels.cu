@@ -1,6 +1,6 @@
 // gglua-kernels.cu - the CUDA side of gglua's custom ops. gglua builds each
 // as a ggml custom node whose CPU kernel is in ggmlcgo (relu.c,
-// gelu_back.c, bf16.c); here the same node, matched by its name, runs as one CUDA
+// gelu.c, bf16.c); here the same node, matched by its name, runs as one CUDA
 // kernel on ggml-cuda's stream, so it joins ggml's CUDA graphs. The values
 // are the CPU kernels' (PyTorch's): relu keeps NaN, its gradient selects
 // rather than multiplies by a mask (an infinite gradient where relu's
@@ -11,8 +11,6 @@
 #include "gglua-layer-norm.cuh"
 #include "gglua-kernels.cuh"
 #include "gglua_collective.h"
-
-#include <cublasLt.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -45,6 +43,11 @@ struct gglua_gelu_back {
         const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
         return g * (cdf + x * pdf);
     }
+};
+
+// x Φ(x), Φ from erf: PyTorch's exact GELU.
+struct gglua_gelu {
+    __device__ float operator()(float x, float, float) const { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 };
 
 // ---- elementwise launches ----
@@ -228,217 +231,9 @@ static bool gglua_is_col_sum(const ggml_tensor * dst) {
     return gglua_only_srcs(dst, 1);
 }
 
-// ---- bf16 products (autocast) ----
+// ---- bf16 products (autocast): gglua-gemm.cuh, which uses the helpers above ----
 
-// gglua_bf16_operand is t's values in bf16: t's own data if it is bf16,
-// else a rounded copy in buf (ggml's pool, returned when buf goes).
-static const nv_bfloat16 * gglua_bf16_operand(cudaStream_t stream, const ggml_tensor * t, ggml_cuda_pool_alloc<nv_bfloat16> & buf) {
-    if (t->type == GGML_TYPE_BF16) {
-        return (const nv_bfloat16 *) t->data;
-    }
-    const int64_t n = ggml_nelements(t);
-    nv_bfloat16 * y = buf.alloc(n);
-    gglua_launch_map<1>(stream, (const float *) t->data, (const float *) nullptr, (const float *) nullptr, y, n, gglua_copy());
-    return y;
-}
-
-// A gemm_bf16_XY node (X, Y: n or t, whether a and b are used transposed)
-// is dst [m, n] = op(a) [m, k] · op(b) [k, n], row-major, every dim past
-// ne0 a row; a and b contiguous f32 or bf16, dst contiguous f32; with a
-// third source, bias (an f32 row of n), added to every row.
-struct gglua_gemm {
-    bool ta, tb;
-    int64_t m, n, k;
-    const float * bias;
-};
-
-static bool gglua_gemm_of(const ggml_tensor * dst, gglua_gemm * g) {
-    const char * name = dst->name;
-    if (dst->op != GGML_OP_CUSTOM || strncmp(name, "gemm_bf16_", 10) != 0 || strlen(name) != 12 ||
-        (name[10] != 'n' && name[10] != 't') || (name[11] != 'n' && name[11] != 't')) {
-        return false;
-    }
-    const ggml_tensor * a = dst->src[0];
-    const ggml_tensor * b = dst->src[1];
-    for (int s = 0; s < 2; s++) {
-        const ggml_tensor * t = dst->src[s];
-        if (t == nullptr || (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_BF16) || !ggml_is_contiguous(t)) {
-            return false;
-        }
-    }
-    const ggml_tensor * bias = dst->src[2];
-    if (!gglua_only_srcs(dst, 3) || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst)) {
-        return false;
-    }
-    if (bias != nullptr && (bias->type != GGML_TYPE_F32 || !ggml_is_contiguous(bias) || ggml_nelements(bias) != dst->ne[0])) {
-        return false;
-    }
-    g->bias = bias != nullptr ? (const float *) bias->data : nullptr;
-    g->ta = name[10] == 't';
-    g->tb = name[11] == 't';
-    g->m = g->ta ? a->ne[0] : ggml_nrows(a);
-    g->k = g->ta ? ggml_nrows(a) : a->ne[0];
-    const int64_t kb = g->tb ? b->ne[0] : ggml_nrows(b);
-    g->n = g->tb ? ggml_nrows(b) : b->ne[0];
-    const int64_t most = 1 << 30; // cuBLAS takes ints
-    return g->k == kb && dst->ne[0] == g->n && ggml_nrows(dst) == g->m && g->m <= most && g->n <= most && g->k <= most;
-}
-
-// gglua_pad_bf16 copies the row-major [rows, cols] f32 or bf16 matrix a
-// into d [rows_p, cols_p] as bf16, zeros past a's rows and columns.
-// blockIdx.y walks the rows (strided: a grid's y is at most 65535).
-template <typename T>
-static __global__ void gglua_pad_bf16(const T * a, nv_bfloat16 * d, const int64_t rows, const int64_t cols, const int64_t rows_p,
-                                      const int64_t cols_p) {
-    const int64_t c = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols_p) {
-        return;
-    }
-    for (int64_t r = blockIdx.y; r < rows_p; r += gridDim.y) {
-        d[r * cols_p + c] = r < rows && c < cols ? __float2bfloat16_rn(gglua_load(a + r * cols + c)) : __float2bfloat16_rn(0.0f);
-    }
-}
-
-// gglua_padded_operand is t [rows, cols] as bf16 [rows_p, cols_p] in buf.
-static const nv_bfloat16 * gglua_padded_operand(cudaStream_t stream, const ggml_tensor * t, int64_t rows, int64_t cols, int64_t rows_p,
-                                                int64_t cols_p, ggml_cuda_pool_alloc<nv_bfloat16> & buf) {
-    nv_bfloat16 * y = buf.alloc(rows_p * cols_p);
-    const dim3 grid((unsigned int) ((cols_p + GGLUA_BLOCK - 1) / GGLUA_BLOCK), (unsigned int) std::min<int64_t>(rows_p, 65535));
-    if (t->type == GGML_TYPE_BF16) {
-        gglua_pad_bf16<<<grid, GGLUA_BLOCK, 0, stream>>>((const nv_bfloat16 *) t->data, y, rows, cols, rows_p, cols_p);
-    } else {
-        gglua_pad_bf16<<<grid, GGLUA_BLOCK, 0, stream>>>((const float *) t->data, y, rows, cols, rows_p, cols_p);
-    }
-    return y;
-}
-
-// gglua_add_bias is d[r, c] += bias[c] for m rows of n (the padded
-// product's bias, added once its result is in place).
-static __global__ void gglua_add_bias(float * d, const float * bias, const int64_t n, const int64_t m) {
-    const int64_t c = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n) {
-        return;
-    }
-    for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
-        d[r * n + c] += bias[c];
-    }
-}
-
-static void gglua_add_bias_of(cudaStream_t stream, ggml_tensor * dst, const gglua_gemm & g) {
-    if (g.bias != nullptr) {
-        const dim3 grid((unsigned int) ((g.n + GGLUA_BLOCK - 1) / GGLUA_BLOCK), (unsigned int) std::min<int64_t>(g.m, 65535));
-        gglua_add_bias<<<grid, GGLUA_BLOCK, 0, stream>>>((float *) dst->data, g.bias, g.n, g.m);
-    }
-}
-
-// gglua_lt is a cuBLASLt handle for the current device, made once.
-static cublasLtHandle_t gglua_lt() {
-    static cublasLtHandle_t handles[GGML_CUDA_MAX_DEVICES] = {};
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    if (handles[dev] == nullptr) {
-        CUBLAS_CHECK(cublasLtCreate(&handles[dev]));
-    }
-    return handles[dev];
-}
-
-// gglua_gemm_bias_lt is the column-major D [rows, cols] = op(A)·op(B) +
-// bias (one per row of D) on cuBLASLt, the bias added by its epilogue to
-// the f32 sums before D is written: a Linear layer's product and bias in
-// one pass over D. Returns false where cuBLASLt has no algorithm for it
-// (the caller then adds the bias itself).
-static bool gglua_gemm_bias_lt(ggml_backend_cuda_context & ctx, cublasOperation_t opa, cublasOperation_t opb, int rows, int cols, int k,
-                               const nv_bfloat16 * A, int lda, const nv_bfloat16 * B, int ldb, float * D, const float * bias) {
-    cublasLtHandle_t lt = gglua_lt();
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    const size_t ws_bytes = 32u << 20;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, opa == CUBLAS_OP_N ? rows : k, opa == CUBLAS_OP_N ? k : rows, lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, opb == CUBLAS_OP_N ? k : cols, opb == CUBLAS_OP_N ? cols : k, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, rows, cols, rows));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)));
-    cublasLtMatmulHeuristicResult_t heur = {};
-    int found = 0;
-    const bool ok = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &heur, &found) == CUBLAS_STATUS_SUCCESS && found > 0;
-    bool ran = false;
-    if (ok) {
-        ggml_cuda_pool_alloc<char> ws(ctx.pool(), std::max<size_t>(heur.workspaceSize, 1));
-        const float alpha = 1.0f, beta = 0.0f;
-        ran = cublasLtMatmul(lt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &heur.algo, ws.get(), heur.workspaceSize, ctx.stream()) ==
-              CUBLAS_STATUS_SUCCESS;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(ld);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatmulDescDestroy(desc);
-    return ran;
-}
-
-// gglua_gemm_bf16 runs g on cuBLAS: bf16 operands (rounded by
-// gglua_bf16_operand where they are f32), f32 sums written straight to dst (no
-// bf16 result to widen). Row-major dst = op(a)·op(b) is column-major
-// dstᵀ = op(b)ᵀ·op(a)ᵀ, and a row-major matrix read column-major is its
-// transpose: so cuBLAS gets b first, each operand transposed as gglua's.
-//
-// cuBLAS runs its tensor-core kernels only on leading dims of 16 bytes:
-// with a dim that is not a multiple of 8 (a 65-symbol vocabulary's head,
-// or GPT-2's 50257) it fell back to kernels 2-2.5x slower than the padded
-// shape's (0.0247 against 0.0098 ms for [8192, 768] by [768, 72] on an
-// H200, docs/BENCHMARKS.md). So such a product runs on
-// copies with every dim padded with zeros to a multiple of 8 (the padded
-// sums are the same), into a padded result copied back when m or n grew.
-static void gglua_gemm_bf16(ggml_backend_cuda_context & ctx, ggml_tensor * dst, const gglua_gemm & g) {
-    cudaStream_t stream = ctx.stream();
-    if (g.m == 0 || g.n == 0) {
-        return;
-    }
-    if (g.k == 0) {
-        CUDA_CHECK(cudaMemsetAsync(dst->data, 0, ggml_nbytes(dst), stream));
-        gglua_add_bias_of(stream, dst, g);
-        return;
-    }
-    const auto up8 = [](int64_t d) { return (d + 7) / 8 * 8; };
-    const int64_t m = up8(g.m), n = up8(g.n), k = up8(g.k);
-    const bool pad = m != g.m || n != g.n || k != g.k;
-    ggml_cuda_pool_alloc<nv_bfloat16> a16(ctx.pool()), b16(ctx.pool());
-    ggml_cuda_pool_alloc<float> d32(ctx.pool());
-    const nv_bfloat16 *A, *B;
-    float * D = (float *) dst->data;
-    if (pad) {
-        A = g.ta ? gglua_padded_operand(stream, dst->src[0], g.k, g.m, k, m, a16) : gglua_padded_operand(stream, dst->src[0], g.m, g.k, m, k, a16);
-        B = g.tb ? gglua_padded_operand(stream, dst->src[1], g.n, g.k, n, k, b16) : gglua_padded_operand(stream, dst->src[1], g.k, g.n, k, n, b16);
-        if (m != g.m || n != g.n) {
-            D = d32.alloc(m * n);
-        }
-    } else {
-        A = gglua_bf16_operand(stream, dst->src[0], a16);
-        B = gglua_bf16_operand(stream, dst->src[1], b16);
-    }
-    if (g.bias != nullptr && !pad && (uintptr_t) g.bias % 16 == 0 &&
-        gglua_gemm_bias_lt(ctx, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int) n, (int) m, (int) k, B,
-                           (int) (g.tb ? k : n), A, (int) (g.ta ? m : k), D, g.bias)) {
-        return;
-    }
-    const float alpha = 1.0f, beta = 0.0f;
-    cublasHandle_t h = ctx.cublas_handle();
-    CUBLAS_CHECK(cublasSetStream(h, stream));
-    CUBLAS_CHECK(cublasGemmEx(h, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int) n, (int) m, (int) k,
-                              &alpha, B, CUDA_R_16BF, (int) (g.tb ? k : n), A, CUDA_R_16BF, (int) (g.ta ? m : k),
-                              &beta, D, CUDA_R_32F, (int) n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
-    if (D != dst->data) {
-        CUDA_CHECK(cudaMemcpy2DAsync(dst->data, g.n * sizeof(float), D, n * sizeof(float), g.n * sizeof(float), g.m, cudaMemcpyDeviceToDevice, stream));
-    }
-    gglua_add_bias_of(stream, dst, g);
-}
+#include "gglua-gemm.cuh"
 
 // gglua_bias_relu4 is gglua_bias_relu four columns a thread, for ne0 a
 // multiple of 4 and 16-byte aligned operands (one float a thread reached
@@ -486,13 +281,14 @@ static const gglua_op_shape gglua_ops[] = { {"relu", 1}, {"relu_back", 2}, {"gel
 enum { GGLUA_RELU, GGLUA_RELU_BACK, GGLUA_GELU_BACK, GGLUA_BIAS_RELU };
 
 // relu_back's second operand (relu's result) may be bf16: a bias_relu
-// rounded for a product.
+// rounded for a product; so may gelu_back's (GELU's input, a product's
+// result under autocast).
 static bool gglua_operand_ok(const ggml_tensor * dst, int k, int s) {
     const ggml_tensor * src = dst->src[s];
     if (s >= gglua_ops[k].n_src) {
         return src == nullptr;
     }
-    const bool bf16_ok = k == GGLUA_RELU_BACK && s == 1;
+    const bool bf16_ok = (k == GGLUA_RELU_BACK || k == GGLUA_GELU_BACK) && s == 1;
     if (src == nullptr || !(src->type == GGML_TYPE_F32 || (bf16_ok && src->type == GGML_TYPE_BF16)) || !ggml_is_contiguous(src)) {
         return false;
     }
@@ -503,7 +299,8 @@ static bool gglua_operand_ok(const ggml_tensor * dst, int k, int s) {
 }
 
 // Results are f32; bias_relu's may be bf16 (rounded for a product), and
-// relu_back's of a bf16 result (a gradient rounded for a product).
+// relu_back's of a bf16 result and gelu_back's (a gradient rounded for a
+// product).
 static int gglua_op(const ggml_tensor * dst) {
     if (dst->op != GGML_OP_CUSTOM || !ggml_is_contiguous(dst)) {
         return -1;
@@ -512,7 +309,8 @@ static int gglua_op(const ggml_tensor * dst) {
         if (strcmp(dst->name, gglua_ops[k].name) != 0) {
             continue;
         }
-        const bool bf16_ok = k == GGLUA_BIAS_RELU || (k == GGLUA_RELU_BACK && dst->src[1] != nullptr && dst->src[1]->type == GGML_TYPE_BF16);
+        const bool bf16_ok = k == GGLUA_BIAS_RELU || k == GGLUA_GELU_BACK ||
+                             (k == GGLUA_RELU_BACK && dst->src[1] != nullptr && dst->src[1]->type == GGML_TYPE_BF16);
         if (dst->type != GGML_TYPE_F32 && !(bf16_ok && dst->type == GGML_TYPE_BF16)) {
             return -1;
         }
@@ -535,6 +333,26 @@ static bool gglua_is_to_bf16(const ggml_tensor * dst) {
         return false;
     }
     return gglua_only_srcs(dst, 1);
+}
+
+// gglua_is_gelu_bf16 reports whether dst is a gelu_bf16 node: GELU of its
+// one operand (contiguous f32 or bf16 of its shape) rounded into dst
+// (contiguous bf16), the input of a product under autocast.
+static bool gglua_is_gelu_bf16(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, "gelu_bf16") != 0 || dst->type != GGML_TYPE_BF16 || !ggml_is_contiguous(dst) ||
+        a == nullptr || (a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_BF16) || !ggml_is_contiguous(a) || !ggml_are_same_shape(a, dst)) {
+        return false;
+    }
+    return gglua_only_srcs(dst, 1);
+}
+
+// gglua_gelu_back_as runs gelu_back reading x as X (f32, or bf16: a
+// product's result) into D (f32, or bf16: a gradient a product rounds).
+template <typename X, typename D>
+static void gglua_gelu_back_as(cudaStream_t stream, const ggml_tensor * dst) {
+    gglua_launch_map<2>(stream, (const float *) dst->src[0]->data, (const X *) dst->src[1]->data, (const float *) nullptr, (D *) dst->data,
+                        ggml_nelements(dst), gglua_gelu_back());
 }
 
 // ---- collectives (data parallelism's gradient sums, gglua_collective.h) ----
@@ -659,13 +477,17 @@ static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params *
     const int n_rows = back ? 4 : 3;
     const ggml_tensor * rows[4] = {q, k, v, back ? dst->src[4] : nullptr};
     gglua_fa_rows * out[4] = {&p->q, &p->k, &p->v, &p->go};
+    // q, k and v f32, or all three bf16 (a product's result under
+    // autocast); the output's gradient f32.
     for (int i = 0; i < n_rows; i++) {
         const ggml_tensor * t = rows[i];
-        if (t->type != GGML_TYPE_F32 || t->nb[0] != sizeof(float)) {
+        const bool bf16 = i < 3 && q->type == GGML_TYPE_BF16;
+        const size_t elem = bf16 ? 2 : 4, vec = 4 * elem;
+        if (t->type != (bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32) || t->nb[0] != elem) {
             return false;
         }
         *out[i] = {(const char *) t->data, (int64_t) t->nb[1], (int64_t) t->nb[2], (int64_t) t->nb[3],
-                   (uintptr_t) t->data % 16 == 0 && t->nb[1] % 16 == 0 && t->nb[2] % 16 == 0 && t->nb[3] % 16 == 0};
+                   (uintptr_t) t->data % vec == 0 && t->nb[1] % vec == 0 && t->nb[2] % vec == 0 && t->nb[3] % vec == 0, bf16};
     }
     const int64_t nq = D * Tq * H * B, nk = D * Tk * H * B;
     if (back) {
@@ -713,7 +535,7 @@ bool gglua_cuda_supports(const ggml_tensor * dst) {
     gglua_gemm g;
     gglua_fa_params p;
     gglua_ln_params ln;
-    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_col_sum(dst) ||
+    return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_gelu_bf16(dst) || gglua_is_col_sum(dst) ||
            gglua_flash_of(dst, false, &p) || gglua_flash_of(dst, true, &p) || gglua_ln_of(dst, false, &ln) || gglua_ln_of(dst, true, &ln) ||
            gglua_is_collective(dst, false) || gglua_is_collective(dst, true);
 }
@@ -760,6 +582,16 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
                             (nv_bfloat16 *) dst->data, ggml_nelements(dst), gglua_copy());
         return true;
     }
+    if (gglua_is_gelu_bf16(dst)) {
+        if (dst->src[0]->type == GGML_TYPE_BF16) {
+            gglua_launch_map<1>(stream, (const nv_bfloat16 *) dst->src[0]->data, (const float *) nullptr, (const float *) nullptr,
+                                (nv_bfloat16 *) dst->data, ggml_nelements(dst), gglua_gelu());
+        } else {
+            gglua_launch_map<1>(stream, (const float *) dst->src[0]->data, (const float *) nullptr, (const float *) nullptr,
+                                (nv_bfloat16 *) dst->data, ggml_nelements(dst), gglua_gelu());
+        }
+        return true;
+    }
     switch (gglua_op(dst)) {
         case GGLUA_RELU:
             gglua_map<1>(stream, dst, gglua_relu());
@@ -775,9 +607,19 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
             }
             gglua_map<2>(stream, dst, gglua_relu_back());
             return true;
-        case GGLUA_GELU_BACK:
-            gglua_map<2>(stream, dst, gglua_gelu_back());
+        case GGLUA_GELU_BACK: {
+            const bool x16 = dst->src[1]->type == GGML_TYPE_BF16, d16 = dst->type == GGML_TYPE_BF16;
+            if (x16 && d16) {
+                gglua_gelu_back_as<nv_bfloat16, nv_bfloat16>(stream, dst);
+            } else if (x16) {
+                gglua_gelu_back_as<nv_bfloat16, float>(stream, dst);
+            } else if (d16) {
+                gglua_gelu_back_as<float, nv_bfloat16>(stream, dst);
+            } else {
+                gglua_map<2>(stream, dst, gglua_gelu_back());
+            }
             return true;
+        }
         case GGLUA_BIAS_RELU:
             if (ggml_nelements(dst) == 0) {
                 return true;

@@ -98,7 +98,7 @@ gglua_insert_before(cu [=[        case GGML_OP_CROSS_ENTROPY_LOSS:
 gglua_replace_all(cu [=[cudaGraphInstantiate(&cuda_ctx->cuda_graph->instance, cuda_ctx->cuda_graph->graph, NULL, NULL, 0)]=]
   [=[cudaGraphInstantiateWithFlags(&cuda_ctx->cuda_graph->instance, cuda_ctx->cuda_graph->graph, cudaGraphInstantiateFlagUseNodePriority)]=] 2)
 gglua_write_if_changed("${GGLUA_GGML_COPY}/src/ggml-cuda/ggml-cuda.cu" "${cu}")
-foreach(f gglua-kernels.cu gglua-kernels.cuh gglua-flash-attn.cuh gglua-layer-norm.cuh ../../ggmlcgo/gglua_collective.h)
+foreach(f gglua-kernels.cu gglua-kernels.cuh gglua-flash-attn.cuh gglua-gemm.cuh gglua-layer-norm.cuh ../../ggmlcgo/gglua_collective.h)
   get_filename_component(_name "${f}" NAME)
   configure_file("${_hook_dir}/${f}" "${GGLUA_GGML_COPY}/src/ggml-cuda/${_name}" COPYONLY)
 endforeach()

@@ -93,8 +93,10 @@ local aw = max_err(g_ac, cpu_ac, "", {err = 0, path = ""})
 print(string.format("autocast: largest difference %.2e at %s", aw.err, aw.path))
 assert(aw.err < 4e-3, "autocast on the GPU and the CPU disagree")
 
--- nn.Sequential keeps a hidden layer in bf16 only where nn's own Linear
--- reads it next: what a model returns, and every gradient, stays f32.
+-- Under autocast on a GPU a Linear layer with its bias returns bf16, as
+-- PyTorch's autocast does; nn.Sequential keeps a ReLU's result in bf16 only
+-- where nn's own Linear reads it next, so a model ending in a ReLU returns
+-- f32, one ending in a Linear bf16; every gradient stays f32.
 local function dtypes(model)
   local out
   local loss = with_grad_tape(function()
@@ -106,12 +108,14 @@ local function dtypes(model)
   return out:dtype()
 end
 local function lin() return nn.Linear(8, 8) end
-for name, model in pairs{
-  pair = nn.Sequential{lin(), nn.ReLU()},
-  nested = nn.Sequential{lin(), nn.ReLU(), nn.Sequential{lin()}},
-  two_pairs = nn.Sequential{lin(), nn.ReLU(), lin(), nn.ReLU()},
-  three_layers = nn.Sequential{lin(), nn.ReLU(), lin(), nn.ReLU(), lin()},
+for name, c in pairs{
+  pair = {nn.Sequential{lin(), nn.ReLU()}, "f32"},
+  nested = {nn.Sequential{lin(), nn.ReLU(), nn.Sequential{lin()}}, "bf16"},
+  two_pairs = {nn.Sequential{lin(), nn.ReLU(), lin(), nn.ReLU()}, "f32"},
+  three_layers = {nn.Sequential{lin(), nn.ReLU(), lin(), nn.ReLU(), lin()}, "bf16"},
+  mlp = {nn.Sequential{lin(), nn.GELU(), lin()}, "f32"},
 } do
-  assert(dtypes(model) == "f32", name .. ": a model's output under autocast is f32")
+  local got = dtypes(c[1])
+  assert(got == c[2], name .. ": a model's output under autocast is " .. got .. ", expected " .. c[2])
 end
 print("gpu matches cpu")

@@ -170,6 +170,17 @@ case("autocast linear with its bias in the product", function() return {P(seeded
   local h = x:linear(w, b)              -- m 120, n 96, k 64
   return (h * h):sum(), {h}
 end, {autocast = true, tol = 2e-2})
+-- nn.Sequential{Linear, GELU, Linear} under autocast: one op on a GPU
+-- (core's MLP: the first product and GELU's result in bf16, the latter
+-- made again by the backward), the CPU composes; a 3-d input, odd sizes
+-- (padded products) and aligned ones (the biases in cuBLASLt's epilogue).
+case("autocast MLP (Linear, GELU, Linear)", function() return {P(seeded(2, 37, 70)), P(seeded(3, 40, 64))} end, function(x, z)
+  tensor.manual_seed(4)
+  local odd = nn.Sequential{nn.Linear(70, 33), nn.GELU(), nn.Linear(33, 65)}
+  local even = nn.Sequential{nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)}
+  local y, u = odd(x), even(z)
+  return (y * y):sum() + (u * z):sum(), {y, u}
+end, {autocast = true, tol = 2e-2})
 case("multihead attention", function() return {P(seeded(5, 2, 8))} end, function(x)
   tensor.manual_seed(9)
   local mha = nn.MultiheadAttention(8, 2)

@@ -1,0 +1,154 @@
+package core
+
+import (
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// MLP is a transformer's feed-forward block, nn.Sequential{Linear(w1, b1),
+// GELU(), Linear(w2, b2)}: GELU (exact) of x·w1ᵀ + b1, times w2ᵀ, plus b2.
+//
+// Under autocast, where products run as the bf16 gemm and the backend has
+// gglua's kernels, it is one op, whose values are PyTorch's autocast's: the
+// first product writes its result h in bf16 (PyTorch's autocast writes
+// every product so), GELU reads h and writes bf16 (what the second product
+// reads), and the tape keeps only x's bf16 copy and h. GELU's result is
+// made again by the backward (as torch.compile's partitioner recomputes
+// it): a GPT layer keeps 62 MB where the composition kept h in f32 and
+// GELU's result too (162 MB at d=768 over 8192 rows), and the passes over
+// the widest tensors read and write half the bytes. Elsewhere it is the
+// composition, LinearBias, Gelu, LinearBias.
+func (e *Engine) MLP(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
+	if !e.fusedMLP(x, w1, b1, w2, b2) {
+		var c chain
+		h := c.do(func() (*Tensor, error) { return e.LinearBias(x, w1, b1) })
+		a := c.do(func() (*Tensor, error) { return e.Gelu(h, "none") })
+		return c.do(func() (*Tensor, error) { return e.LinearBias(a, w2, b2) }), c.err
+	}
+	if x.Dim() == 3 { // all rows as one 2-d product, as Linear
+		return e.overRows(x, w2.shape[0], func(x2 *Tensor) (*Tensor, error) { return e.MLP(x2, w1, b1, w2, b2) })
+	}
+	rows, hidden, out := x.shape[0], w1.shape[0], w2.shape[0]
+	bf16 := gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true}
+	var c chain
+	xo := c.do(func() (*Tensor, error) { return bf16.operand(x) })
+	w1o := c.do(func() (*Tensor, error) { return bf16.operand(w1) })
+	w2o := c.do(func() (*Tensor, error) { return bf16.operand(w2) })
+	h := c.do(func() (*Tensor, error) { return e.productWithBias(xo, w1o, b1, []int{rows, hidden}, ggmlcgo.BF16) })
+	a := c.do(func() (*Tensor, error) { return e.geluBF16(h) })
+	y := c.do(func() (*Tensor, error) { return e.productWithBias(a, w2o, b2, []int{rows, out}, ggmlcgo.F32) })
+	if c.err != nil {
+		return nil, c.err
+	}
+	e.Transient(a) // only the second product reads it; the backward makes it again
+	inputs := []*Tensor{x, w1, b1, w2, b2}
+	need := make([]bool, len(inputs)) // as the forward found them (gradients follow what the tape recorded)
+	for i, t := range inputs {
+		need[i] = t.requiresGrad
+	}
+	shapes := [][]int{x.shape, w1.shape, b1.shape, w2.shape, b2.shape}
+	if !need[1] {
+		xo = nil // dw1 = dhᵀ·x: only w1's gradient reads x
+	}
+	if !need[0] && !need[1] && !need[2] {
+		w1o = nil // dh feeds only the first layer's gradients
+	}
+	e.record(y, "mlp", inputs, func(g *Tensor) ([]*Tensor, error) {
+		grads := make([]*Tensor, len(inputs))
+		var c chain
+		mm := func(name string, shape []int, p, q *Tensor, tp bool) *Tensor {
+			return c.do(func() (*Tensor, error) {
+				return e.kernelOpReading(name, shape, []*Tensor{p, q}, bf16.read, func(c ctx, in []node) (node, error) {
+					return c.GemmBF16(in[0], in[1], tp, false, ne4(shape))
+				})
+			})
+		}
+		gop := c.do(func() (*Tensor, error) { return bf16.operand(g) })
+		if need[4] {
+			grads[4] = c.do(func() (*Tensor, error) { return e.sumTo(g, shapes[4]) })
+		}
+		if need[3] { // dw2 = gᵀ·gelu(h), GELU made again
+			a := c.do(func() (*Tensor, error) { return e.geluBF16(h) })
+			grads[3] = mm("matmul_back", shapes[3], gop, a, true)
+		}
+		if !need[0] && !need[1] && !need[2] {
+			return grads, c.err
+		}
+		da := mm("matmul_back", []int{rows, hidden}, gop, w2o, false)
+		// dh in bf16: each of its readers, a product and the bias's sum,
+		// reads it so (PyTorch's autocast sums the bias's gradient from the
+		// bf16 one too).
+		dh := c.do(func() (*Tensor, error) {
+			d, err := e.kernelOpReading("gelu_back", []int{rows, hidden}, []*Tensor{da, h}, e.storedInput, func(c ctx, in []node) (node, error) {
+				return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.BF16)
+			})
+			if err == nil {
+				d.dtype = ggmlcgo.BF16
+			}
+			return d, err
+		})
+		if need[2] {
+			grads[2] = c.do(func() (*Tensor, error) {
+				return e.kernelOpReading("sum_to", shapes[2], []*Tensor{dh}, e.storedInput, func(c ctx, in []node) (node, error) { return c.ColumnSumKernel(in[0]) })
+			})
+		}
+		if need[1] {
+			grads[1] = mm("matmul_back", shapes[1], dh, xo, true)
+		}
+		if need[0] {
+			grads[0] = mm("matmul_back", shapes[0], dh, w1o, false)
+		}
+		e.Transient(da, dh)
+		return grads, c.err
+	})
+	if y.gradFn != nil {
+		y.gradFn.roundsGrad = true // the gradient is read rounded to bf16
+	}
+	return y, nil
+}
+
+// productWithBias is x·wᵀ + b as one bf16 gemm node whose sums are written
+// as out (x and w bf16 operands, b an f32 row).
+func (e *Engine) productWithBias(x, w, b *Tensor, shape []int, out ggmlcgo.Type) (*Tensor, error) {
+	y, err := e.kernelOpReading("linear", shape, []*Tensor{x, w, b}, e.storedInput, func(c ctx, in []node) (node, error) {
+		return c.GemmBF16Bias(in[0], in[1], in[2], false, true, ne4(shape), out)
+	})
+	if err == nil {
+		y.dtype = out
+	}
+	return y, err
+}
+
+// geluBF16 is GELU of h rounded to bf16 (a product's operand), not recorded.
+func (e *Engine) geluBF16(h *Tensor) (*Tensor, error) {
+	a, err := e.kernelOpReading("gelu", h.shape, []*Tensor{h}, e.storedInput, func(c ctx, in []node) (node, error) { return c.GeluBF16Kernel(in[0]) })
+	if err == nil {
+		a.dtype = ggmlcgo.BF16
+	}
+	return a, err
+}
+
+// fusedMLP reports whether MLP runs as one op: under autocast, on the bf16
+// gemm with the MLP's kernels, for a 2-d or 3-d f32 or bf16 x and f32
+// weights and biases of their own memory whose shapes chain.
+func (e *Engine) fusedMLP(x, w1, b1, w2, b2 *Tensor) bool {
+	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelMLPBF16) || forceComposedMLP {
+		return false
+	}
+	for _, p := range []*Tensor{w1, b1, w2, b2} {
+		if p == nil || p.base != nil || p.dtype != ggmlcgo.F32 {
+			return false
+		}
+	}
+	if x.Dim() < 2 || x.Dim() > 3 || (x.dtype != ggmlcgo.F32 && x.dtype != ggmlcgo.BF16) || x.storage().dtype == ggmlcgo.I32 ||
+		w1.Dim() != 2 || w2.Dim() != 2 || b1.Dim() != 1 || b2.Dim() != 1 {
+		return false
+	}
+	d, hidden, out := w1.shape[1], w1.shape[0], w2.shape[0]
+	rows := x.Numel() / int64(max(d, 1))
+	return x.shape[x.Dim()-1] == d && b1.shape[0] == hidden && w2.shape[1] == hidden && b2.shape[0] == out &&
+		d > 0 && hidden > 0 && out > 0 && gemmSizes(int(rows), d, hidden, out)
+}
+
+// forceComposedMLP makes tests take the composition where the fused MLP
+// would run.
+var forceComposedMLP = false

@@ -1,0 +1,203 @@
+package core
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// mlpCase is a small MLP's inputs, made afresh for each engine.
+type mlpCase struct{ x, w1, b1, w2, b2, r *Tensor }
+
+func newMLPCase(t *testing.T, rows, d, hidden, out int, batch bool) mlpCase {
+	rng := rand.New(rand.NewSource(7))
+	randn := func(scale float64, shape ...int) *Tensor {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * scale)
+		}
+		x := host(t, shape, v...)
+		require.NoError(t, x.SetRequiresGrad(true))
+		return x
+	}
+	c := mlpCase{w1: randn(0.5, hidden, d), b1: randn(0.5, hidden), w2: randn(0.5, out, hidden), b2: randn(0.5, out)}
+	if batch {
+		c.x, c.r = randn(1, 2, rows/2, d), randn(1, 2, rows/2, out)
+	} else {
+		c.x, c.r = randn(1, rows, d), randn(1, rows, out)
+	}
+	require.NoError(t, c.r.SetRequiresGrad(false))
+	return c
+}
+
+// mlpRun is MLP's result and the gradients of sum(y · r) for its five
+// inputs, under autocast on the devices' bf16 gemm (forced on the CPU).
+func mlpRun(t *testing.T, c mlpCase, composed bool) [][]float32 {
+	defer func(g, m bool) { forceGemmBF16, forceComposedMLP = g, m }(forceGemmBF16, forceComposedMLP)
+	forceGemmBF16, forceComposedMLP = true, composed
+	e := newEngine(t)
+	var y *Tensor
+	var grads map[*Tensor]*Tensor
+	require.NoError(t, e.WithGradTape(func() error {
+		err := e.Autocast(ggmlcgo.BF16, func() (err error) {
+			y, err = e.MLP(c.x, c.w1, c.b1, c.w2, c.b2)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		loss := e.must(e.Sum(e.must(e.Mul(y, c.r))))
+		grads, err = e.Backward(loss)
+		return err
+	}))
+	out := [][]float32{values(t, y)}
+	for _, in := range []*Tensor{c.x, c.w1, c.b1, c.w2, c.b2} {
+		out = append(out, values(t, grads[in]))
+		in.grad = nil
+	}
+	return out
+}
+
+// The fused MLP against the composition (LinearBias, Gelu, LinearBias),
+// both under autocast on the bf16 gemm: the fused one rounds the first
+// product's result and GELU's to bf16, as PyTorch's autocast does, so the
+// two agree to bf16's precision, values and every gradient; 2-d and 3-d,
+// dims that are not multiples of 8.
+func TestMLPAsTheComposition(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		c := newMLPCase(t, 6, 5, 12, 3, batch)
+		fused, composed := mlpRun(t, c, false), mlpRun(t, c, true)
+		for i, name := range []string{"y", "dx", "dw1", "db1", "dw2", "db2"} {
+			require.Len(t, fused[i], len(composed[i]), name)
+			scale := 0.0
+			for _, v := range composed[i] {
+				scale = math.Max(scale, math.Abs(float64(v)))
+			}
+			for j := range fused[i] {
+				assert.InDelta(t, composed[i][j], fused[i][j], 3e-2*scale+1e-6, "batch %v: %s[%d]", batch, name, j)
+			}
+		}
+	}
+}
+
+// The fused MLP's values are those of PyTorch's autocast, worked out here
+// in float64 from the rounded operands: h = bf16(x̃·w̃1ᵀ + b1), a =
+// bf16(gelu(h)), y = a·w̃2ᵀ + b2 (x̃ the bf16 rounding of x); the gradients
+// of sum(y·r) with g̃ = bf16(r): dh = bf16(g̃·w̃2 · gelu'(h)), dx = dh·w̃1,
+// dw1 = dhᵀ·x̃, db1 = Σ dh, dw2 = g̃ᵀ·a, db2 = Σ r. A product that kept h
+// or GELU's result in f32 lands farther off than these bounds.
+func TestMLPRoundsAsTorchAutocast(t *testing.T) {
+	const rows, d, hidden, out = 4, 8, 16, 8
+	c := newMLPCase(t, rows, d, hidden, out, false)
+	got := mlpRun(t, c, false)
+	r16 := func(v float64) float64 { return float64(roundBF16(float32(v))) }
+	vals := func(x *Tensor) []float64 {
+		v := values(t, x)
+		f := make([]float64, len(v))
+		for i := range v {
+			f[i] = float64(v[i])
+		}
+		return f
+	}
+	rounded := func(x *Tensor) []float64 {
+		f := vals(x)
+		for i := range f {
+			f[i] = r16(f[i])
+		}
+		return f
+	}
+	x, w1, w2, r := rounded(c.x), rounded(c.w1), rounded(c.w2), rounded(c.r)
+	b1, b2, rf := vals(c.b1), vals(c.b2), vals(c.r)
+	gelu := func(v float64) float64 { return v * 0.5 * (1 + math.Erf(v/math.Sqrt2)) }
+	dgelu := func(v float64) float64 {
+		return 0.5*(1+math.Erf(v/math.Sqrt2)) + v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi)
+	}
+	h, a, dh := make([]float64, rows*hidden), make([]float64, rows*hidden), make([]float64, rows*hidden)
+	y := make([]float64, rows*out)
+	for i := 0; i < rows; i++ {
+		for j := 0; j < hidden; j++ {
+			s := b1[j]
+			for l := 0; l < d; l++ {
+				s += x[i*d+l] * w1[j*d+l]
+			}
+			h[i*hidden+j] = r16(s)
+			a[i*hidden+j] = r16(gelu(h[i*hidden+j]))
+		}
+		for j := 0; j < out; j++ {
+			s := b2[j]
+			for l := 0; l < hidden; l++ {
+				s += a[i*hidden+l] * w2[j*hidden+l]
+			}
+			y[i*out+j] = s
+		}
+		for j := 0; j < hidden; j++ {
+			var s float64
+			for l := 0; l < out; l++ {
+				s += r[i*out+l] * w2[l*hidden+j]
+			}
+			dh[i*hidden+j] = r16(s * dgelu(h[i*hidden+j]))
+		}
+	}
+	dx, dw1, db1 := make([]float64, rows*d), make([]float64, hidden*d), make([]float64, hidden)
+	dw2, db2 := make([]float64, out*hidden), make([]float64, out)
+	for i := 0; i < rows; i++ {
+		for l := 0; l < d; l++ {
+			for j := 0; j < hidden; j++ {
+				dx[i*d+l] += dh[i*hidden+j] * w1[j*d+l]
+				dw1[j*d+l] += dh[i*hidden+j] * x[i*d+l]
+			}
+		}
+		for j := 0; j < hidden; j++ {
+			db1[j] += dh[i*hidden+j]
+			for l := 0; l < out; l++ {
+				dw2[l*hidden+j] += r[i*out+l] * a[i*hidden+j]
+			}
+		}
+		for l := 0; l < out; l++ {
+			db2[l] += rf[i*out+l]
+		}
+	}
+	for i, want := range [][]float64{y, dx, dw1, db1, dw2, db2} {
+		for j := range want {
+			// f32 sums against float64 ones, and a bf16 rounding of h or
+			// dh that a sum's last bit tipped the other way: one bf16 step
+			// of what it scales.
+			assert.InDelta(t, want[j], got[i][j], 1e-5+math.Abs(want[j])/200, "result %d element %d", i, j)
+		}
+	}
+}
+
+// The forward of a fused MLP keeps x's bf16 copy and h in bf16, where the
+// composition keeps GELU's result besides (as the forward's graph on a
+// device sees it: pass memory of its own).
+func TestMLPKeepsHalfTheComposition(t *testing.T) {
+	defer func(g bool) { forceGemmBF16 = g }(forceGemmBF16)
+	forceGemmBF16 = true
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const rows, d, hidden = 256, 64, 256
+	placed := func(composed bool) int64 {
+		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
+		forceComposedMLP = composed
+		e := newEngine(t)
+		c := newMLPCase(t, rows, d, hidden, d, false)
+		return forwardPlaced(t, e, ggmlcgo.BF16, func() (*Tensor, error) {
+			x := e.must(e.Scale(c.x, 2)) // an activation
+			return e.Sum(e.must(e.MLP(x, c.w1, c.b1, c.w2, c.b2)))
+		})
+	}
+	fused, composed := placed(false), placed(true)
+	// x and h in bf16, the weights' bf16 copies, x's upload and the loss.
+	assert.Equal(t, int64(2*rows*(d+hidden)+2*2*hidden*d+4*rows*d+4), fused)
+	assert.Less(t, fused, composed, "the composition keeps GELU's result besides")
+}
