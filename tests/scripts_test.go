@@ -85,7 +85,7 @@ local x = to_gpu(tensor.randn(256, 16), "persistent")
 local y = {}
 for i = 1, 256 do y[i] = i % 10 + 1 end
 y = to_gpu(tensor(y, {dtype = "i32"}), "persistent")
-for _ = 1, 12 do
+for _ = 1, 24 do
   opt:zero_grad()
   backward(with_grad_tape(function() return nn.cross_entropy(model(x), y) end))
   opt:step()
@@ -99,5 +99,8 @@ print(s.graph_computes, s.graph_replays)`
 	require.NoError(t, err, string(out))
 	computes := number(t, string(out), `([0-9]+)\s+[0-9]+\s*$`)
 	replayed := number(t, string(out), `[0-9]+\s+([0-9]+)\s*$`)
-	assert.Greater(t, replayed, computes/4, string(out)) // 11 of 30 (12 steps, the first ones not)
+	// 24 of 54: the first steps not, nor the one after the pass pool's
+	// buffer shrinks to what the steps use (the ninth: the first pass made
+	// the data).
+	assert.Greater(t, replayed, computes/4, string(out))
 }

@@ -169,19 +169,22 @@ func (s *State) Reset(scopes ...Scope) {
 // recycle puts the pass pool's buffers in the cache for the next pass. A
 // training step places the same tensors in the same order every time, and
 // the pool's arenas double (the last one may be half empty, and each
-// leaves the end that its next tensor did not fit): where the buffers hold
-// much more than the last passes used, the cache gets one buffer of the
-// most of them instead, which the next pass fills from the start, with
-// nothing left over, at the same addresses from then on (a replayed CUDA
-// graph needs them). The most of the last eight passes: a loop of larger
-// and smaller passes (a step, then an evaluation) keeps one buffer for
-// both, and one large pass before the loop (data made on the device) does
-// not set the size for good.
+// leaves the end that its next tensor did not fit): where the pass needed
+// several and they hold more than the last passes used, the cache gets one
+// buffer of the most of them instead, which the next pass fills from the
+// start, with nothing left over, at the same addresses from then on (a
+// replayed CUDA graph needs them). The most of the last eight passes: a
+// loop of larger and smaller passes (a step, then an evaluation) keeps one
+// buffer for both; a single buffer is replaced only when it holds more
+// than twice that and a megabyte to spare, so that one large pass before
+// the loop (data made on the device) does not set the size for good, and
+// smaller changes do not move every address again.
 func (s *State) recycle(p *pool) {
 	s.passUsed[s.passes%len(s.passUsed)] = p.used
 	s.passes++
 	need := slices.Max(s.passUsed[:])
-	if p.bytes-need < max(MinArenaBytes, need/16) {
+	spare := p.bytes - need
+	if len(p.arenas) > 1 && spare < max(MinArenaBytes, need/16) || len(p.arenas) <= 1 && spare < max(MinArenaBytes, need) {
 		for _, a := range p.arenas {
 			s.cache = append(s.cache, a.buf)
 		}
