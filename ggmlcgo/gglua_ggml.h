@@ -33,6 +33,14 @@
 #define GGLUA_ENUM_GGML_TYPE(X) \
     X(GGML_TYPE_F32, 0)         \
     X(GGML_TYPE_F16, 1)         \
+    X(GGML_TYPE_Q4_0, 2)        \
+    X(GGML_TYPE_Q4_1, 3)        \
+    X(GGML_TYPE_Q5_0, 6)        \
+    X(GGML_TYPE_Q5_1, 7)        \
+    X(GGML_TYPE_Q8_0, 8)        \
+    X(GGML_TYPE_Q4_K, 12)       \
+    X(GGML_TYPE_Q5_K, 13)       \
+    X(GGML_TYPE_Q6_K, 14)       \
     X(GGML_TYPE_I32, 26)        \
     X(GGML_TYPE_BF16, 30)       \
     X(GGML_TYPE_COUNT, 40)
@@ -190,6 +198,7 @@ int64_t ggml_nelements(const struct ggml_tensor * tensor);
 int64_t ggml_nrows(const struct ggml_tensor * tensor);
 size_t ggml_nbytes(const struct ggml_tensor * tensor);
 size_t ggml_type_size(enum ggml_type type);
+size_t ggml_row_size(enum ggml_type type, int64_t ne);
 int64_t ggml_blck_size(enum ggml_type type);
 const char * ggml_type_name(enum ggml_type type);
 const char * ggml_status_to_string(enum ggml_status status);
@@ -362,9 +371,14 @@ int64_t gguf_get_n_kv(const struct gguf_context * ctx);
 int64_t gguf_find_key(const struct gguf_context * ctx, const char * key);
 const char * gguf_get_key(const struct gguf_context * ctx, int64_t key_id);
 enum gguf_type gguf_get_kv_type(const struct gguf_context * ctx, int64_t key_id);
+enum gguf_type gguf_get_arr_type(const struct gguf_context * ctx, int64_t key_id);
 const char * gguf_get_val_str(const struct gguf_context * ctx, int64_t key_id);
 uint32_t gguf_get_val_u32(const struct gguf_context * ctx, int64_t key_id);
 float gguf_get_val_f32(const struct gguf_context * ctx, int64_t key_id);
+const void * gguf_get_val_data(const struct gguf_context * ctx, int64_t key_id);
+size_t gguf_get_arr_n(const struct gguf_context * ctx, int64_t key_id);
+const void * gguf_get_arr_data(const struct gguf_context * ctx, int64_t key_id);
+const char * gguf_get_arr_str(const struct gguf_context * ctx, int64_t key_id, size_t i);
 int64_t gguf_get_n_tensors(const struct gguf_context * ctx);
 int64_t gguf_find_tensor(const struct gguf_context * ctx, const char * name);
 size_t gguf_get_tensor_offset(const struct gguf_context * ctx, int64_t tensor_id);
@@ -374,6 +388,10 @@ size_t gguf_get_tensor_size(const struct gguf_context * ctx, int64_t tensor_id);
 void gguf_set_val_str(struct gguf_context * ctx, const char * key, const char * val);
 void gguf_set_val_u32(struct gguf_context * ctx, const char * key, uint32_t val);
 void gguf_set_val_f32(struct gguf_context * ctx, const char * key, float val);
+void gguf_set_val_i32(struct gguf_context * ctx, const char * key, int32_t val);
+void gguf_set_val_bool(struct gguf_context * ctx, const char * key, bool val);
+void gguf_set_arr_data(struct gguf_context * ctx, const char * key, enum gguf_type type, const void * data, size_t n);
+void gguf_set_arr_str(struct gguf_context * ctx, const char * key, const char ** data, size_t n);
 void gguf_add_tensor(struct gguf_context * ctx, const struct ggml_tensor * tensor);
 bool gguf_write_to_file(const struct gguf_context * ctx, const char * fname, bool only_meta);
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,8 +90,76 @@ func (w *GGUFWriter) SetU32(key string, val uint32) {
 	withCString(key, func(k *C.char) { C.gguf_set_val_u32(w.ctx, k, C.uint32_t(val)) })
 }
 
-// AddTensor adds a tensor of type t and ne (innermost first) whose bytes are
-// data. The bytes are copied.
+// SetI32 sets an int32 metadata key. A bad key makes WriteFile fail.
+func (w *GGUFWriter) SetI32(key string, val int32) {
+	if !w.checkKey(key) {
+		return
+	}
+	withCString(key, func(k *C.char) { C.gguf_set_val_i32(w.ctx, k, C.int32_t(val)) })
+}
+
+// SetF32 sets a float32 metadata key. A bad key makes WriteFile fail.
+func (w *GGUFWriter) SetF32(key string, val float32) {
+	if !w.checkKey(key) {
+		return
+	}
+	withCString(key, func(k *C.char) { C.gguf_set_val_f32(w.ctx, k, C.float(val)) })
+}
+
+// SetBool sets a bool metadata key. A bad key makes WriteFile fail.
+func (w *GGUFWriter) SetBool(key string, val bool) {
+	if !w.checkKey(key) {
+		return
+	}
+	withCString(key, func(k *C.char) { C.gguf_set_val_bool(w.ctx, k, C.bool(val)) })
+}
+
+// SetStrings sets an array-of-strings metadata key (a vocabulary's
+// tokens). A bad key or value makes WriteFile fail.
+func (w *GGUFWriter) SetStrings(key string, vals []string) {
+	if !w.checkKey(key, vals...) {
+		return
+	}
+	cs := make([]*C.char, len(vals))
+	for i, v := range vals {
+		cs[i] = C.CString(v)
+	}
+	defer func() {
+		for _, c := range cs {
+			C.free(unsafe.Pointer(c))
+		}
+	}()
+	// The array of pointers lives in C memory: cgo refuses Go memory that
+	// holds Go pointers, and these point at C memory anyway.
+	arr := (**C.char)(C.malloc(C.size_t(max(len(cs), 1)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	defer C.free(unsafe.Pointer(arr))
+	copy(unsafe.Slice(arr, len(cs)), cs)
+	withCString(key, func(k *C.char) { C.gguf_set_arr_str(w.ctx, k, arr, C.size_t(len(cs))) })
+}
+
+// SetF32s and SetI32s set arrays of numbers (a vocabulary's scores and
+// token types). A bad key makes WriteFile fail.
+func (w *GGUFWriter) SetF32s(key string, vals []float32) {
+	w.setArray(key, C.GGUF_TYPE_FLOAT32, unsafe.Pointer(unsafe.SliceData(vals)), len(vals))
+}
+
+func (w *GGUFWriter) SetI32s(key string, vals []int32) {
+	w.setArray(key, C.GGUF_TYPE_INT32, unsafe.Pointer(unsafe.SliceData(vals)), len(vals))
+}
+
+func (w *GGUFWriter) setArray(key string, typ C.enum_gguf_type, data unsafe.Pointer, n int) {
+	if !w.checkKey(key) {
+		return
+	}
+	if n == 0 {
+		data = nil
+	}
+	withCString(key, func(k *C.char) { C.gguf_set_arr_data(w.ctx, k, typ, data, C.size_t(n)) })
+}
+
+// AddTensor adds a tensor of type t (unquantized, or one of the quantized
+// types gglua reads) and ne (innermost first) whose bytes are data. The
+// bytes are copied.
 func (w *GGUFWriter) AddTensor(name string, t Type, ne []int64, data []byte) error {
 	if name == "" || len(name) > MaxNameLen {
 		return fmt.Errorf("gguf: tensor name %q must be 1 to %d bytes", name, MaxNameLen)
@@ -105,12 +174,12 @@ func (w *GGUFWriter) AddTensor(name string, t Type, ne []int64, data []byte) err
 	if len(w.names) >= MaxGGUFTensors {
 		return fmt.Errorf("gguf: more than %d tensors", MaxGGUFTensors)
 	}
-	n, err := CheckShape(t, ne)
+	n, err := TensorBytes(t, ne)
 	if err != nil {
 		return fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
-	if int64(len(data)) != n*t.Size() {
-		return fmt.Errorf("gguf: tensor %q: %d bytes given for %d", name, len(data), n*t.Size())
+	if int64(len(data)) != n {
+		return fmt.Errorf("gguf: tensor %q: %d bytes given for %d", name, len(data), n)
 	}
 	size := C.ggml_tensor_overhead() + C.size_t(len(data)) + 64
 	host := C.ggml_init(C.struct_ggml_init_params{mem_size: size})
@@ -420,11 +489,7 @@ func (g *GGUFFile) Tensors() []GGUFTensorInfo { return g.tensors }
 
 // String returns a string metadata value.
 func (g *GGUFFile) String(key string) (string, bool) {
-	if strings.IndexByte(key, 0) >= 0 { // C would look up the key cut at the NUL
-		return "", false
-	}
-	var id C.int64_t
-	withCString(key, func(k *C.char) { id = C.gguf_find_key(g.ctx, k) })
+	id := g.find(key)
 	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_STRING {
 		return "", false
 	}
@@ -433,15 +498,136 @@ func (g *GGUFFile) String(key string) (string, bool) {
 
 // U32 returns a uint32 metadata value.
 func (g *GGUFFile) U32(key string) (uint32, bool) {
-	if strings.IndexByte(key, 0) >= 0 {
-		return 0, false
-	}
-	var id C.int64_t
-	withCString(key, func(k *C.char) { id = C.gguf_find_key(g.ctx, k) })
+	id := g.find(key)
 	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_UINT32 {
 		return 0, false
 	}
 	return uint32(C.gguf_get_val_u32(g.ctx, id)), true
+}
+
+// find is key's id, or -1.
+func (g *GGUFFile) find(key string) C.int64_t {
+	if strings.IndexByte(key, 0) >= 0 { // C would look up the key cut at the NUL
+		return -1
+	}
+	var id C.int64_t
+	withCString(key, func(k *C.char) { id = C.gguf_find_key(g.ctx, k) })
+	return id
+}
+
+// Int returns an integer metadata value of any integer type (llama.cpp's
+// files store counts as u32, ids as u32 or i32); false where the key is
+// absent, another type, or a u64 past int64's range.
+func (g *GGUFFile) Int(key string) (int64, bool) {
+	id := g.find(key)
+	if id < 0 {
+		return 0, false
+	}
+	typ := C.gguf_get_kv_type(g.ctx, id)
+	if typ == C.GGUF_TYPE_STRING || typ == C.GGUF_TYPE_ARRAY { // gguf_get_val_data asserts on these
+		return 0, false
+	}
+	return ggufInt(typ, C.gguf_get_val_data(g.ctx, id), 0)
+}
+
+// Float returns an f32 or f64 metadata value.
+func (g *GGUFFile) Float(key string) (float64, bool) {
+	id := g.find(key)
+	if id < 0 {
+		return 0, false
+	}
+	switch C.gguf_get_kv_type(g.ctx, id) {
+	case C.GGUF_TYPE_FLOAT32:
+		return float64(*(*float32)(C.gguf_get_val_data(g.ctx, id))), true
+	case C.GGUF_TYPE_FLOAT64:
+		return *(*float64)(C.gguf_get_val_data(g.ctx, id)), true
+	}
+	return 0, false
+}
+
+// Bool returns a bool metadata value.
+func (g *GGUFFile) Bool(key string) (bool, bool) {
+	id := g.find(key)
+	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_BOOL {
+		return false, false
+	}
+	return *(*byte)(C.gguf_get_val_data(g.ctx, id)) != 0, true
+}
+
+// Strings returns an array-of-strings metadata value.
+func (g *GGUFFile) Strings(key string) ([]string, bool) {
+	id := g.find(key)
+	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_ARRAY || C.gguf_get_arr_type(g.ctx, id) != C.GGUF_TYPE_STRING {
+		return nil, false
+	}
+	out := make([]string, int(C.gguf_get_arr_n(g.ctx, id)))
+	for i := range out {
+		out[i] = C.GoString(C.gguf_get_arr_str(g.ctx, id, C.size_t(i)))
+	}
+	return out, true
+}
+
+// Floats returns an array of f32 or f64 metadata values.
+func (g *GGUFFile) Floats(key string) ([]float64, bool) {
+	id := g.find(key)
+	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_ARRAY {
+		return nil, false
+	}
+	n, p := int(C.gguf_get_arr_n(g.ctx, id)), C.gguf_get_arr_data(g.ctx, id)
+	out := make([]float64, n)
+	switch C.gguf_get_arr_type(g.ctx, id) {
+	case C.GGUF_TYPE_FLOAT32:
+		for i, v := range unsafe.Slice((*float32)(p), n) {
+			out[i] = float64(v)
+		}
+	case C.GGUF_TYPE_FLOAT64:
+		copy(out, unsafe.Slice((*float64)(p), n))
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+// Ints returns an array of integers of any integer type.
+func (g *GGUFFile) Ints(key string) ([]int64, bool) {
+	id := g.find(key)
+	if id < 0 || C.gguf_get_kv_type(g.ctx, id) != C.GGUF_TYPE_ARRAY {
+		return nil, false
+	}
+	typ, n, p := C.gguf_get_arr_type(g.ctx, id), int(C.gguf_get_arr_n(g.ctx, id)), C.gguf_get_arr_data(g.ctx, id)
+	out := make([]int64, n)
+	for i := range out {
+		v, ok := ggufInt(typ, p, i)
+		if !ok {
+			return nil, false
+		}
+		out[i] = v
+	}
+	return out, true
+}
+
+// ggufInt is element i of integers of GGUF type typ at p.
+func ggufInt(typ C.enum_gguf_type, p unsafe.Pointer, i int) (int64, bool) {
+	switch typ {
+	case C.GGUF_TYPE_UINT8:
+		return int64(unsafe.Slice((*uint8)(p), i+1)[i]), true
+	case C.GGUF_TYPE_INT8:
+		return int64(unsafe.Slice((*int8)(p), i+1)[i]), true
+	case C.GGUF_TYPE_UINT16:
+		return int64(unsafe.Slice((*uint16)(p), i+1)[i]), true
+	case C.GGUF_TYPE_INT16:
+		return int64(unsafe.Slice((*int16)(p), i+1)[i]), true
+	case C.GGUF_TYPE_UINT32:
+		return int64(unsafe.Slice((*uint32)(p), i+1)[i]), true
+	case C.GGUF_TYPE_INT32:
+		return int64(unsafe.Slice((*int32)(p), i+1)[i]), true
+	case C.GGUF_TYPE_INT64:
+		return unsafe.Slice((*int64)(p), i+1)[i], true
+	case C.GGUF_TYPE_UINT64:
+		v := unsafe.Slice((*uint64)(p), i+1)[i]
+		return int64(v), v <= math.MaxInt64
+	}
+	return 0, false
 }
 
 // ReadTensor reads the bytes of tensor info.

@@ -106,12 +106,15 @@ func checkGGUFHeader(f *os.File, size int64) ([]ggufHeaderTensor, error) {
 				break
 			}
 			if elem == ggufString {
-				// Each string takes at least its 8-byte length.
+				// Each string takes at least its 8-byte length; Strings
+				// returns them through C strings, which end at a NUL.
 				if n > uint64(r.left)/8 {
 					return nil, fmt.Errorf("key %q: an array of %d strings does not fit the file", key, n)
 				}
 				for j := uint64(0); j < n && r.err == nil; j++ {
-					r.skipStr()
+					if v := r.str(); bytes.IndexByte(v, 0) >= 0 {
+						return nil, fmt.Errorf("key %q: string %d holds a NUL byte", key, j+1)
+					}
 				}
 				continue
 			}
@@ -274,10 +277,4 @@ func (h *headerReader) strLen() int64 {
 func (h *headerReader) str() []byte {
 	n := h.strLen()
 	return h.bytes(n)
-}
-
-// skipStr skips a GGUF string.
-func (h *headerReader) skipStr() {
-	n := h.strLen()
-	h.skip(n)
 }

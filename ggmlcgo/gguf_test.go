@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand"
 	"io"
 	"log/slog"
 	"os"
@@ -90,6 +91,7 @@ func ggmlRefusedCases() map[string][]byte {
 		"duplicate key":         gcat(ghead(0, 2), gstr("a"), gle(uint32(4), uint32(1)), gstr("a"), gle(uint32(4), uint32(2))),
 		"key with NUL":          gcat(ghead(0, 1), gstr("a\x00b"), gle(uint32(4), uint32(1))),
 		"string value with NUL": gcat(ghead(0, 1), gstr("a"), gle(uint32(ggufString)), gstr("x\x00y")),
+		"array string with NUL": gcat(ghead(0, 1), gstr("a"), gle(uint32(ggufArray), uint32(ggufString), uint64(2)), gstr("x"), gstr("y\x00z")),
 		"empty bad-type array":  gcat(ghead(0, 1), gstr("a"), gle(uint32(ggufArray), uint32(77), uint64(0))),
 		"nested array":          gcat(ghead(0, 1), gstr("a"), gle(uint32(ggufArray), uint32(ggufArray), uint64(0))),
 		"long tensor name":      withData(gcat(ghead(1, 0), gtensor(strings.Repeat("n", 64), 0, 0, 4)), 16),
@@ -144,6 +146,7 @@ func TestGGUFHeadersGGMLRefusesAreRefused(t *testing.T) {
 	assert.Contains(t, msg(refused["duplicate key"]), "duplicate key \"a\"")
 	assert.Contains(t, msg(refused["NUL-equal tensors"]), "NUL byte")
 	assert.Contains(t, msg(refused["string value with NUL"]), `key "a": its string value holds a NUL byte`)
+	assert.Contains(t, msg(refused["array string with NUL"]), `key "a": string 2 holds a NUL byte`)
 	assert.Contains(t, msg(refused["too many tensors"]), fmt.Sprintf("more than the %d gglua reads", MaxGGUFTensors))
 	assert.Contains(t, msg(refused["too many values"]), fmt.Sprintf("more than the %d gglua reads", MaxGGUFValues))
 }
@@ -502,9 +505,15 @@ func FuzzGGUF(f *testing.F) {
 				t.Fatalf("tensor %q: %v", info.Name, err)
 			}
 		}
-		for _, k := range g.Keys() {
+		for _, k := range g.Keys() { // every reader on every key: false, never an abort
 			g.String(k)
 			g.U32(k)
+			g.Int(k)
+			g.Float(k)
+			g.Bool(k)
+			g.Strings(k)
+			g.Floats(k)
+			g.Ints(k)
 		}
 	})
 }
@@ -568,5 +577,93 @@ func TestWriteGGUFSeedCorpus(t *testing.T) {
 		for name, data := range m {
 			write(prefix+" "+name, data)
 		}
+	}
+}
+
+// TestGGUFMetadataAndQuantizedTensorsRoundTrip: every kind of value a
+// llama.cpp model file holds (counts, ids, floats, flags, a vocabulary's
+// token strings, scores and types) and tensors of the quantized types
+// gglua reads come back as written; typed readers refuse other types.
+func TestGGUFMetadataAndQuantizedTensorsRoundTrip(t *testing.T) {
+	w := NewGGUFWriter()
+	defer w.Free()
+	w.SetString("general.architecture", "llama")
+	w.SetU32("llama.block_count", 2)
+	w.SetI32("tokenizer.ggml.padding_token_id", -1)
+	w.SetF32("llama.rope.freq_base", 10000.5)
+	w.SetBool("tokenizer.ggml.add_bos_token", true)
+	tokens := []string{"<unk>", "<s>", "</s>", "▁a", "é", ""}
+	w.SetStrings("tokenizer.ggml.tokens", tokens)
+	w.SetF32s("tokenizer.ggml.scores", []float32{0, -1.5, 2, 3.25, -4, 5})
+	w.SetI32s("tokenizer.ggml.token_type", []int32{2, 3, 3, 1, 1, 6})
+	w.SetI32s("empty", nil)
+	rng := rand.New(rand.NewSource(1))
+	want := map[string][]byte{}
+	types := []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}
+	for _, typ := range types {
+		ne := []int64{2 * typ.BlockSize(), 3}
+		n, err := TensorBytes(typ, ne)
+		require.NoError(t, err)
+		assert.Equal(t, 2*3*typ.TypeBytes(), n, "%v", typ)
+		data := make([]byte, n)
+		rng.Read(data)
+		require.NoError(t, w.AddTensor("w."+typ.String(), typ, ne, data))
+		want["w."+typ.String()] = data
+	}
+	err := w.AddTensor("bad", Q4_0, []int64{16, 2}, make([]byte, 18))
+	assert.ErrorContains(t, err, "whole blocks of 32", "a row of half a block")
+	err = w.AddTensor("short", Q8_0, []int64{32}, make([]byte, 33))
+	assert.ErrorContains(t, err, "33 bytes given for 34")
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	require.NoError(t, w.WriteFile(path))
+
+	g, err := OpenGGUF(path)
+	require.NoError(t, err)
+	defer g.Close()
+	n, ok := g.Int("llama.block_count")
+	assert.True(t, ok)
+	assert.Equal(t, int64(2), n)
+	n, ok = g.Int("tokenizer.ggml.padding_token_id")
+	assert.True(t, ok)
+	assert.Equal(t, int64(-1), n)
+	f, ok := g.Float("llama.rope.freq_base")
+	assert.True(t, ok)
+	assert.Equal(t, 10000.5, f)
+	b, ok := g.Bool("tokenizer.ggml.add_bos_token")
+	assert.True(t, ok && b)
+	got, ok := g.Strings("tokenizer.ggml.tokens")
+	assert.True(t, ok)
+	assert.Equal(t, tokens, got)
+	scores, ok := g.Floats("tokenizer.ggml.scores")
+	assert.True(t, ok)
+	assert.Equal(t, []float64{0, -1.5, 2, 3.25, -4, 5}, scores)
+	kinds, ok := g.Ints("tokenizer.ggml.token_type")
+	assert.True(t, ok)
+	assert.Equal(t, []int64{2, 3, 3, 1, 1, 6}, kinds)
+	empty, ok := g.Ints("empty")
+	assert.True(t, ok)
+	assert.Empty(t, empty)
+	// Another type, or a key that is not there: false, never an abort.
+	for _, key := range []string{"general.architecture", "tokenizer.ggml.tokens", "nope", "llama.block_count\x00"} {
+		_, ok := g.Int(key)
+		assert.False(t, ok, "Int(%q)", key)
+		_, ok = g.Float(key)
+		assert.False(t, ok, "Float(%q)", key)
+		_, ok = g.Bool(key)
+		assert.False(t, ok, "Bool(%q)", key)
+	}
+	_, ok = g.Strings("tokenizer.ggml.scores")
+	assert.False(t, ok)
+	_, ok = g.Floats("tokenizer.ggml.tokens")
+	assert.False(t, ok)
+	_, ok = g.Ints("tokenizer.ggml.scores")
+	assert.False(t, ok)
+	require.Len(t, g.Tensors(), len(types))
+	for i, info := range g.Tensors() {
+		assert.Equal(t, types[i], info.Type)
+		assert.Equal(t, [MaxDims]int64{2 * types[i].BlockSize(), 3, 1, 1}, info.Ne)
+		data, err := g.ReadTensor(info)
+		require.NoError(t, err)
+		assert.Equal(t, want[info.Name], data, info.Name)
 	}
 }

@@ -19,8 +19,10 @@ const MaxNameLen = C.GGLUA_MAX_NAME - 1
 // error before it becomes an overflowing size or an allocation attempt.
 const MaxTensorBytes = int64(1) << 42 // 4 TiB
 
-// Type is a ggml element type. Only the unquantized types gglua stores are
-// named here.
+// Type is a ggml element type: the unquantized types gglua computes with,
+// and the quantized ones of llama.cpp's model files, which gglua reads,
+// stores and multiplies by (blocks of BlockSize elements in TypeBytes
+// bytes each) but does not compute into.
 type Type int32
 
 const (
@@ -28,12 +30,24 @@ const (
 	F16  Type = C.GGML_TYPE_F16
 	BF16 Type = C.GGML_TYPE_BF16
 	I32  Type = C.GGML_TYPE_I32
+
+	Q4_0 Type = C.GGML_TYPE_Q4_0
+	Q4_1 Type = C.GGML_TYPE_Q4_1
+	Q5_0 Type = C.GGML_TYPE_Q5_0
+	Q5_1 Type = C.GGML_TYPE_Q5_1
+	Q8_0 Type = C.GGML_TYPE_Q8_0
+	Q4_K Type = C.GGML_TYPE_Q4_K
+	Q5_K Type = C.GGML_TYPE_Q5_K
+	Q6_K Type = C.GGML_TYPE_Q6_K
 )
 
 // typeCount bounds ggml's type numbers (GGML_TYPE_COUNT, checked by the ABI test).
 const typeCount = C.GGML_TYPE_COUNT
 
 var typeNames = map[Type]string{F32: "f32", F16: "f16", BF16: "bf16", I32: "i32"}
+
+// quantNames are the quantized types gglua reads, by llama.cpp's names.
+var quantNames = map[Type]string{Q4_0: "q4_0", Q4_1: "q4_1", Q5_0: "q5_0", Q5_1: "q5_1", Q8_0: "q8_0", Q4_K: "q4_K", Q5_K: "q5_K", Q6_K: "q6_K"}
 
 // ParseType turns "f32", "f16", "bf16" or "i32" into a Type.
 func ParseType(name string) (Type, error) {
@@ -45,9 +59,15 @@ func ParseType(name string) (Type, error) {
 	return 0, fmt.Errorf("unknown dtype %q (expected f32, f16, bf16 or i32)", name)
 }
 
-// Valid reports whether t is one of the types gglua supports.
+// Valid reports whether t is one of the types gglua computes with.
 func (t Type) Valid() bool {
 	_, ok := typeNames[t]
+	return ok
+}
+
+// Quantized reports whether t is one of the quantized types gglua reads.
+func (t Type) Quantized() bool {
+	_, ok := quantNames[t]
 	return ok
 }
 
@@ -55,7 +75,26 @@ func (t Type) String() string {
 	if n, ok := typeNames[t]; ok {
 		return n
 	}
+	if n, ok := quantNames[t]; ok {
+		return n
+	}
 	return fmt.Sprintf("ggml_type(%d)", int32(t))
+}
+
+// BlockSize is how many elements of t one block holds (1 unquantized).
+func (t Type) BlockSize() int64 {
+	if !t.Quantized() {
+		return 1
+	}
+	return int64(C.ggml_blck_size(C.enum_ggml_type(t)))
+}
+
+// TypeBytes is the bytes one block of t takes (an element's, unquantized).
+func (t Type) TypeBytes() int64 {
+	if !t.Quantized() {
+		return t.Size()
+	}
+	return int64(C.ggml_type_size(C.enum_ggml_type(t)))
 }
 
 // Size is the number of bytes one element of t takes.
@@ -66,6 +105,36 @@ func (t Type) Size() int64 {
 	default:
 		return 4
 	}
+}
+
+// TensorBytes validates an ne array (innermost first) for a tensor of
+// type t, unquantized or quantized, and returns its size in bytes: as
+// CheckShape, and for a quantized type rows (ne0) of whole blocks.
+func TensorBytes(t Type, ne []int64) (int64, error) {
+	if !t.Quantized() {
+		n, err := CheckShape(t, ne)
+		return n * t.Size(), err
+	}
+	if len(ne) == 0 || len(ne) > MaxDims {
+		return 0, fmt.Errorf("a tensor has 1 to %d dimensions, got %d", MaxDims, len(ne))
+	}
+	if ne[0] < 1 || ne[0]%t.BlockSize() != 0 {
+		return 0, fmt.Errorf("a %v tensor's rows hold whole blocks of %d, got ne %v", t, t.BlockSize(), ne)
+	}
+	n := ne[0] / t.BlockSize() * t.TypeBytes() // one row's bytes
+	for i, d := range ne[1:] {
+		if d < 1 {
+			return 0, fmt.Errorf("dimension %d has size %d; sizes must be at least 1", i+1, d)
+		}
+		if d > MaxTensorBytes/n {
+			return 0, fmt.Errorf("shape %v of %v is too large (more than %d bytes)", ne, t, MaxTensorBytes)
+		}
+		n *= d
+	}
+	if n > MaxTensorBytes {
+		return 0, fmt.Errorf("shape %v of %v is too large (more than %d bytes)", ne, t, MaxTensorBytes)
+	}
+	return n, nil
 }
 
 // CheckShape validates an ne array (innermost first) for a tensor of type t
