@@ -79,7 +79,10 @@ func (e *Engine) productType() (ggmlcgo.Type, func(*Tensor) (node, error)) {
 // itself, inside the product (on CUDA into a scratch buffer, and only 2-d
 // src1 may arrive in bf16), so it is left f32.
 func productOperands(c ctx, src0, src1 node, prec ggmlcgo.Type) (node, node, error) {
-	a, err := asType(c, src0, prec)
+	a, err := src0, error(nil)
+	if !src0.Type().Quantized() { // a weight's blocks are multiplied as they are
+		a, err = asType(c, src0, prec)
+	}
 	if err != nil {
 		return node{}, node{}, err
 	}

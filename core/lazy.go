@@ -78,11 +78,11 @@ func (e *Engine) upload(data []float32, shape []int, dtype ggmlcgo.Type, scope r
 }
 
 // input is the ggml tensor through which an op reads t, in f32: ops
-// compute on half-precision storage in f32. A host tensor is uploaded into
+// compute on half-precision and quantized storage in f32. A host tensor is uploaded into
 // the pass pool, once per pass.
 func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	n, err := e.storedInput(t)
-	if err != nil || (n.Type() != ggmlcgo.F16 && n.Type() != ggmlcgo.BF16) {
+	if err != nil || (n.Type() != ggmlcgo.F16 && n.Type() != ggmlcgo.BF16 && !n.Type().Quantized()) {
 		return n, err
 	}
 	c, err := e.nodeContext()

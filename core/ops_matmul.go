@@ -203,10 +203,14 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	// prec is the type the products round their first operand to: bf16
 	// under autocast (autocast.go), decided now for the gradients too.
 	prec, read := e.productType()
-	if prec == ggmlcgo.F32 && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
+	quantized := w.IsQuantized()
+	if quantized {
+		read = weightAsStored(w, read) // ggml multiplies by the blocks as they are
+	}
+	if prec == ggmlcgo.F32 && !quantized && e.blasFor(w, m*n*x.shape[x.Dim()-1]) {
 		return e.linearGemm(x, w, nil, shape, gemmForm{blasGemm, e.input, asItIs, false})
 	}
-	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() && gemmSizes(m, n, x.shape[1]) &&
+	if prec == ggmlcgo.BF16 && x.Dim() == 2 && w.Dim() == 2 && e.gemmBF16() && gemmSizes(m, n, x.shape[1]) && !quantized &&
 		x.storage().dtype != ggmlcgo.I32 && w.storage().dtype != ggmlcgo.I32 { // (an i32 operand's error is mul_mat's)
 		return e.linearGemm(x, w, nil, shape, gemmForm{bf16Gemm, e.storedInput, e.bf16Operand, true})
 	}
@@ -216,7 +220,7 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		if err != nil {
 			return node{}, err
 		}
-		if e.chunkMatmul(x, w, m, n, k) {
+		if e.chunkMatmul(x, w, m, n, k) && !quantized {
 			return e.chunkedMulMat(c, wn, xn, m, n, k)
 		}
 		return c.MulMat(wn, xn)
@@ -239,6 +243,9 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
 		if x.requiresGrad {
 			gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, read, func(c ctx, in []node) (node, error) {
+				if quantized { // a quantized weight has no transpose: its rows, dequantized, times g
+					return c.OutProd(in[1], in[0], true)
+				}
 				if outProd {
 					if gx, err := c.OutProd(in[1], in[0], true); err == nil { // Σ_j w[:, j] ⊗ g[j, :]
 						return gx, nil
@@ -487,7 +494,7 @@ func (e *Engine) fusedBias(x, w, b *Tensor) bool {
 	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelGemmBF16Bias) {
 		return false
 	}
-	if x.Dim() < 2 || x.Dim() > 3 || w.Dim() != 2 || b.Dim() != 1 || b.base != nil || b.dtype != ggmlcgo.F32 || (x.dtype != ggmlcgo.F32 && x.dtype != ggmlcgo.BF16) {
+	if x.Dim() < 2 || x.Dim() > 3 || w.Dim() != 2 || b.Dim() != 1 || b.base != nil || b.dtype != ggmlcgo.F32 || (x.dtype != ggmlcgo.F32 && x.dtype != ggmlcgo.BF16) || w.IsQuantized() {
 		return false
 	}
 	k, n := w.shape[1], w.shape[0]

@@ -630,7 +630,11 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	y, err := e.newOp("index_select", []int{len(idx), x.shape[1]}, []*Tensor{x, it}, func(c ctx, in []node) (node, error) {
+	read := e.input
+	if x.IsQuantized() {
+		read = weightAsStored(x, read) // get_rows dequantizes the rows it picks
+	}
+	y, err := e.newOpReading("index_select", []int{len(idx), x.shape[1]}, []*Tensor{x, it}, read, func(c ctx, in []node) (node, error) {
 		return c.GetRows(in[0], in[1])
 	})
 	if err != nil {

@@ -167,6 +167,9 @@ func (t *Tensor) SetRequiresGrad(on bool) error {
 	if on && t.storage().dtype == ggmlcgo.I32 {
 		return argErrorf("requires_grad: an i32 tensor has no gradient (only floating-point tensors do, as in PyTorch)")
 	}
+	if on && t.IsQuantized() {
+		return errQuantizedGrad(t)
+	}
 	t.requiresGrad, t.frozen = on, !on
 	return nil
 }
@@ -306,6 +309,13 @@ func (t *Tensor) MarkScalar() error {
 func (t *Tensor) Float32s() ([]float32, error) {
 	if t.storage().dtype == ggmlcgo.I32 {
 		return t.int32sAsFloat32()
+	}
+	if t.IsQuantized() {
+		d, err := t.engine.dequantized(t)
+		if err != nil {
+			return nil, err
+		}
+		return d.Float32s()
 	}
 	if t.base != nil {
 		return t.gather()

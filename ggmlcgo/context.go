@@ -68,7 +68,7 @@ func (c *Context) NewTensor(t Type, ne []int64) (Tensor, error) {
 	if c == nil || c.p == nil {
 		return Tensor{}, errors.New("ggml context: used after free")
 	}
-	if _, err := CheckShape(t, ne); err != nil {
+	if _, err := TensorBytes(t, ne); err != nil {
 		return Tensor{}, err
 	}
 	if c.Room() < 1 {

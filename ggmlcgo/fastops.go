@@ -165,7 +165,7 @@ func (t Tensor) IsContiguous() bool { return t.contiguous() }
 // contiguous reports whether t's elements are packed in order.
 func (t Tensor) contiguous() bool {
 	nb, ne := t.p.nb, t.Ne()
-	return int64(nb[0]) == t.Type().Size() && int64(nb[1]) == int64(nb[0])*ne[0] &&
+	return int64(nb[0]) == t.Type().TypeBytes() && int64(nb[1]) == int64(nb[0])*(ne[0]/t.Type().BlockSize()) &&
 		int64(nb[2]) == int64(nb[1])*ne[1] && int64(nb[3]) == int64(nb[2])*ne[2]
 }
 

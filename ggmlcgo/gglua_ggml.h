@@ -199,6 +199,7 @@ int64_t ggml_nrows(const struct ggml_tensor * tensor);
 size_t ggml_nbytes(const struct ggml_tensor * tensor);
 size_t ggml_type_size(enum ggml_type type);
 size_t ggml_row_size(enum ggml_type type, int64_t ne);
+size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start, int64_t nrows, int64_t n_per_row, const float * imatrix);
 int64_t ggml_blck_size(enum ggml_type type);
 const char * ggml_type_name(enum ggml_type type);
 const char * ggml_status_to_string(enum ggml_status status);

@@ -288,8 +288,14 @@ func (c *Context) MulMat(a, b Tensor) (Tensor, error) {
 // transB it reads b ne (j, n) through a transposed view (g·w from w and g).
 // ggml-cuda runs it as one cuBLAS GEMM that takes the transpose as a flag.
 func (c *Context) OutProd(a, b Tensor, transB bool) (Tensor, error) {
-	if err := c.checkF32("out_prod", a, b); err != nil {
+	if err := c.checkF32("out_prod", b); err != nil {
 		return Tensor{}, err
+	}
+	if err := c.checkOp("out_prod", a); err != nil {
+		return Tensor{}, err
+	}
+	if a.Type() != F32 && !a.Type().Quantized() { // a quantized a: a frozen weight's rows, dequantized
+		return Tensor{}, fmt.Errorf("out_prod: operand of type %v, expected f32 or a quantized type", a.Type())
 	}
 	if c.Room() < 2 {
 		return Tensor{}, fmt.Errorf("out_prod: context has no room for two nodes")
@@ -310,7 +316,7 @@ func (c *Context) OutProd(a, b Tensor, transB bool) (Tensor, error) {
 	} else if transB {
 		bp = C.ggml_transpose(c.p, b.p)
 	}
-	if !outProdFitsCuBLAS(a.p, bp) {
+	if a.Type() == F32 && !outProdFitsCuBLAS(a.p, bp) { // (ggml-cuda's out_prod is f32 only)
 		return Tensor{}, fmt.Errorf("out_prod: ne %v and %v have strides cuBLAS refuses", a.Ne(), b.Ne())
 	}
 	return result(C.ggml_out_prod(c.p, a.p, bp))
@@ -329,7 +335,7 @@ func outProdFitsCuBLAS(a, b *C.struct_ggml_tensor) bool {
 }
 
 // contiguousRows reports whether t's elements are contiguous along ne0.
-func (t Tensor) contiguousRows() bool { return int64(t.p.nb[0]) == t.Type().Size() }
+func (t Tensor) contiguousRows() bool { return int64(t.p.nb[0]) == t.Type().TypeBytes() }
 
 // Cpy writes a (converted to dst's type) into dst's memory; the result is a
 // view of dst that later nodes can depend on.
@@ -351,7 +357,7 @@ func (c *Context) GetRows(a, idx Tensor) (Tensor, error) {
 		return Tensor{}, err
 	}
 	na, ni := a.Ne(), idx.Ne()
-	if idx.Type() != I32 || a.Type() != F32 || na[2] != ni[1] || ni[3] != 1 || na[3] != 1 {
+	if idx.Type() != I32 || (a.Type() != F32 && !a.Type().Quantized()) || na[2] != ni[1] || ni[3] != 1 || na[3] != 1 {
 		return Tensor{}, fmt.Errorf("get_rows: cannot index ne %v (%v) with ne %v (%v)", na, a.Type(), ni, idx.Type())
 	}
 	return result(C.ggml_get_rows(c.p, a.p, idx.p))

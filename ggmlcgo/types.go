@@ -7,6 +7,7 @@ import "C"
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // MaxDims is the most dimensions a ggml tensor has.
@@ -135,6 +136,28 @@ func TensorBytes(t Type, ne []int64) (int64, error) {
 		return 0, fmt.Errorf("shape %v of %v is too large (more than %d bytes)", ne, t, MaxTensorBytes)
 	}
 	return n, nil
+}
+
+// Quantize is data, rows of ne0 values, in the quantized type t (ggml's
+// quantizer, as llama.cpp's llama_model_quantize runs it without an
+// importance matrix): the bytes of a tensor of ne (ne0, len(data)/ne0).
+func Quantize(t Type, data []float32, ne0 int64) ([]byte, error) {
+	if !t.Quantized() {
+		return nil, fmt.Errorf("quantize: %v is not a quantized type gglua writes", t)
+	}
+	if ne0 < 1 || int64(len(data))%ne0 != 0 {
+		return nil, fmt.Errorf("quantize: %d values are not rows of %d", len(data), ne0)
+	}
+	rows := int64(len(data)) / ne0
+	n, err := TensorBytes(t, []int64{ne0, rows})
+	if err != nil {
+		return nil, fmt.Errorf("quantize: %w", err)
+	}
+	out := make([]byte, n)
+	if n > 0 {
+		C.ggml_quantize_chunk(C.enum_ggml_type(t), (*C.float)(&data[0]), unsafe.Pointer(&out[0]), 0, C.int64_t(rows), C.int64_t(ne0), nil)
+	}
+	return out, nil
 }
 
 // CheckShape validates an ne array (innermost first) for a tensor of type t

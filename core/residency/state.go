@@ -357,14 +357,14 @@ func (s *State) check(r Request) (int64, error) {
 	if r.Scope >= nScopes {
 		return 0, fmt.Errorf("residency: unknown scope %v", r.Scope)
 	}
-	n, err := ggmlcgo.CheckShape(r.Type, ne(r.Shape))
+	n, err := ggmlcgo.TensorBytes(r.Type, ne(r.Shape))
 	if err != nil {
 		return 0, fmt.Errorf("residency: shape %v: %w", r.Shape, err)
 	}
 	if len(r.Name) > ggmlcgo.MaxNameLen {
 		return 0, fmt.Errorf("residency: name %q is longer than %d bytes", r.Name, ggmlcgo.MaxNameLen)
 	}
-	return n * r.Type.Size(), nil
+	return n, nil
 }
 
 // Alloc places a new tensor in its pool. Nothing is allocated when it fails.
