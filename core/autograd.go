@@ -91,7 +91,7 @@ func (f *gradFn) release() {
 var savesNothing = map[string]bool{
 	"add": true, "sub": true, "scale": true, "sum": true, "sum_to": true, "expand": true,
 	"reshape": true, "transpose": true, "permute": true, "narrow": true, "cat": true,
-	"contiguous": true, "clone": true,
+	"contiguous": true, "clone": true, "rope": true,
 	"bias_relu": true, // reads its own result, which the tape keeps from in-place changes
 }
 
