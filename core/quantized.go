@@ -14,16 +14,18 @@ import (
 // every other op reads them dequantized to f32, as it reads half-precision
 // storage (input).
 
-// Quantized is a weight of shape (outermost first) stored in the quantized
-// type typ, its bytes raw (whole blocks along the innermost dim), placed in
-// the persistent pool.
-func (e *Engine) Quantized(raw []byte, typ ggmlcgo.Type, shape []int) (*Tensor, error) {
-	if !typ.Quantized() {
-		return nil, argErrorf("quantized: %v is not a quantized type gglua reads", typ)
+// Weight is a tensor of shape (outermost first) as a model file stores it:
+// raw, the bytes of typ (f32, f16, bf16, or a quantized type gglua reads:
+// whole blocks along the innermost dim), placed in the persistent pool as
+// they are. Ops read f16 and bf16 widened to f32, as every half-precision
+// tensor; a quantized one is never trainable.
+func (e *Engine) Weight(raw []byte, typ ggmlcgo.Type, shape []int) (*Tensor, error) {
+	if !typ.Quantized() && typ != ggmlcgo.F32 && typ != ggmlcgo.F16 && typ != ggmlcgo.BF16 {
+		return nil, argErrorf("weight: %v is not a type gglua reads (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K)", typ)
 	}
 	h, err := e.res.Upload(residency.Request{Shape: shape, Type: typ, Scope: residency.Persistent}, raw)
 	if err != nil {
-		return nil, fmt.Errorf("quantized: %w", err)
+		return nil, fmt.Errorf("weight: %w", err)
 	}
 	return &Tensor{shape: append([]int(nil), shape...), dtype: typ, engine: e, handle: h}, nil
 }

@@ -22,7 +22,7 @@ func quantizedWeight(t *testing.T, e *Engine, typ ggmlcgo.Type, n, k int, seed i
 	}
 	raw, err := ggmlcgo.Quantize(typ, v, int64(k))
 	require.NoError(t, err)
-	q, err = e.Quantized(raw, typ, []int{n, k})
+	q, err = e.Weight(raw, typ, []int{n, k})
 	require.NoError(t, err)
 	d := values(t, q)
 	// The blocks hold v to within a quantized step of each block's largest.
@@ -115,11 +115,11 @@ func TestQuantizedWeightGradientIsExact(t *testing.T) {
 // does not read, bytes that are not the shape's blocks.
 func TestQuantizedRefusals(t *testing.T) {
 	e := newEngine(t)
-	_, err := e.Quantized(make([]byte, 64), ggmlcgo.F32, []int{16})
-	assert.ErrorContains(t, err, "not a quantized type")
-	_, err = e.Quantized(make([]byte, 18), ggmlcgo.Q4_0, []int{2, 16})
+	_, err := e.Weight(make([]byte, 64), ggmlcgo.I32, []int{16})
+	assert.ErrorContains(t, err, "not a type gglua reads")
+	_, err = e.Weight(make([]byte, 18), ggmlcgo.Q4_0, []int{2, 16})
 	assert.ErrorContains(t, err, "whole blocks of 32")
-	_, err = e.Quantized(make([]byte, 17), ggmlcgo.Q4_0, []int{1, 32})
+	_, err = e.Weight(make([]byte, 17), ggmlcgo.Q4_0, []int{1, 32})
 	assert.ErrorContains(t, err, "17 bytes")
 	_, err = ggmlcgo.Quantize(ggmlcgo.Q4_K, make([]float32, 128), 128)
 	assert.ErrorContains(t, err, "whole blocks of 256")
