@@ -1,0 +1,116 @@
+package llm
+
+import (
+	"fmt"
+
+	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// Model is a llama-family language model on an engine: its weights in the
+// persistent pool, quantized ones as the file stores them.
+type Model struct {
+	Config
+	e       *core.Engine
+	tokens  *core.Tensor // token_embd.weight [Vocab, Embd]
+	outNorm *core.Tensor // output_norm.weight [Embd]
+	output  *core.Tensor // output.weight [Vocab, Embd], or tokens where the file ties them
+	layers  []layer
+}
+
+// layer is one transformer block's weights (llama.cpp's blk.N names).
+type layer struct {
+	attnNorm, q, k, v, o    *core.Tensor // attn_norm, attn_q, attn_k, attn_v, attn_output
+	ffnNorm, gate, up, down *core.Tensor
+}
+
+// Load reads the llama-family model at path onto e.
+func Load(e *core.Engine, path string) (*Model, error) {
+	g, err := ggmlcgo.OpenGGUF(path)
+	if err != nil {
+		return nil, fmt.Errorf("llm.load: %w", err)
+	}
+	defer g.Close()
+	c, err := readConfig(g)
+	if err != nil {
+		return nil, fmt.Errorf("llm.load: %s: %w", path, err)
+	}
+	infos := map[string]ggmlcgo.GGUFTensorInfo{}
+	for _, info := range g.Tensors() {
+		infos[info.Name] = info
+	}
+	m := &Model{Config: c, e: e}
+	read := func(name string, shape ...int) (*core.Tensor, error) {
+		info, ok := infos[name]
+		if !ok {
+			return nil, fmt.Errorf("tensor %s is missing", name)
+		}
+		delete(infos, name)
+		if !info.Type.Quantized() && info.Type != ggmlcgo.F32 && info.Type != ggmlcgo.F16 && info.Type != ggmlcgo.BF16 {
+			return nil, fmt.Errorf("tensor %s has type %v, which gglua does not read (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K)", name, info.Type)
+		}
+		want := [ggmlcgo.MaxDims]int64{1, 1, 1, 1}
+		for i, d := range shape {
+			want[len(shape)-1-i] = int64(d)
+		}
+		if info.Ne != want {
+			return nil, fmt.Errorf("tensor %s has ne %v, expected %v for this model's shape", name, info.Ne, want)
+		}
+		raw, err := g.ReadTensor(info)
+		if err != nil {
+			return nil, err
+		}
+		t, err := e.Weight(raw, info.Type, shape)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %s: %w", name, err)
+		}
+		return t, nil
+	}
+	// The vocabulary's size is the token table's rows.
+	if info, ok := infos["token_embd.weight"]; ok {
+		if v := info.Ne[1]; v >= 1 && v <= limit {
+			c.Vocab, m.Vocab = int(v), int(v)
+		}
+	}
+	if m.Vocab == 0 {
+		return nil, fmt.Errorf("llm.load: %s: tensor token_embd.weight is missing or has no rows", path)
+	}
+	kv := c.HeadsKV * c.HeadDim
+	var errs []error
+	must := func(t *core.Tensor, err error) *core.Tensor {
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return t
+	}
+	m.tokens = must(read("token_embd.weight", c.Vocab, c.Embd))
+	m.outNorm = must(read("output_norm.weight", c.Embd))
+	if _, ok := infos["output.weight"]; ok {
+		m.output = must(read("output.weight", c.Vocab, c.Embd))
+	} else {
+		m.output = m.tokens // tied
+	}
+	for i := 0; i < c.Layers && len(errs) == 0; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		m.layers = append(m.layers, layer{
+			attnNorm: must(read(p+"attn_norm.weight", c.Embd)),
+			q:        must(read(p+"attn_q.weight", c.Embd, c.Embd)),
+			k:        must(read(p+"attn_k.weight", kv, c.Embd)),
+			v:        must(read(p+"attn_v.weight", kv, c.Embd)),
+			o:        must(read(p+"attn_output.weight", c.Embd, c.Embd)),
+			ffnNorm:  must(read(p+"ffn_norm.weight", c.Embd)),
+			gate:     must(read(p+"ffn_gate.weight", c.FFN, c.Embd)),
+			up:       must(read(p+"ffn_up.weight", c.FFN, c.Embd)),
+			down:     must(read(p+"ffn_down.weight", c.Embd, c.FFN)),
+		})
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("llm.load: %s: %w", path, errs[0])
+	}
+	// llama.cpp's rope frequency table (rope_freqs.weight) and other extra
+	// tensors change the model's values: refused rather than ignored.
+	for name := range infos {
+		return nil, fmt.Errorf("llm.load: %s: tensor %s is not one gglua's llama model uses", path, name)
+	}
+	return m, nil
+}
