@@ -57,6 +57,7 @@ var libraries = []struct {
 	{"device", openDevice},
 	{"dist", openDist}, // dist.go: data parallelism over MPI or NCCL
 	{"help", openHelp}, // help (help.go, docs.txt)
+	{"llm", openLLM},   // llm.load: llama.cpp's language models (llm.go)
 	{"log", openLog},   // log.scalar, log.run: metrics in runs/<run>/ (log.go)
 	{"nn", openNN},
 	{"optim", openOptim},
