@@ -13,6 +13,18 @@
 //
 // # Tokens
 //
-// Token ids are llama.cpp's (0-based, as in the file's vocabulary); the Lua
-// library adds 1 to show them as gglua's 1-based indices.
+// A model's Tokenizer is the file's (tokenizer.ggml.*): SentencePiece, or
+// byte-level BPE with the GPT-2 or the Llama 3 pre-tokenizer. Tokenize and
+// Detokenize give what llama.cpp's llama_tokenize and llama_detokenize
+// give, checked on llama.cpp's own test vectors and on random texts
+// (broken UTF-8 included) against its library. Token ids are llama.cpp's
+// (0-based, as in the file's vocabulary); the Lua library adds 1 to show
+// them as gglua's 1-based indices.
+//
+// # Generation
+//
+// Generate computes the prompt's positions at once, then one token at a
+// time, each reading the earlier positions' keys and values from a cache
+// in the persistent pool; greedy at temperature 0 (llama.cpp's tokens, on
+// the CPU), otherwise top-k, top-p and temperature in llama.cpp's order.
 package llm

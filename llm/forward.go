@@ -12,6 +12,12 @@ import (
 // positions 0..len(ids)-1): a [T, Vocab] f32 tensor, as llama.cpp's
 // llama_get_logits_ith gives each position's.
 func (m *Model) Logits(ids []int) (*core.Tensor, error) {
+	return m.forward(ids, nil)
+}
+
+// forward runs ids at the positions after those cache holds (0 without a
+// cache), adding their keys and values to it.
+func (m *Model) forward(ids []int, cache *kvCache) (*core.Tensor, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("logits: no tokens")
 	}
@@ -20,26 +26,37 @@ func (m *Model) Logits(ids []int) (*core.Tensor, error) {
 			return nil, fmt.Errorf("logits: token %d (id %d) is outside the vocabulary of %d", i+1, id, m.Vocab)
 		}
 	}
+	start := 0
+	if cache != nil {
+		start = cache.n
+		if start+len(ids) > cache.size {
+			return nil, fmt.Errorf("logits: %d positions past the %d the cache holds", start+len(ids), cache.size)
+		}
+	}
 	pos := make([]int, len(ids))
 	for i := range pos {
-		pos[i] = i
+		pos[i] = start + i
 	}
-	f := forward{m: m, e: m.e, pos: pos}
+	f := forward{m: m, e: m.e, pos: pos, cache: cache}
 	x := f.do(func() (*core.Tensor, error) { return f.e.IndexSelect(m.tokens, 0, ids) })
 	for i := range m.layers {
-		x = f.block(&m.layers[i], x)
+		x = f.block(i, x)
 	}
 	x = f.norm(x, m.outNorm)
 	y := f.do(func() (*core.Tensor, error) { return f.e.Linear(x, m.output) })
+	if f.err == nil && cache != nil {
+		cache.n += len(ids)
+	}
 	return y, f.err
 }
 
 // forward is one pass's state: the first error stops the rest.
 type forward struct {
-	m   *Model
-	e   *core.Engine
-	pos []int
-	err error
+	m     *Model
+	e     *core.Engine
+	pos   []int
+	cache *kvCache
+	err   error
 }
 
 func (f *forward) do(op func() (*core.Tensor, error)) *core.Tensor {
@@ -59,9 +76,10 @@ func (f *forward) norm(x, w *core.Tensor) *core.Tensor {
 
 // block is one transformer layer: x + attention(norm(x)), then + the
 // SwiGLU feed-forward of its norm.
-func (f *forward) block(l *layer, x *core.Tensor) *core.Tensor {
+func (f *forward) block(i int, x *core.Tensor) *core.Tensor {
+	l := &f.m.layers[i]
 	h := f.norm(x, l.attnNorm)
-	x = f.do(func() (*core.Tensor, error) { return f.e.Add(x, f.attention(l, h)) })
+	x = f.do(func() (*core.Tensor, error) { return f.e.Add(x, f.attention(i, h)) })
 	h = f.norm(x, l.ffnNorm)
 	gate := f.do(func() (*core.Tensor, error) { return f.e.Linear(h, l.gate) })
 	gate = f.do(func() (*core.Tensor, error) { return f.e.Silu(gate) })
@@ -73,28 +91,59 @@ func (f *forward) block(l *layer, x *core.Tensor) *core.Tensor {
 
 // attention is causal self-attention with rotary positions; each of the
 // HeadsKV key and value heads serves Heads/HeadsKV query heads in turn
-// (grouped-query attention, as llama.cpp groups them).
-func (f *forward) attention(l *layer, h *core.Tensor) *core.Tensor {
-	c, T := f.m.Config, len(f.pos)
+// (grouped-query attention, as llama.cpp groups them). With a cache, the
+// new keys and values join those of the earlier positions.
+func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
+	c, l, T := f.m.Config, &f.m.layers[i], len(f.pos)
 	rope := ggmlcgo.RopeOptions{Dims: c.RopeDims, Base: c.RopeBase, Scale: c.RopeScale}
-	heads := func(w *core.Tensor, n int, rotate bool) *core.Tensor {
+	project := func(w *core.Tensor, n int, rotate bool) *core.Tensor {
 		y := f.do(func() (*core.Tensor, error) { return f.e.Linear(h, w) })
 		y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, n, c.HeadDim) })
 		if rotate {
 			y = f.do(func() (*core.Tensor, error) { return f.e.Rope(y, f.pos, rope) })
 		}
-		if n < c.Heads { // [T, n, D] -> [T, n, g, D] -> [T, Heads, D]: kv head j serves query heads jg..jg+g-1
+		return y
+	}
+	q, k, v := project(l.q, c.Heads, true), project(l.k, c.HeadsKV, true), project(l.v, c.HeadsKV, false)
+	if f.cache != nil {
+		k, v = f.remember(f.cache.k[i], k), f.remember(f.cache.v[i], v)
+	}
+	heads := func(y *core.Tensor) *core.Tensor { // [Tk, n, D] -> [Heads, Tk, D]
+		if y == nil {
+			return nil
+		}
+		if tk, n := y.Shape()[0], y.Shape()[1]; n < c.Heads { // kv head j serves query heads jg..jg+g-1
 			g := c.Heads / n
 			y = f.do(func() (*core.Tensor, error) { return f.e.Unsqueeze(y, 2) })
-			y = f.do(func() (*core.Tensor, error) { return f.e.Expand(y, []int{T, n, g, c.HeadDim}) })
-			y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, c.Heads, c.HeadDim) })
+			y = f.do(func() (*core.Tensor, error) { return f.e.Expand(y, []int{tk, n, g, c.HeadDim}) })
+			y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, tk, c.Heads, c.HeadDim) })
 		}
-		return f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, 0, 1) }) // [Heads, T, D]
+		return f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, 0, 1) })
 	}
-	q, k, v := heads(l.q, c.Heads, true), heads(l.k, c.HeadsKV, true), heads(l.v, c.HeadsKV, false)
-	o := core.AttentionOptions{Causal: true, Scale: 1 / math.Sqrt(float64(c.HeadDim))}
-	y := f.do(func() (*core.Tensor, error) { return f.e.ScaledDotProductAttention(q, k, v, o) })
+	o := core.AttentionOptions{Causal: T > 1, Scale: 1 / math.Sqrt(float64(c.HeadDim))}
+	if start := f.pos[0]; start > 0 && T > 1 { // causal below the diagonal that starts at column start
+		mask := make([]float32, T*(start+T))
+		for r := 0; r < T; r++ {
+			for j := 0; j <= start+r; j++ {
+				mask[r*(start+T)+j] = 1
+			}
+		}
+		o.Causal = false
+		o.Mask = f.do(func() (*core.Tensor, error) { return core.FromFloat32(mask, T, start+T) })
+	}
+	y := f.do(func() (*core.Tensor, error) {
+		return f.e.ScaledDotProductAttention(heads(q), heads(k), heads(v), o)
+	})
 	y = f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, 0, 1) })
 	y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, c.Embd) })
 	return f.do(func() (*core.Tensor, error) { return f.e.Linear(y, l.o) })
+}
+
+// remember writes x, the new positions' keys or values, into the cache's
+// rows for them and returns every position's so far.
+func (f *forward) remember(cache, x *core.Tensor) *core.Tensor {
+	start, T := f.pos[0], len(f.pos)
+	rows := f.do(func() (*core.Tensor, error) { return f.e.Narrow(cache, 0, start, T) })
+	f.do(func() (*core.Tensor, error) { return nil, f.e.Assign(rows, x) })
+	return f.do(func() (*core.Tensor, error) { return f.e.Narrow(cache, 0, 0, start+T) })
 }

@@ -20,7 +20,7 @@ import (
 // the script's line.
 func TestLuaLLM(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.gguf")
-	vocab := llm.WriteTestModel(t, path, 3)
+	vocab := writeModel(t, path, 3)
 
 	e, err := core.NewEngine(core.EngineOptions{Threads: 1})
 	require.NoError(t, err)
@@ -39,10 +39,7 @@ func TestLuaLLM(t *testing.T) {
 		}
 	}
 
-	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
-	require.NoError(t, err)
-	defer rt.Close()
-	require.NoError(t, rt.SetGlobal("path", path))
+	rt := luaRuntime(t, path)
 	ctx := context.Background()
 	vals, err := rt.DoString(ctx, `
 local m = llm.load(path)
@@ -81,4 +78,81 @@ return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.hea
 	_, err = sb.DoString(ctx, `return llm.load(path)`)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "llm.load: reading files is not allowed in a sandboxed runtime")
+}
+
+// m:tokenize, m:detokenize and m:generate in Lua give Go's ids plus one
+// and Go's text; a seed repeats a sampled generation; bad options are
+// refused naming the call and the line.
+func TestLuaTokenizeGenerate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	writeModel(t, path, 4)
+	e, err := core.NewEngine(core.EngineOptions{Threads: 1})
+	require.NoError(t, err)
+	defer e.Close()
+	m, err := llm.Load(e, path)
+	require.NoError(t, err)
+	prompt, err := m.Tokenize("the cat sat", true, true)
+	require.NoError(t, err)
+	gen, err := m.Generate(prompt, llm.GenerateOptions{MaxTokens: 12, TopP: 1})
+	require.NoError(t, err)
+	text, err := m.Detokenize(gen)
+	require.NoError(t, err)
+	plus1 := func(ids []int) []any {
+		out := []any{}
+		for _, id := range ids {
+			out = append(out, float64(id+1))
+		}
+		return out
+	}
+
+	rt := luaRuntime(t, path)
+	ctx := context.Background()
+	vals, err := rt.DoString(ctx, `
+local m = llm.load(path)
+local ids = m:tokenize("the cat sat")
+local text, new = m:generate("the cat sat", {max_tokens = 12, temperature = 0})
+local a = m:generate(ids, {max_tokens = 8, temperature = 1.5, seed = 7})
+local b = m:generate(ids, {max_tokens = 8, temperature = 1.5, seed = 7})
+return ids, text, new, m:detokenize(ids), a == b, #m:tokenize("the cat sat", {add_special = false})`)
+	require.NoError(t, err)
+	list := func(v any) []any { return v.([]any) }
+	assert.Equal(t, plus1(prompt), list(vals[0]))
+	assert.Equal(t, text, vals[1])
+	assert.Equal(t, plus1(gen), list(vals[2]))
+	back, err := m.Detokenize(prompt)
+	require.NoError(t, err)
+	assert.Equal(t, back, vals[3])
+	assert.Equal(t, true, vals[4], "a seed repeats a sampled generation")
+	assert.Equal(t, float64(len(prompt)-1), vals[5], "add_special = false leaves out the BOS token")
+
+	for code, msg := range map[string]string{
+		`m:generate("x", {max_token = 3})`:    "model:generate: unknown option max_token",
+		`m:generate("x", {max_tokens = -1})`:  "option max_tokens is -1",
+		`m:generate("x", {top_p = 0})`:        "0 < top_p <= 1",
+		`m:generate("x", {max_tokens = 1e6})`: "past the model's context of 128",
+		`m:generate(5)`:                       "expected a prompt (a text or a table of token ids), got number",
+		`m:generate({0})`:                     "token 1 is 0, not an id",
+		`m:tokenize("x", {special = true})`:   "model:tokenize: unknown option special",
+		`m:detokenize({m.vocab + 1})`:         "model:detokenize: token 1 is 276",
+		`m:generate("x", {seed = 0.5})`:       "option seed is 0.5",
+	} {
+		_, err := rt.DoString(ctx, "local m = llm.load(path)\n"+code)
+		require.Error(t, err, code)
+		assert.Contains(t, err.Error(), msg, code)
+		assert.Contains(t, err.Error(), ":2:", "%s: the error names the script's line", code)
+	}
+}
+
+func writeModel(t *testing.T, path string, seed int64) int {
+	require.NoError(t, llm.WriteRandom(path, llm.TestShape, seed))
+	return llm.TestShape.Vocab
+}
+
+// luaRuntime is a runtime whose global path names the model file.
+func luaRuntime(t *testing.T, path string) *runtime.Runtime {
+	rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	require.NoError(t, rt.SetGlobal("path", path))
+	return rt
 }

@@ -16,6 +16,9 @@ type Model struct {
 	outNorm *core.Tensor // output_norm.weight [Embd]
 	output  *core.Tensor // output.weight [Vocab, Embd], or tokens where the file ties them
 	layers  []layer
+	// Tokenizer is the file's tokenizer; nil where the file has none.
+	Tokenizer *Tokenizer
+	cache     *kvCache // generate's, made by its first call
 }
 
 // layer is one transformer block's weights (llama.cpp's blk.N names).
@@ -75,6 +78,9 @@ func Load(e *core.Engine, path string) (*Model, error) {
 	if m.Vocab == 0 {
 		return nil, fmt.Errorf("llm.load: %s: tensor token_embd.weight is missing or has no rows", path)
 	}
+	if m.Tokenizer, err = readTokenizer(g, m.Vocab); err != nil {
+		return nil, fmt.Errorf("llm.load: %s: %w", path, err)
+	}
 	kv := c.HeadsKV * c.HeadDim
 	var errs []error
 	must := func(t *core.Tensor, err error) *core.Tensor {
@@ -113,4 +119,22 @@ func Load(e *core.Engine, path string) (*Model, error) {
 		return nil, fmt.Errorf("llm.load: %s: tensor %s is not one gglua's llama model uses", path, name)
 	}
 	return m, nil
+}
+
+// Tokenize is the model's tokenizer's Tokenize, or an error where the
+// file has no tokenizer.
+func (m *Model) Tokenize(text string, addSpecial, parseSpecial bool) ([]int, error) {
+	if m.Tokenizer == nil {
+		return nil, fmt.Errorf("tokenize: this model's file has no tokenizer (tokenizer.ggml.model)")
+	}
+	return m.Tokenizer.Tokenize(text, addSpecial, parseSpecial)
+}
+
+// Detokenize is the model's tokenizer's Detokenize, or an error where the
+// file has no tokenizer.
+func (m *Model) Detokenize(ids []int) (string, error) {
+	if m.Tokenizer == nil {
+		return "", fmt.Errorf("detokenize: this model's file has no tokenizer (tokenizer.ggml.model)")
+	}
+	return m.Tokenizer.Detokenize(ids)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gglua/gglua/llm"
 	"github.com/gglua/gglua/luabind"
 	"github.com/gglua/gglua/runtime"
 )
@@ -91,6 +92,8 @@ var optionCalls = map[string]string{
 	"data.loader":                      "data.loader(X, OPTS)",
 	"data.csv":                         "data.csv(CSV, OPTS)",
 	"log.run":                          "log.run('opts', MERGE({dir = DIR}, OPTS))",
+	"model:tokenize":                   "llm.load(GGUF):tokenize('the cat', OPTS)",
+	"model:generate":                   "llm.load(GGUF):generate('the cat', MERGE({max_tokens = 2}, OPTS))",
 }
 
 // optionTable matches a signature's options table: a {...} holding name=.
@@ -117,6 +120,8 @@ func TestEveryOptionsTableRefusesUnknownNames(t *testing.T) {
 	dir := t.TempDir()
 	csv := dir + "/d.csv"
 	require.NoError(t, os.WriteFile(csv, []byte("1,2\n3,4\n"), 0o644))
+	gguf := dir + "/m.gguf"
+	require.NoError(t, llm.WriteRandom(gguf, llm.TestShape, 1))
 	for _, name := range documented {
 		call, ok := optionCalls[name]
 		if !assert.True(t, ok, "%s takes an options table: add a call to optionCalls", name) {
@@ -126,7 +131,7 @@ func TestEveryOptionsTableRefusesUnknownNames(t *testing.T) {
 			rt, err := runtime.New(runtime.Options{Threads: 1, Stdout: io.Discard})
 			require.NoError(t, err)
 			defer rt.Close()
-			prelude := "X = tensor.randn(2, 3)\nCSV = " + luaQuote(csv) + "\nDIR = " + luaQuote(dir) + "\n" +
+			prelude := "X = tensor.randn(2, 3)\nCSV = " + luaQuote(csv) + "\nDIR = " + luaQuote(dir) + "\nGGUF = " + luaQuote(gguf) + "\n" +
 				"function MERGE(a, b) for k, v in pairs(b or {}) do a[k] = v end return a end\n"
 			// Without options it runs (the call is right), with an unknown
 			// one it is refused, naming the option.
