@@ -27,4 +27,13 @@
 // time, each reading the earlier positions' keys and values from a cache
 // in the persistent pool; greedy at temperature 0 (llama.cpp's tokens, on
 // the CPU), otherwise top-k, top-p and temperature in llama.cpp's order.
+//
+// # Fine-tuning
+//
+// AddLoRA attaches LoRA adapters beside the frozen, possibly quantized,
+// weights; an ordinary training loop (WithGradTape, Backward, an
+// optimizer over LoRA.Parameters) trains them, the gradient flowing back
+// through the quantized products to their inputs. LoRA.Save writes
+// llama.cpp's adapter GGUF, with which llama.cpp computes the logits gglua
+// computes.
 package llm

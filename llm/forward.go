@@ -81,11 +81,9 @@ func (f *forward) block(i int, x *core.Tensor) *core.Tensor {
 	h := f.norm(x, l.attnNorm)
 	x = f.do(func() (*core.Tensor, error) { return f.e.Add(x, f.attention(i, h)) })
 	h = f.norm(x, l.ffnNorm)
-	gate := f.do(func() (*core.Tensor, error) { return f.e.Linear(h, l.gate) })
-	gate = f.do(func() (*core.Tensor, error) { return f.e.Silu(gate) })
-	up := f.do(func() (*core.Tensor, error) { return f.e.Linear(h, l.up) })
-	gated := f.do(func() (*core.Tensor, error) { return f.e.Mul(gate, up) })
-	down := f.do(func() (*core.Tensor, error) { return f.e.Linear(gated, l.down) })
+	gate := f.do(func() (*core.Tensor, error) { return f.e.Silu(f.adapted(i, "ffn_gate", h)) })
+	gated := f.do(func() (*core.Tensor, error) { return f.e.Mul(gate, f.adapted(i, "ffn_up", h)) })
+	down := f.adapted(i, "ffn_down", gated)
 	return f.do(func() (*core.Tensor, error) { return f.e.Add(x, down) })
 }
 
@@ -94,17 +92,17 @@ func (f *forward) block(i int, x *core.Tensor) *core.Tensor {
 // (grouped-query attention, as llama.cpp groups them). With a cache, the
 // new keys and values join those of the earlier positions.
 func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
-	c, l, T := f.m.Config, &f.m.layers[i], len(f.pos)
+	c, T := f.m.Config, len(f.pos)
 	rope := ggmlcgo.RopeOptions{Dims: c.RopeDims, Base: c.RopeBase, Scale: c.RopeScale}
-	project := func(w *core.Tensor, n int, rotate bool) *core.Tensor {
-		y := f.do(func() (*core.Tensor, error) { return f.e.Linear(h, w) })
+	project := func(target string, n int, rotate bool) *core.Tensor {
+		y := f.adapted(i, target, h)
 		y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, n, c.HeadDim) })
 		if rotate {
 			y = f.do(func() (*core.Tensor, error) { return f.e.Rope(y, f.pos, rope) })
 		}
 		return y
 	}
-	q, k, v := project(l.q, c.Heads, true), project(l.k, c.HeadsKV, true), project(l.v, c.HeadsKV, false)
+	q, k, v := project("attn_q", c.Heads, true), project("attn_k", c.HeadsKV, true), project("attn_v", c.HeadsKV, false)
 	if f.cache != nil {
 		k, v = f.remember(f.cache.k[i], k), f.remember(f.cache.v[i], v)
 	}
@@ -136,7 +134,7 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 	})
 	y = f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, 0, 1) })
 	y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, c.Embd) })
-	return f.do(func() (*core.Tensor, error) { return f.e.Linear(y, l.o) })
+	return f.adapted(i, "attn_output", y)
 }
 
 // remember writes x, the new positions' keys or values, into the cache's

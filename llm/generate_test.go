@@ -16,12 +16,7 @@ import (
 // one decode a token, on the f32 model and a quantized one; a second
 // generation reuses the cache and gives the same.
 func TestGenerateAsLlamaCpp(t *testing.T) {
-	ref := findLlamaRef(t)
-	dir := t.TempDir()
-	f32 := filepath.Join(dir, "f32.gguf")
-	writeTestModel(t, f32, 4)
-	q4 := filepath.Join(dir, "q4_0.gguf")
-	ref.run(t, "--quantize", f32, q4, "q4_0")
+	ref, f32, q4 := quantizedPair(t, 4, "q4_0")
 	for _, path := range []string{f32, q4} {
 		e := newEngine(t)
 		m, err := Load(e, path)

@@ -19,6 +19,9 @@ type Model struct {
 	// Tokenizer is the file's tokenizer; nil where the file has none.
 	Tokenizer *Tokenizer
 	cache     *kvCache // generate's, made by its first call
+	lora      *LoRA    // the adapters AddLoRA attached, if any
+	// Training turns the adapters' dropout on (as nn.Module's train()).
+	Training bool
 }
 
 // layer is one transformer block's weights (llama.cpp's blk.N names).

@@ -18,6 +18,17 @@ func writeTestModel(t *testing.T, path string, seed int64) int {
 	return TestShape.Vocab
 }
 
+// quantizedPair writes the test model (seed) in f32 and, quantized by
+// llama.cpp, in typ, into a temporary folder.
+func quantizedPair(t *testing.T, seed int64, typ string) (ref llamaRef, f32, quantized string) {
+	ref = findLlamaRef(t)
+	dir := t.TempDir()
+	f32, quantized = filepath.Join(dir, "f32.gguf"), filepath.Join(dir, typ+".gguf")
+	writeTestModel(t, f32, seed)
+	ref.run(t, "--quantize", f32, quantized, typ)
+	return ref, f32, quantized
+}
+
 // llamaRef is the reference: llama.cpp's prebuilt library through
 // scripts/reference/llama_logits.c, set up by scripts/reference/llama_ref.sh
 // in .llama-ref (or GGLUA_LLAMA_REF). Absent, the test is skipped, unless
@@ -52,9 +63,10 @@ func (r llamaRef) run(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// logits is llama.cpp's logits for ids on the model at path, [T][vocab].
-func (r llamaRef) logits(t *testing.T, path string, ids []int) [][]float64 {
-	args := []string{path}
+// logits is llama.cpp's logits for ids on the model at path, [T][vocab]
+// (flags, such as --lora ADAPTER, go before the ids).
+func (r llamaRef) logits(t *testing.T, path string, ids []int, flags ...string) [][]float64 {
+	args := append([]string{path}, flags...)
 	for _, id := range ids {
 		args = append(args, strconv.Itoa(id))
 	}

@@ -65,6 +65,9 @@ func liveNames(t *testing.T) map[string]bool {
 	for k := range env.modelMethods() {
 		names["model:"+k] = true
 	}
+	for k := range env.loraMethods() {
+		names["lora:"+k] = true
+	}
 	return names
 }
 

@@ -43,49 +43,66 @@ func (env *Env) llmLoad(L *lua.LState) int {
 
 // modelMethods are a model's methods (m:name(...)).
 func (env *Env) modelMethods() map[string]lua.LGFunction {
-	return map[string]lua.LGFunction{"detokenize": env.llmDetokenize, "generate": env.llmGenerate, "logits": env.llmLogits,
-		"tokenize": env.llmTokenize}
+	return map[string]lua.LGFunction{"detokenize": env.llmDetokenize, "eval": env.llmTrain(false), "generate": env.llmGenerate,
+		"logits": env.llmLogits, "lora": env.llmLoRA, "tokenize": env.llmTokenize, "train": env.llmTrain(true)}
 }
 
 func checkModel(L *lua.LState, fn string) *llm.Model {
+	return checkSelf[*llm.Model](L, fn, "a model (llm.load's)")
+}
+
+// checkSelf is argument 1, a userdata holding a T, or an error naming what.
+func checkSelf[T any](L *lua.LState, fn, what string) T {
 	if ud, ok := L.Get(1).(*lua.LUserData); ok {
-		if m, ok := ud.Value.(*llm.Model); ok {
-			return m
+		if v, ok := ud.Value.(T); ok {
+			return v
 		}
 	}
-	argError(L, fn, "expected a model (llm.load's) as self, got %s", luaTypeName(L.Get(1)))
-	return nil
+	argError(L, fn, "expected %s as self, got %s", what, luaTypeName(L.Get(1)))
+	var none T
+	return none
 }
 
 func modelMetatable(L *lua.LState, env *Env) lua.LValue {
-	if mt := L.GetTypeMetatable(modelTypeName); mt != lua.LNil {
+	return objectMetatable(L, modelTypeName, "model", env.modelMethods(), func(L *lua.LState) (map[string]lua.LValue, string) {
+		m := checkModel(L, "model")
+		c := m.Config
+		return map[string]lua.LValue{"name": lua.LString(c.Name), "vocab": lua.LNumber(c.Vocab), "layers": lua.LNumber(c.Layers),
+				"embd": lua.LNumber(c.Embd), "ffn": lua.LNumber(c.FFN), "heads": lua.LNumber(c.Heads), "heads_kv": lua.LNumber(c.HeadsKV),
+				"context": lua.LNumber(c.Context), "training": lua.LBool(m.Training)},
+			fmt.Sprintf("llm model %q (llama: %d layers, width %d, %d heads on %d key/value heads, vocabulary of %d)",
+				c.Name, c.Layers, c.Embd, c.Heads, c.HeadsKV, c.Vocab)
+	})
+}
+
+// objectMetatable is the metatable of a userdata type whose values have
+// methods and read-only fields: fields gives self's (argument 1) and its
+// __tostring text.
+func objectMetatable(L *lua.LState, typeName, what string, methods map[string]lua.LGFunction,
+	fields func(*lua.LState) (map[string]lua.LValue, string)) lua.LValue {
+	if mt := L.GetTypeMetatable(typeName); mt != lua.LNil {
 		return mt
 	}
-	methods := L.SetFuncs(L.NewTable(), functions("model:", env.modelMethods()))
-	mt := L.NewTypeMetatable(modelTypeName)
+	table := L.SetFuncs(L.NewTable(), functions(what+":", methods))
+	mt := L.NewTypeMetatable(typeName)
 	L.SetFuncs(mt, map[string]lua.LGFunction{
 		"__index": func(L *lua.LState) int {
-			m := checkModel(L, "model")
 			key := L.CheckString(2)
-			if f := methods.RawGetString(key); f != lua.LNil {
+			if f := table.RawGetString(key); f != lua.LNil {
 				L.Push(f)
 				return 1
 			}
-			c := m.Config
-			fields := map[string]lua.LValue{"name": lua.LString(c.Name), "vocab": lua.LNumber(c.Vocab), "layers": lua.LNumber(c.Layers),
-				"embd": lua.LNumber(c.Embd), "ffn": lua.LNumber(c.FFN), "heads": lua.LNumber(c.Heads), "heads_kv": lua.LNumber(c.HeadsKV),
-				"context": lua.LNumber(c.Context)}
-			v, ok := fields[key]
+			all, _ := fields(L)
+			v, ok := all[key]
 			if !ok {
-				argError(L, "model", "no method or field named '%s'", key)
+				argError(L, what, "no method or field named '%s'", key)
 			}
 			L.Push(v)
 			return 1
 		},
 		"__tostring": func(L *lua.LState) int {
-			c := checkModel(L, "model").Config
-			L.Push(lua.LString(fmt.Sprintf("llm model %q (llama: %d layers, width %d, %d heads on %d key/value heads, vocabulary of %d)",
-				c.Name, c.Layers, c.Embd, c.Heads, c.HeadsKV, c.Vocab)))
+			_, text := fields(L)
+			L.Push(lua.LString(text))
 			return 1
 		},
 	})
@@ -214,4 +231,93 @@ func (env *Env) llmGenerate(L *lua.LState) int {
 	L.Push(lua.LString(text))
 	pushIDs(L, ids)
 	return 2
+}
+
+// m:train() and m:eval() switch the adapters' dropout on and off (as
+// nn.Module's) and return m.
+func (env *Env) llmTrain(on bool) lua.LGFunction {
+	return func(L *lua.LState) int {
+		checkModel(L, "model:train").Training = on
+		L.Push(L.Get(1))
+		return 1
+	}
+}
+
+const loraTypeName = "gglua.llm.lora"
+
+// m:lora({r=8, alpha=8, dropout=0, targets={"attn_q", "attn_v"}}) attaches
+// LoRA adapters (PEFT's defaults) to the targeted weights of every layer
+// and returns them: lora:parameters() for an optimizer, lora:save(path)
+// for llama.cpp.
+func (env *Env) llmLoRA(L *lua.LState) int {
+	const fn = "model:lora"
+	m := checkModel(L, fn)
+	o := readOpts(L, fn, 2)
+	r := o.number("r", 8)
+	opts := llm.LoRAOptions{Alpha: o.number("alpha", 8), Dropout: o.number("dropout", 0), Targets: []string{"attn_q", "attn_v"}}
+	if v := o.get("targets"); v != lua.LNil {
+		tbl, ok := v.(*lua.LTable)
+		if !ok || tbl.Len() == 0 {
+			argError(L, fn, "option targets must be a table of weight names, got %s", luaTypeName(v))
+		}
+		opts.Targets = nil
+		for i := 1; i <= tbl.Len(); i++ {
+			name, ok := tbl.RawGetInt(i).(lua.LString)
+			if !ok {
+				argError(L, fn, "targets[%d] is a %s, not a weight's name", i, luaTypeName(tbl.RawGetInt(i)))
+			}
+			opts.Targets = append(opts.Targets, string(name))
+		}
+	}
+	o.done()
+	if r != math.Trunc(r) || r < 1 || r > 1<<16 {
+		argError(L, fn, "option r is %g: expected a whole number from 1", r)
+	}
+	opts.R = int(r)
+	l, err := m.AddLoRA(opts)
+	raise(L, err)
+	ud := L.NewUserData()
+	ud.Value = l
+	L.SetMetatable(ud, loraMetatable(L, env))
+	L.Push(ud)
+	return 1
+}
+
+func checkLoRA(L *lua.LState, fn string) *llm.LoRA {
+	return checkSelf[*llm.LoRA](L, fn, "LoRA adapters (model:lora's)")
+}
+
+// loraMethods are LoRA adapters' methods (lora:name(...)).
+func (env *Env) loraMethods() map[string]lua.LGFunction {
+	return map[string]lua.LGFunction{
+		"parameters": func(L *lua.LState) int {
+			ps := checkLoRA(L, "lora:parameters").Parameters()
+			t := L.CreateTable(len(ps), 0)
+			for i, p := range ps {
+				t.RawSetInt(i+1, env.push(L, p))
+			}
+			L.Push(t)
+			return 1
+		},
+		"save": func(L *lua.LState) int {
+			l := checkLoRA(L, "lora:save")
+			if env.Sandbox {
+				argError(L, "lora:save", "writing files is not allowed in a sandboxed runtime")
+			}
+			raise(L, l.Save(L.CheckString(2)))
+			return 0
+		},
+	}
+}
+
+func loraMetatable(L *lua.LState, env *Env) lua.LValue {
+	return objectMetatable(L, loraTypeName, "lora", env.loraMethods(), func(L *lua.LState) (map[string]lua.LValue, string) {
+		l := checkLoRA(L, "lora")
+		targets := L.NewTable()
+		for _, t := range l.Targets {
+			targets.Append(lua.LString(t))
+		}
+		return map[string]lua.LValue{"r": lua.LNumber(l.R), "alpha": lua.LNumber(l.Alpha), "dropout": lua.LNumber(l.Dropout), "targets": targets},
+			fmt.Sprintf("LoRA adapters (r=%d, alpha=%g, dropout=%g) on %v: %d parameters", l.R, l.Alpha, l.Dropout, l.Targets, len(l.Parameters()))
+	})
 }

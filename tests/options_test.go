@@ -94,6 +94,7 @@ var optionCalls = map[string]string{
 	"log.run":                          "log.run('opts', MERGE({dir = DIR}, OPTS))",
 	"model:tokenize":                   "llm.load(GGUF):tokenize('the cat', OPTS)",
 	"model:generate":                   "llm.load(GGUF):generate('the cat', MERGE({max_tokens = 2}, OPTS))",
+	"model:lora":                       "llm.load(GGUF):lora(OPTS)",
 }
 
 // optionTable matches a signature's options table: a {...} holding name=.
