@@ -30,6 +30,25 @@ func (e *Engine) Weight(raw []byte, typ ggmlcgo.Type, shape []int) (*Tensor, err
 	return &Tensor{shape: append([]int(nil), shape...), dtype: typ, engine: e, handle: h}, nil
 }
 
+// Stored is t's bytes as its pool holds them (a quantized weight's blocks
+// as they were read) and their type, or, for a tensor not placed, its f32
+// values: what a model file writes back.
+func (t *Tensor) Stored() ([]byte, ggmlcgo.Type, error) {
+	if t.handle != nil && !t.pending && t.base == nil {
+		raw := make([]byte, t.handle.Nbytes())
+		if err := t.handle.Read(raw); err != nil {
+			return nil, 0, err
+		}
+		return raw, t.dtype, nil
+	}
+	v, err := t.Float32s()
+	if err != nil {
+		return nil, 0, err
+	}
+	raw, err := encode(ggmlcgo.F32, v)
+	return raw, ggmlcgo.F32, err
+}
+
 // IsQuantized reports whether t (or its base) is stored in a quantized type.
 func (t *Tensor) IsQuantized() bool { return t.storage().dtype.Quantized() }
 

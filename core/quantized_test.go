@@ -144,3 +144,28 @@ func assertWithin(t *testing.T, want, got []float32, bound float64, msg string) 
 		}
 	}
 }
+
+// Stored gives a quantized weight's blocks back as they were placed (its
+// size is the blocks', not four bytes an element), and an f32 tensor's
+// values as f32 bytes.
+func TestStoredBytes(t *testing.T) {
+	e := newEngine(t)
+	for _, typ := range quantizedTypes {
+		v := make([]float32, 2*256)
+		for i := range v {
+			v[i] = float32(i%17) - 8
+		}
+		raw, err := ggmlcgo.Quantize(typ, v, 256)
+		require.NoError(t, err)
+		w, err := e.Weight(raw, typ, []int{2, 256})
+		require.NoError(t, err)
+		got, gotType, err := w.Stored()
+		require.NoError(t, err)
+		assert.Equal(t, typ, gotType)
+		assert.Equal(t, raw, got, "%v", typ)
+	}
+	got, typ, err := host(t, []int{2}, 1.5, -2).Stored()
+	require.NoError(t, err)
+	assert.Equal(t, ggmlcgo.F32, typ)
+	assert.Equal(t, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0, 0xc0}, got)
+}

@@ -35,5 +35,6 @@
 // optimizer over LoRA.Parameters) trains them, the gradient flowing back
 // through the quantized products to their inputs. LoRA.Save writes
 // llama.cpp's adapter GGUF, with which llama.cpp computes the logits gglua
-// computes.
+// computes; Model.Save writes the whole model, adapters merged, in the
+// types it was read in or quantized anew.
 package llm

@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -148,13 +147,9 @@ func (l *LoRA) Save(path string) error {
 			suffix string
 			x      *core.Tensor
 		}{{".weight.lora_a", l.pairs[n].a}, {".weight.lora_b", l.pairs[n].b}} {
-			v, err := t.x.Float32s()
+			raw, err := encodeAs(t.x, ggmlcgo.F32)
 			if err != nil {
 				return fmt.Errorf("lora:save: %w", err)
-			}
-			raw := make([]byte, 4*len(v))
-			for i, f := range v {
-				binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
 			}
 			shape := t.x.Shape()
 			if err := w.AddTensor(n+t.suffix, ggmlcgo.F32, []int64{int64(shape[1]), int64(shape[0])}, raw); err != nil {

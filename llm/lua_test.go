@@ -63,7 +63,7 @@ return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.hea
 		`m:logits({1.5})`:                   "token 1 is 1.5",
 		`m:logits({"a"})`:                   "token 1 is a string, not an id",
 		`m:logits({})`:                      "model:logits: expected 1 to",
-		`m:logits(5)`:                       "expected a table of token ids, got number",
+		`m:logits(5)`:                       "model:logits: expected a text or a table of token ids, got number",
 		`m.logits(5, {1})`:                  "expected a model (llm.load's) as self",
 		`return m.nothing`:                  "no method or field named 'nothing'",
 		`llm.load(path, {device = "cuda"})`: "llm.load: takes a path alone",
@@ -116,6 +116,7 @@ local m = llm.load(path)
 local ids = m:tokenize("the cat sat")
 local text, new = m:generate("the cat sat", {max_tokens = 12, temperature = 0})
 local a = m:generate(ids, {max_tokens = 8, temperature = 1.5, seed = 7})
+assert(m:logits("the cat sat"):eq(m:logits(ids)):all():item() == 1, "logits of a text are those of its tokens")
 local b = m:generate(ids, {max_tokens = 8, temperature = 1.5, seed = 7})
 return ids, text, new, m:detokenize(ids), a == b, #m:tokenize("the cat sat", {add_special = false})`)
 	require.NoError(t, err)
@@ -134,7 +135,7 @@ return ids, text, new, m:detokenize(ids), a == b, #m:tokenize("the cat sat", {ad
 		`m:generate("x", {max_tokens = -1})`:  "option max_tokens is -1",
 		`m:generate("x", {top_p = 0})`:        "0 < top_p <= 1",
 		`m:generate("x", {max_tokens = 1e6})`: "past the model's context of 128",
-		`m:generate(5)`:                       "expected a prompt (a text or a table of token ids), got number",
+		`m:generate(5)`:                       "expected a text or a table of token ids, got number",
 		`m:generate({0})`:                     "token 1 is 0, not an id",
 		`m:tokenize("x", {special = true})`:   "model:tokenize: unknown option special",
 		`m:detokenize({m.vocab + 1})`:         "model:detokenize: token 1 is 276",

@@ -28,7 +28,8 @@ type Tokenizer struct {
 	scores    []float32
 	types     []int32
 	ids       map[string]int    // text to id; the last of equal texts wins, as in llama.cpp
-	ranks     map[[2]string]int // BPE merges: a pair's rank, the first of equal pairs wins
+	merges    []string          // BPE merges as the file lists them ("a b")
+	ranks     map[[2]string]int // a merge's rank, the first of equal pairs wins
 	special   []int             // control, user-defined and unknown tokens, longest text first
 
 	BOS, EOS int // -1 where the vocabulary has none
@@ -96,6 +97,7 @@ func readTokenizer(g *ggmlcgo.GGUFFile, n int) (*Tokenizer, error) {
 		if !ok {
 			return nil, fmt.Errorf("tokenizer.ggml.merges is missing: a BPE tokenizer needs its merges")
 		}
+		v.merges = merges
 		v.ranks = make(map[[2]string]int, len(merges))
 		for i, m := range merges {
 			var pair [2]string

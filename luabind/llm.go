@@ -6,6 +6,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/gglua/gglua/llm"
 )
 
@@ -44,7 +45,7 @@ func (env *Env) llmLoad(L *lua.LState) int {
 // modelMethods are a model's methods (m:name(...)).
 func (env *Env) modelMethods() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{"detokenize": env.llmDetokenize, "eval": env.llmTrain(false), "generate": env.llmGenerate,
-		"logits": env.llmLogits, "lora": env.llmLoRA, "tokenize": env.llmTokenize, "train": env.llmTrain(true)}
+		"logits": env.llmLogits, "lora": env.llmLoRA, "save": env.llmSave, "tokenize": env.llmTokenize, "train": env.llmTrain(true)}
 }
 
 func checkModel(L *lua.LState, fn string) *llm.Model {
@@ -109,12 +110,31 @@ func objectMetatable(L *lua.LState, typeName, what string, methods map[string]lu
 	return mt
 }
 
-// m:logits(ids) is a [T, vocab] tensor of each position's logits for the
-// token ids (a table of 1-based ids).
+// m:logits(text or ids) is a [T, vocab] tensor of each position's logits
+// for a text (tokenized as m:tokenize does) or a table of 1-based ids.
 func (env *Env) llmLogits(L *lua.LState) int {
 	m := checkModel(L, "model:logits")
-	t, err := m.Logits(checkIDs(L, "model:logits", 2, m.Vocab))
+	t, err := m.Logits(checkPrompt(L, "model:logits", m))
 	return env.pushResult(L, t, err)
+}
+
+// checkPrompt reads argument 2, a text (tokenized with the BOS token and
+// special tokens parsed, as llama.cpp's tools read a prompt) or a table of
+// 1-based ids, as 0-based ids.
+func checkPrompt(L *lua.LState, fn string, m *llm.Model) []int {
+	switch v := L.Get(2).(type) {
+	case lua.LString:
+		ids, err := m.Tokenize(string(v), true, true)
+		raise(L, err)
+		if len(ids) == 0 {
+			argError(L, fn, "the text has no tokens")
+		}
+		return ids
+	case *lua.LTable:
+		return checkIDs(L, fn, 2, m.Vocab)
+	}
+	argError(L, fn, "expected a text or a table of token ids, got %s", luaTypeName(L.Get(2)))
+	return nil
 }
 
 // checkIDs reads argument n, a table of 1-based token ids, as 0-based ids.
@@ -186,17 +206,7 @@ func (env *Env) llmDetokenize(L *lua.LState) int {
 func (env *Env) llmGenerate(L *lua.LState) int {
 	const fn = "model:generate"
 	m := checkModel(L, fn)
-	var prompt []int
-	switch v := L.Get(2).(type) {
-	case lua.LString:
-		var err error
-		prompt, err = m.Tokenize(string(v), true, true)
-		raise(L, err)
-	case *lua.LTable:
-		prompt = checkIDs(L, fn, 2, m.Vocab)
-	default:
-		argError(L, fn, "expected a prompt (a text or a table of token ids), got %s", luaTypeName(v))
-	}
+	prompt := checkPrompt(L, fn, m)
 	o := readOpts(L, fn, 3)
 	maxTokens := o.number("max_tokens", 128)
 	opts := llm.GenerateOptions{Temperature: o.number("temperature", 0.8), TopP: o.number("top_p", 0.95)}
@@ -320,4 +330,26 @@ func loraMetatable(L *lua.LState, env *Env) lua.LValue {
 		return map[string]lua.LValue{"r": lua.LNumber(l.R), "alpha": lua.LNumber(l.Alpha), "dropout": lua.LNumber(l.Dropout), "targets": targets},
 			fmt.Sprintf("LoRA adapters (r=%d, alpha=%g, dropout=%g) on %v: %d parameters", l.R, l.Alpha, l.Dropout, l.Targets, len(l.Parameters()))
 	})
+}
+
+// m:save(path [, {dtype=}]) writes the model (adapters merged) as a GGUF
+// file llama.cpp loads, each matrix in dtype or as it was read.
+func (env *Env) llmSave(L *lua.LState) int {
+	const fn = "model:save"
+	m := checkModel(L, fn)
+	if env.Sandbox {
+		argError(L, fn, "writing files is not allowed in a sandboxed runtime")
+	}
+	path := L.CheckString(2)
+	o := readOpts(L, fn, 3)
+	name := o.str("dtype", "")
+	o.done()
+	var dtype ggmlcgo.Type
+	if name != "" {
+		var err error
+		dtype, err = llm.ParseSaveType(name)
+		raise(L, err)
+	}
+	raise(L, m.Save(path, dtype))
+	return 0
 }

@@ -95,6 +95,7 @@ var optionCalls = map[string]string{
 	"model:tokenize":                   "llm.load(GGUF):tokenize('the cat', OPTS)",
 	"model:generate":                   "llm.load(GGUF):generate('the cat', MERGE({max_tokens = 2}, OPTS))",
 	"model:lora":                       "llm.load(GGUF):lora(OPTS)",
+	"model:save":                       "llm.load(GGUF):save(DIR .. '/saved.gguf', OPTS)",
 }
 
 // optionTable matches a signature's options table: a {...} holding name=.

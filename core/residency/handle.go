@@ -48,13 +48,13 @@ func (h *Handle) Shape() []int { return append([]int(nil), h.shape...) }
 // Type is the element type.
 func (h *Handle) Type() ggmlcgo.Type { return h.typ }
 
-// Nbytes is the size of the data.
+// Nbytes is the size of the data (a quantized type's whole blocks).
 func (h *Handle) Nbytes() int64 {
-	n := h.typ.Size()
+	n := int64(1)
 	for _, d := range h.shape {
 		n *= int64(d)
 	}
-	return n
+	return n / h.typ.BlockSize() * h.typ.TypeBytes()
 }
 
 func (h *Handle) staleError(op string) error {

@@ -1,0 +1,183 @@
+package llm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
+)
+
+// saveTypes are the types Save writes weights in, with llama.cpp's
+// general.file_type for a file of that type.
+var saveTypes = map[ggmlcgo.Type]uint32{ggmlcgo.F32: 0, ggmlcgo.F16: 1, ggmlcgo.Q4_0: 2, ggmlcgo.Q4_1: 3, ggmlcgo.Q8_0: 7,
+	ggmlcgo.Q5_0: 8, ggmlcgo.Q5_1: 9, ggmlcgo.Q4_K: 14, ggmlcgo.Q5_K: 16, ggmlcgo.Q6_K: 18, ggmlcgo.BF16: 32}
+
+// ParseSaveType reads a Save type's name: f32, f16, bf16, q8_0, q4_0,
+// q4_1, q5_0, q5_1, q4_K, q5_K or q6_K.
+func ParseSaveType(name string) (ggmlcgo.Type, error) {
+	for t := range saveTypes {
+		if strings.EqualFold(t.String(), name) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("save: dtype %q is not one gglua writes (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)", name)
+}
+
+// Save writes the model as a GGUF file llama.cpp loads: its shape, its
+// tokenizer and its weights, with any LoRA adapters merged into the
+// weights they adapt (W + alpha/r·B·A). Each matrix is written in dtype
+// (quantized by ggml's quantizer, as llama_model_quantize does without an
+// importance matrix), or, for dtype 0, in the type it was read in: a
+// weight neither merged nor converted is written as its very bytes. The
+// norms' vectors stay f32, as llama.cpp keeps them.
+func (m *Model) Save(path string, dtype ggmlcgo.Type) error {
+	if _, ok := saveTypes[dtype]; !ok && dtype != 0 {
+		return fmt.Errorf("save: dtype %v is not one gglua writes", dtype)
+	}
+	w := ggmlcgo.NewGGUFWriter()
+	defer w.Free()
+	c := m.Config
+	w.SetString("general.architecture", "llama")
+	if c.Name != "" {
+		w.SetString("general.name", c.Name)
+	}
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"block_count", c.Layers}, {"context_length", c.Context}, {"embedding_length", c.Embd}, {"feed_forward_length", c.FFN},
+		{"attention.head_count", c.Heads}, {"attention.head_count_kv", c.HeadsKV}, {"rope.dimension_count", c.RopeDims}} {
+		w.SetU32("llama."+k.key, uint32(k.v))
+	}
+	w.SetF32("llama.rope.freq_base", c.RopeBase)
+	w.SetF32("llama.attention.layer_norm_rms_epsilon", c.NormEps)
+	if c.RopeScale != 1 {
+		w.SetString("llama.rope.scaling.type", "linear")
+		w.SetF32("llama.rope.scaling.factor", 1/c.RopeScale)
+	}
+	if ft, ok := saveTypes[dtype]; ok {
+		w.SetU32("general.file_type", ft)
+	}
+	if m.Tokenizer != nil {
+		m.Tokenizer.write(w)
+	}
+	add := func(name string, t *core.Tensor, typ ggmlcgo.Type, merged *core.Tensor) error {
+		raw, stored, err := t.Stored()
+		if err != nil {
+			return fmt.Errorf("save: %s: %w", name, err)
+		}
+		if typ == 0 {
+			typ = stored
+		}
+		if merged != nil || typ != stored {
+			src := t
+			if merged != nil {
+				src = merged
+			}
+			if raw, err = encodeAs(src, typ); err != nil {
+				return fmt.Errorf("save: %s: %w", name, err)
+			}
+		}
+		shape := t.Shape()
+		ne := make([]int64, len(shape))
+		for i, d := range shape {
+			ne[len(shape)-1-i] = int64(d)
+		}
+		return w.AddTensor(name, typ, ne, raw)
+	}
+	matrix := func(name string, t *core.Tensor, merged *core.Tensor) error { return add(name, t, dtype, merged) }
+	vector := func(name string, t *core.Tensor) error { return add(name, t, ggmlcgo.F32, nil) }
+	errs := []error{matrix("token_embd.weight", m.tokens, nil), vector("output_norm.weight", m.outNorm)}
+	if m.output != m.tokens {
+		errs = append(errs, matrix("output.weight", m.output, nil))
+	}
+	for i := range m.layers {
+		l := &m.layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		errs = append(errs, vector(p+"attn_norm.weight", l.attnNorm), vector(p+"ffn_norm.weight", l.ffnNorm))
+		for _, target := range []string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"} {
+			merged, err := m.merged(i, target)
+			errs = append(errs, err, matrix(p+target+".weight", l.weight(target), merged))
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return w.WriteFile(path)
+}
+
+// merged is layer i's weight target with its adapter's update added, or
+// nil where it has no adapter.
+func (m *Model) merged(i int, target string) (*core.Tensor, error) {
+	if m.lora == nil {
+		return nil, nil
+	}
+	p := m.lora.pairs[fmt.Sprintf("blk.%d.%s", i, target)]
+	if p == nil {
+		return nil, nil
+	}
+	var out *core.Tensor
+	err := m.e.NoGrad(func() error {
+		ba, err := m.e.Matmul(p.b, p.a)
+		if err == nil {
+			ba, err = m.e.Scale(ba, m.lora.scale())
+		}
+		if err == nil {
+			out, err = m.e.Add(m.layers[i].weight(target), ba)
+		}
+		return err
+	})
+	return out, err
+}
+
+// encodeAs is t's values in typ's bytes.
+func encodeAs(t *core.Tensor, typ ggmlcgo.Type) ([]byte, error) {
+	v, err := t.Float32s()
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case ggmlcgo.F32:
+		raw := make([]byte, 4*len(v))
+		for i, f := range v {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+		}
+		return raw, nil
+	case ggmlcgo.F16, ggmlcgo.BF16:
+		half := make([]uint16, len(v))
+		ggmlcgo.F32ToHalf(typ, v, half)
+		raw := make([]byte, 2*len(v))
+		for i, x := range half {
+			binary.LittleEndian.PutUint16(raw[2*i:], x)
+		}
+		return raw, nil
+	}
+	return ggmlcgo.Quantize(typ, v, int64(t.Shape()[t.Dim()-1]))
+}
+
+// write writes the tokenizer's keys (as readTokenizer reads them).
+func (v *Tokenizer) write(w *ggmlcgo.GGUFWriter) {
+	w.SetString("tokenizer.ggml.model", v.kind)
+	if v.pre != "" {
+		w.SetString("tokenizer.ggml.pre", v.pre)
+	}
+	w.SetStrings("tokenizer.ggml.tokens", v.tokens)
+	w.SetF32s("tokenizer.ggml.scores", v.scores)
+	w.SetI32s("tokenizer.ggml.token_type", v.types)
+	if v.merges != nil {
+		w.SetStrings("tokenizer.ggml.merges", v.merges)
+	}
+	if v.BOS >= 0 {
+		w.SetU32("tokenizer.ggml.bos_token_id", uint32(v.BOS))
+	}
+	if v.EOS >= 0 {
+		w.SetU32("tokenizer.ggml.eos_token_id", uint32(v.EOS))
+	}
+	w.SetBool("tokenizer.ggml.add_bos_token", v.addBOS)
+	w.SetBool("tokenizer.ggml.add_eos_token", v.addEOS)
+	w.SetBool("tokenizer.ggml.add_space_prefix", v.addSpacePrefix)
+}
