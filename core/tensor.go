@@ -410,13 +410,7 @@ func encode(dtype ggmlcgo.Type, v []float32) ([]byte, error) {
 		// Callers copy them (uploads, files) and never keep them.
 		return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)), nil
 	case ggmlcgo.F16, ggmlcgo.BF16:
-		half := make([]uint16, len(v))
-		ggmlcgo.F32ToHalf(dtype, v, half)
-		raw := make([]byte, 2*len(v))
-		for i, x := range half {
-			binary.LittleEndian.PutUint16(raw[2*i:], x)
-		}
-		return raw, nil
+		return ggmlcgo.Encode(dtype, v, int64(len(v)))
 	}
 	return nil, fmt.Errorf("tensor: unsupported storage dtype %v (expected f32, f16 or bf16)", dtype)
 }

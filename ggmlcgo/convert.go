@@ -3,7 +3,37 @@ package ggmlcgo
 // #include "gglua_ggml.h"
 import "C"
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Encode is v, rows of ne0 values, as the little-endian bytes of a
+// tensor of type t: f32, f16, bf16, or a quantized type (Quantize).
+func Encode(t Type, v []float32, ne0 int64) ([]byte, error) {
+	switch t {
+	case F32:
+		raw := make([]byte, 4*len(v))
+		for i, f := range v {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+		}
+		return raw, nil
+	case F16, BF16:
+		half := make([]uint16, len(v))
+		F32ToHalf(t, v, half)
+		raw := make([]byte, 2*len(v))
+		for i, x := range half {
+			binary.LittleEndian.PutUint16(raw[2*i:], x)
+		}
+		return raw, nil
+	}
+	if !t.Quantized() {
+		return nil, fmt.Errorf("encode: %v is not a type of floating-point values", t)
+	}
+	return Quantize(t, v, ne0)
+}
 
 // F32ToHalf converts src to f16 or bf16 (typ) bits, written to dst, which must
 // be len(src) long. It uses ggml's own (round-to-nearest) conversions so that

@@ -1,9 +1,7 @@
 package llm
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/gglua/gglua/core"
@@ -140,23 +138,7 @@ func encodeAs(t *core.Tensor, typ ggmlcgo.Type) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch typ {
-	case ggmlcgo.F32:
-		raw := make([]byte, 4*len(v))
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
-		}
-		return raw, nil
-	case ggmlcgo.F16, ggmlcgo.BF16:
-		half := make([]uint16, len(v))
-		ggmlcgo.F32ToHalf(typ, v, half)
-		raw := make([]byte, 2*len(v))
-		for i, x := range half {
-			binary.LittleEndian.PutUint16(raw[2*i:], x)
-		}
-		return raw, nil
-	}
-	return ggmlcgo.Quantize(typ, v, int64(t.Shape()[t.Dim()-1]))
+	return ggmlcgo.Encode(typ, v, int64(t.Shape()[t.Dim()-1]))
 }
 
 // write writes the tokenizer's keys (as readTokenizer reads them).
