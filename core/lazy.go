@@ -89,6 +89,9 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	if err != nil {
 		return n, err
 	}
+	if n.Type().Quantized() {
+		return e.toF32(c, n)
+	}
 	return c.Cast(n, ggmlcgo.F32)
 }
 

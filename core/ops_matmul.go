@@ -242,7 +242,11 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		// (ggml's out_prod is f32 only: not under autocast.)
 		outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
 		if x.requiresGrad {
-			gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, read, func(c ctx, in []node) (node, error) {
+			readBack := read
+			if quantized && !e.readsQuantized("out_prod", w.storage().dtype) {
+				readBack = func(t *Tensor) (node, error) { return e.input(t) } // w dequantized, g as the product reads it
+			}
+			gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, readBack, func(c ctx, in []node) (node, error) {
 				if quantized { // a quantized weight has no transpose: its rows, dequantized, times g
 					return c.OutProd(in[1], in[0], true)
 				}

@@ -631,7 +631,7 @@ func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
 		return nil, err
 	}
 	read := e.input
-	if x.IsQuantized() {
+	if x.IsQuantized() && e.readsQuantized("get_rows", x.storage().dtype) {
 		read = weightAsStored(x, read) // get_rows dequantizes the rows it picks
 	}
 	y, err := e.newOpReading("index_select", []int{len(idx), x.shape[1]}, []*Tensor{x, it}, read, func(c ctx, in []node) (node, error) {

@@ -62,6 +62,37 @@ func (e *Engine) dequantized(t *Tensor) (*Tensor, error) {
 	return e.newOp("dequantize", t.shape, []*Tensor{t}, func(c ctx, in []node) (node, error) { return in[0], nil })
 }
 
+// forceDequantizeKernel makes the CPU read quantized tensors as a device
+// does, through gglua's dequantize node (tests).
+var forceDequantizeKernel bool
+
+// toF32 is n, a quantized tensor's node, in f32: ggml's copy on the CPU;
+// on a device, gglua's dequantize node, which takes the K-quants that
+// ggml-cuda's copy does not.
+func (e *Engine) toF32(c ctx, n node) (node, error) {
+	if (forceDequantizeKernel || !e.backend.IsCPU()) && e.backend.HasKernel(ggmlcgo.KernelDequantize) {
+		return c.DequantizeKernel(n)
+	}
+	return c.Cast(n, ggmlcgo.F32)
+}
+
+// readsQuantized reports whether ggml's op on this backend reads a tensor
+// of type typ as it is stored: every op on the CPU; on a device mul_mat,
+// and get_rows of the simple block types (ggml-cuda's get_rows lacks the
+// K-quants and its out_prod takes f32 only).
+func (e *Engine) readsQuantized(op string, typ ggmlcgo.Type) bool {
+	if e.backend.IsCPU() && !forceDequantizeKernel {
+		return true
+	}
+	switch op {
+	case "mul_mat":
+		return true
+	case "get_rows":
+		return typ == ggmlcgo.Q4_0 || typ == ggmlcgo.Q4_1 || typ == ggmlcgo.Q5_0 || typ == ggmlcgo.Q5_1 || typ == ggmlcgo.Q8_0
+	}
+	return false
+}
+
 // weightAsStored is read, but w, a quantized weight, as it is stored.
 func weightAsStored(w *Tensor, read func(*Tensor) (node, error)) func(*Tensor) (node, error) {
 	return func(t *Tensor) (node, error) {

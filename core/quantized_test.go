@@ -169,3 +169,26 @@ func TestStoredBytes(t *testing.T) {
 	assert.Equal(t, ggmlcgo.F32, typ)
 	assert.Equal(t, []byte{0, 0, 0xc0, 0x3f, 0, 0, 0, 0xc0}, got)
 }
+
+// A device reads quantized weights through gglua's dequantize node where
+// ggml-cuda's ops cannot take them (K-quants' rows, the gradient's
+// out_prod): the same values and gradients, forced here on the CPU.
+func TestQuantizedWeightsAsADeviceReadsThem(t *testing.T) {
+	defer func(f bool) { forceDequantizeKernel = f }(forceDequantizeKernel)
+	forceDequantizeKernel = true
+	TestQuantizedWeights(t)
+	TestQuantizedWeightGradientIsExact(t)
+	e := newEngine(t)
+	q, deq := quantizedWeight(t, e, ggmlcgo.Q6_K, 3, 256, 9)
+	var n node
+	require.NoError(t, e.NoGrad(func() error {
+		c, err := e.nodeContext()
+		require.NoError(t, err)
+		in, err := e.storedInput(q)
+		require.NoError(t, err)
+		n, err = e.toF32(c, in)
+		return err
+	}))
+	assert.Equal(t, "dequantize", n.Name(), "the node a device runs")
+	assert.Equal(t, values(t, deq), values(t, q))
+}

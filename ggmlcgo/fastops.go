@@ -62,6 +62,10 @@ package ggmlcgo
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_BF16, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_round_bf16_f32, -1, NULL), "to_bf16");
 // }
+// static struct ggml_tensor * gglua_dequantize_node(struct ggml_context * ctx, struct ggml_tensor * a) {
+//     struct ggml_tensor * args[1] = {a};
+//     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, a->ne[0], a->ne[1], a->ne[2], a->ne[3], args, 1, gglua_dequantize_f32, -1, NULL), "dequantize");
+// }
 // // gglua_flash_probe is a bf16 flash_attn node (back: its gradient's) of
 // // one head of 64 dims and 16 rows.
 // static struct ggml_tensor * gglua_flash_probe(struct ggml_context * ctx, bool back) {
@@ -94,6 +98,7 @@ package ggmlcgo
 //         k == 17 ? gglua_layer_norm_back_node(ctx, a[0], a[1], ggml_new_tensor(ctx, GGML_TYPE_F32, 1, two), a[2], 0x3727c5acu | 1ull << 32) :
 //         k == 18 || k == 19 ? gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_F32, 1, ne2), 0, 1, 16, 16, 1, 1, k == 18 ? GGML_TYPE_F32 : GGML_TYPE_BF16) :
 //         k == 20 ? gglua_gelu_bf16_node(ctx, h) : k == 21 ? gglua_gelu_erf_back_node(ctx, a[0], h, GGML_TYPE_BF16) :
+//         k == 22 ? gglua_dequantize_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_Q4_K, 1, ne)) :
 //         gglua_gemm_bf16_node(ctx, ggml_new_tensor(ctx, GGML_TYPE_F32, 2, ne2), ggml_new_tensor(ctx, GGML_TYPE_BF16, 2, ne2), NULL, k == 5, k == 6, 16, 16, 1, 1, GGML_TYPE_F32);
 //     bool ok = ggml_backend_supports_op(b, t);
 //     ggml_free(ctx);
@@ -124,11 +129,12 @@ const (
 	KernelLayerNorm                   // LayerNorm and LayerNormBack (layer_norm.go)
 	KernelGemmBF16Bias                // GemmBF16Bias: the product and a bias in one pass (cuBLASLt's epilogue)
 	KernelMLPBF16                     // GemmBF16Bias into bf16, GeluBF16Kernel, GeluErfBackKernel of bf16 into bf16 (core's MLP)
+	KernelDequantize                  // DequantizeKernel of every quantized type (quantized.go in core)
 )
 
 // kernelNodes are the custom nodes each Kernel needs, numbered as
 // gglua_runs_kernel numbers them.
-var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}, KernelGemmBF16Bias: {18}, KernelMLPBF16: {19, 20, 21}}
+var kernelNodes = [...][]C.int{KernelRelu: {0, 1}, KernelGeluBack: {2}, KernelBiasRelu: {3, 1}, KernelGemmBF16: {4, 5, 6, 7}, KernelBiasReluBF16: {8, 9, 10, 11}, KernelAllReduce: {12, 13}, KernelFlashAttnBF16: {14, 15}, KernelLayerNorm: {16, 17}, KernelGemmBF16Bias: {18}, KernelMLPBF16: {19, 20, 21}, KernelDequantize: {22}}
 
 // HasKernel reports whether b computes the kernels k: the CPU always; a
 // device when its library has them (a ggml-cuda built elsewhere does not:
@@ -352,6 +358,17 @@ func cbool(b bool) C.int {
 		return 1
 	}
 	return 0
+}
+
+// DequantizeKernel is the contiguous quantized tensor a in f32, one node
+// of gglua's kernel (dequantize.c; on a device gglua-kernels.cu, with
+// ggml-cuda's converters, which take the K-quants its copy does not). A
+// custom op: only where Backend.HasKernel(KernelDequantize).
+func (c *Context) DequantizeKernel(a Tensor) (Tensor, error) {
+	if !a.Type().Quantized() || !a.contiguous() {
+		return Tensor{}, fmt.Errorf("dequantize: expected a contiguous tensor of a quantized type, got %v", a.Type())
+	}
+	return result(C.gglua_dequantize_node(c.p, a.p))
 }
 
 // RoundBF16Kernel is the contiguous f32 tensor a rounded to bf16 (to

@@ -130,6 +130,8 @@ typedef struct ggml_gallocr * ggml_gallocr_t;
 typedef struct ggml_threadpool * ggml_threadpool_t;
 typedef bool (*ggml_abort_callback)(void * data);
 typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+typedef void (*ggml_to_float_t)(const void * x, float * y, int64_t k);
+typedef void (*ggml_from_float_t)(const float * x, void * y, int64_t k);
 
 #endif // GGLUA_ABI_CHECK
 
@@ -179,9 +181,20 @@ struct GGLUA_MIRROR(gguf_init_params) {
     struct ggml_context ** ctx;
 };
 
+struct GGLUA_MIRROR(ggml_type_traits) {
+    const char * type_name;
+    int64_t blck_size;
+    int64_t blck_size_interleave;
+    size_t type_size;
+    bool is_quantized;
+    ggml_to_float_t to_float;
+    ggml_from_float_t from_float_ref;
+};
+
 // ---- ggml.h: contexts, tensors, graphs, conversions, logging ----
 
 size_t ggml_tensor_overhead(void);
+const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 size_t ggml_graph_overhead_custom(size_t size, bool grads);
 struct ggml_context * ggml_init(struct ggml_init_params params);
 void ggml_free(struct ggml_context * ctx);

@@ -119,6 +119,11 @@ void gglua_gemm_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 // the elements split over nth threads.
 void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_dequantize_f32 writes dst (contiguous f32) = dst->src[0], a
+// contiguous tensor of a quantized type and dst's shape, dequantized; the
+// rows split over nth threads.
+void gglua_dequantize_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 // gglua_col_sum_f32 writes dst [ne0] (f32) = the sums over the rows of
 // dst->src[0] (contiguous, f32 or bf16; every dim past ne0 a row), in f32,
 // the columns split over nth threads.

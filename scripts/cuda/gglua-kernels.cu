@@ -7,6 +7,7 @@
 // result is 0 gives 0, not NaN). Built in ggml-cuda's target, with its flags
 // (-use_fast_math: subnormals flush to 0, expf and the division are the
 // fast forms, as in ggml's own kernels).
+#include "convert.cuh"
 #include "gglua-flash-attn.cuh"
 #include "gglua-layer-norm.cuh"
 #include "gglua-kernels.cuh"
@@ -531,13 +532,26 @@ static void gglua_flash(ggml_backend_cuda_context & ctx, const ggml_tensor * dst
     gglua_fa_backward(d, p, ctx.stream());
 }
 
+// gglua_is_dequantize reports whether dst is a dequantize node: its one
+// operand a contiguous tensor of a quantized type ggml-cuda converts, of
+// dst's shape, into dst (contiguous f32).
+static bool gglua_is_dequantize(const ggml_tensor * dst) {
+    const ggml_tensor * a = dst->src[0];
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, "dequantize") != 0 || dst->type != GGML_TYPE_F32 || !ggml_is_contiguous(dst) ||
+        a == nullptr || !ggml_is_quantized(a->type) || !ggml_is_contiguous(a) || !ggml_are_same_shape(a, dst) ||
+        ggml_get_to_fp32_cuda(a->type) == nullptr) {
+        return false;
+    }
+    return gglua_only_srcs(dst, 1);
+}
+
 bool gglua_cuda_supports(const ggml_tensor * dst) {
     gglua_gemm g;
     gglua_fa_params p;
     gglua_ln_params ln;
     return gglua_op(dst) >= 0 || gglua_gemm_of(dst, &g) || gglua_is_to_bf16(dst) || gglua_is_gelu_bf16(dst) || gglua_is_col_sum(dst) ||
            gglua_flash_of(dst, false, &p) || gglua_flash_of(dst, true, &p) || gglua_ln_of(dst, false, &ln) || gglua_ln_of(dst, true, &ln) ||
-           gglua_is_collective(dst, false) || gglua_is_collective(dst, true);
+           gglua_is_collective(dst, false) || gglua_is_collective(dst, true) || gglua_is_dequantize(dst);
 }
 
 bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
@@ -575,6 +589,10 @@ bool gglua_cuda_compute(ggml_backend_cuda_context & ctx, ggml_tensor * dst) {
     }
     if (gglua_is_collective(dst, true)) {
         gglua_all_reduce_join(stream, dst);
+        return true;
+    }
+    if (gglua_is_dequantize(dst)) {
+        ggml_get_to_fp32_cuda(dst->src[0]->type)(dst->src[0]->data, (float *) dst->data, ggml_nelements(dst), stream);
         return true;
     }
     if (gglua_is_to_bf16(dst)) {

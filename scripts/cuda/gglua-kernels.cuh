@@ -1,6 +1,6 @@
 // gglua-kernels.cuh - gglua's CUDA kernels for the custom ops gglua builds
 // (relu, relu_back, gelu_bf16, gelu_back, bias_relu, gemm_bf16_* (gglua-gemm.cuh), col_sum, to_bf16, flash_attn,
-// layer_norm and their gradients), hooked into a copy of ggml-cuda.cu by
+// layer_norm and their gradients, dequantize), hooked into a copy of ggml-cuda.cu by
 // hook-kernels.cmake. A custom node is matched by its name and checked
 // (types, shapes, contiguity) before it is claimed: anything else stays
 // unsupported, as in a stock ggml-cuda.
