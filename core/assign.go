@@ -59,3 +59,47 @@ func (e *Engine) Assign(dst, src *Tensor) error {
 	}
 	return errDropped
 }
+
+// WriteRows writes src's rows into dst's rows start.. in place, as part
+// of the pending work (ggml's set_rows): a key/value cache's update, which
+// later ops read in the same graph with no compute in between. dst is a
+// placed f32 tensor outside any tape; src has dst's shape but for its
+// first dim.
+func (e *Engine) WriteRows(dst *Tensor, start int, src *Tensor) error {
+	if dst.handle == nil || dst.base != nil || dst.engine != e || dst.storage().dtype != ggmlcgo.F32 {
+		return argErrorf("write_rows: the destination must be a placed f32 tensor of this device (not a view)")
+	}
+	if dst.requiresGrad && e.recording() {
+		return errors.New("write_rows: in-place change of a parameter inside with_grad_tape")
+	}
+	if len(src.shape) != len(dst.shape) || !sameShape(src.shape[1:], dst.shape[1:]) || start < 0 || start > dst.shape[0]-src.shape[0] {
+		return shapeErrorf("write_rows: rows %d.. of shape %s cannot take shape %s", start+1, ShapeString(dst.shape), ShapeString(src.shape))
+	}
+	rows := make([]int, src.shape[0])
+	for i := range rows {
+		rows[i] = start + i
+	}
+	idx, err := e.uploadInts(rows)
+	if err != nil {
+		return err
+	}
+	width := int(dst.Numel()) / dst.shape[0]
+	return e.inPlace(dst, []*Tensor{src, idx}, func(c ctx, base node, in []node) (node, error) {
+		b, err := c.ReshapeView(base, ne4([]int{dst.shape[0], width}))
+		if err != nil {
+			return node{}, err
+		}
+		s, err := e.packed(c, in[0])
+		if err == nil {
+			s, err = c.ReshapeView(s, ne4([]int{src.shape[0], width}))
+		}
+		if err != nil {
+			return node{}, err
+		}
+		w, err := c.SetRows(b, s, in[1])
+		if err != nil {
+			return node{}, err
+		}
+		return c.ReshapeView(w, ne4(dst.shape))
+	})
+}

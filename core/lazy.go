@@ -332,11 +332,16 @@ var planSteps = os.Getenv("GGLUA_PLAN") != "0"
 // left as it is.
 func (e *Engine) Transient(ts ...*Tensor) {
 	for _, t := range ts {
-		if t != nil && t.pending && t.handle == nil && t.engine == e {
+		if t != nil && t.pending && t.handle == nil && t.engine == e && !t.scratch {
 			t.scratch = true
+			e.pendingBytes -= 4 * t.Numel() // not held: not counted toward the pass pool's bound
 		}
 	}
 }
+
+// Recording reports whether a tape is recording (with_grad_tape, and not
+// inside no_grad).
+func (e *Engine) Recording() bool { return e.recording() }
 
 // forceUploadedConstants makes tests take the devices' constants on the CPU.
 var forceUploadedConstants = false

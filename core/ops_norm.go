@@ -197,15 +197,47 @@ func (e *Engine) RMSNorm(x *Tensor, normShape []int, w *Tensor, eps *float64) (*
 	var c chain
 	do := c.do
 	x2 := do(func() (*Tensor, error) { return e.Reshape(x, int(x.Numel())/inner, inner) })
-	ms := do(func() (*Tensor, error) { return e.Mul(x2, x2) })
-	ms = do(func() (*Tensor, error) { return e.MeanDim(ms, 1, true) })
-	ms = do(func() (*Tensor, error) { return e.AddScalar(ms, float32(ep)) })
-	ms = do(func() (*Tensor, error) { return e.Rsqrt(ms) })
-	y := do(func() (*Tensor, error) { return e.Mul(x2, ms) })
+	var y *Tensor
+	if e.fusedRMSNorm(inner) {
+		y = do(func() (*Tensor, error) { return e.rmsNormRows(x2, float32(ep)) })
+	} else {
+		ms := do(func() (*Tensor, error) { return e.Mul(x2, x2) })
+		ms = do(func() (*Tensor, error) { return e.MeanDim(ms, 1, true) })
+		ms = do(func() (*Tensor, error) { return e.AddScalar(ms, float32(ep)) })
+		ms = do(func() (*Tensor, error) { return e.Rsqrt(ms) })
+		y = do(func() (*Tensor, error) { return e.Mul(x2, ms) })
+	}
 	if w != nil {
 		w1 := do(func() (*Tensor, error) { return e.Reshape(w, inner) })
 		y = do(func() (*Tensor, error) { return e.Mul(y, w1) })
 	}
 	y = do(func() (*Tensor, error) { return e.Reshape(y, x.shape...) })
 	return y, c.err
+}
+
+// fusedRMSNorm reports whether RMSNorm over rows of n is ggml's rms_norm
+// and its gradient ggml's rms_norm_back (one node each, where the
+// composed form is seven): on the CPU, and on devices for rows whose
+// length ggml-cuda's rms_norm_back takes (a multiple of 32).
+func (e *Engine) fusedRMSNorm(n int) bool {
+	return !composedRMSNorm && (e.backend.IsCPU() || n%32 == 0)
+}
+
+// composedRMSNorm makes RMSNorm compose its ops (tests compare the forms).
+var composedRMSNorm = false
+
+// rmsNormRows is each row of x (2-d) divided by its root mean square
+// (plus eps), one node, its gradient one node.
+func (e *Engine) rmsNormRows(x *Tensor, eps float32) (*Tensor, error) {
+	y, err := e.kernelOp("rms_norm", x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.RMSNorm(in[0], eps) })
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, "rms_norm", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		dx, err := e.kernelOp("rms_norm_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+			return c.RMSNormBack(in[0], in[1], eps)
+		})
+		return []*Tensor{dx}, err
+	})
+	return y, nil
 }

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"math"
+
 	"strings"
 	"testing"
 
@@ -109,5 +111,46 @@ func TestNormErrors(t *testing.T) {
 				assert.Contains(t, err.Error(), s)
 			}
 		})
+	}
+}
+
+// RMSNorm's fused form (ggml's rms_norm and rms_norm_back, one node each)
+// and its composed form agree in value and gradient, with and without a
+// weight, for rows of 64 (a device's) and of 5.
+func TestRMSNormFusedAsComposed(t *testing.T) {
+	defer func(c bool) { composedRMSNorm = c }(composedRMSNorm)
+	for _, shape := range [][]int{{3, 7, 64}, {4, 5}} {
+		n := shape[len(shape)-1]
+		xs := make([]float32, numel(shape))
+		for i := range xs {
+			xs[i] = float32(math.Sin(float64(i)*0.37)) * 2
+		}
+		ws := make([]float32, n)
+		for i := range ws {
+			ws[i] = 1 + 0.1*float32(i%7)
+		}
+		eps := 1e-5
+		var got [2][][]float32
+		for k, composed := range []bool{false, true} {
+			composedRMSNorm = composed
+			e := newEngine(t)
+			x, w := host(t, shape, xs...), host(t, []int{n}, ws...)
+			require.NoError(t, x.SetRequiresGrad(true))
+			require.NoError(t, w.SetRequiresGrad(true))
+			var loss, y *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				y = e.must(e.RMSNorm(x, []int{n}, w, &eps))
+				loss = e.must(e.Sum(e.must(e.Mul(y, y))))
+				return nil
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			got[k] = [][]float32{values(t, y), values(t, x.Grad()), values(t, w.Grad())}
+		}
+		for i, what := range []string{"value", "input's gradient", "weight's gradient"} {
+			for j := range got[0][i] {
+				require.InDelta(t, got[1][i][j], got[0][i][j], 2e-5*(1+math.Abs(float64(got[1][i][j]))), "%v %s %d", shape, what, j)
+			}
+		}
 	}
 }

@@ -196,3 +196,31 @@ func TestCarriedValuesOutliveTheirStep(t *testing.T) {
 	_, err := other.Float32s()
 	assert.ErrorIs(t, err, residency.ErrStale, "an activation goes with its step")
 }
+
+// Outside a tape, results marked Transient (nothing will read them but the
+// ops already built) are scratch, not held: they do not count toward the
+// pass pool's bound, so a long chain of them is one graph; and reading one
+// element of a large placed result reads that element, not the whole.
+func TestTransientResultsAreNotHeld(t *testing.T) {
+	old := compactPassBytes
+	compactPassBytes = 3 << 16 // three results; the chain makes eight
+	defer func() { compactPassBytes = old }()
+	e := newEngine(t)
+	x := host(t, []int{64, 256}, make([]float32, 64*256)...) // 64 KiB a result
+	before := e.Stats().GraphComputes
+	y := x
+	for i := 0; i < 8; i++ {
+		next := e.must(e.AddScalar(y, 1))
+		if y != x {
+			e.Transient(y)
+		}
+		y = next
+	}
+	assert.Equal(t, before, e.Stats().GraphComputes, "nothing computed while building")
+	l0 := e.Residency().Ledger()
+	v, err := e.must(e.Select(e.must(e.Select(y, 0, 63)), 0, 255)).Item()
+	require.NoError(t, err)
+	assert.Equal(t, float32(8), v)
+	assert.Equal(t, before+2, e.Stats().GraphComputes, "the chain, then the element's copy")
+	assert.Less(t, e.Residency().Ledger().D2HBytes-l0.D2HBytes, int64(64), "one element read back")
+}
