@@ -57,6 +57,7 @@ type forward struct {
 	pos   []int
 	cache *kvCache
 	err   error
+	made  []*core.Tensor // the results of the current layer's ops
 }
 
 func (f *forward) do(op func() (*core.Tensor, error)) *core.Tensor {
@@ -65,6 +66,9 @@ func (f *forward) do(op func() (*core.Tensor, error)) *core.Tensor {
 	}
 	t, err := op()
 	f.err = err
+	if t != nil {
+		f.made = append(f.made, t)
+	}
 	return t
 }
 
@@ -76,15 +80,25 @@ func (f *forward) norm(x, w *core.Tensor) *core.Tensor {
 
 // block is one transformer layer: x + attention(norm(x)), then + the
 // SwiGLU feed-forward of its norm.
+//
+// Outside a tape, what the layer made and its input are scratch once the
+// layer is built (Transient): nothing else reads them, so they do not
+// count toward the pass pool's bound, which would otherwise cut a long
+// prompt's pass into a graph a layer.
 func (f *forward) block(i int, x *core.Tensor) *core.Tensor {
 	l := &f.m.layers[i]
+	f.made = append(f.made[:0], x)
 	h := f.norm(x, l.attnNorm)
 	x = f.do(func() (*core.Tensor, error) { return f.e.Add(x, f.attention(i, h)) })
 	h = f.norm(x, l.ffnNorm)
 	gate := f.do(func() (*core.Tensor, error) { return f.e.Silu(f.adapted(i, "ffn_gate", h)) })
 	gated := f.do(func() (*core.Tensor, error) { return f.e.Mul(gate, f.adapted(i, "ffn_up", h)) })
 	down := f.adapted(i, "ffn_down", gated)
-	return f.do(func() (*core.Tensor, error) { return f.e.Add(x, down) })
+	out := f.do(func() (*core.Tensor, error) { return f.e.Add(x, down) })
+	if !f.e.Recording() {
+		f.e.Transient(f.made[:len(f.made)-1]...)
+	}
+	return out
 }
 
 // attention is causal self-attention with rotary positions; each of the
@@ -138,10 +152,10 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 }
 
 // remember writes x, the new positions' keys or values, into the cache's
-// rows for them and returns every position's so far.
+// rows for them and returns every position's so far: one graph with the
+// rest of the pass (the write is queued before the reads).
 func (f *forward) remember(cache, x *core.Tensor) *core.Tensor {
 	start, T := f.pos[0], len(f.pos)
-	rows := f.do(func() (*core.Tensor, error) { return f.e.Narrow(cache, 0, start, T) })
-	f.do(func() (*core.Tensor, error) { return nil, f.e.Assign(rows, x) })
+	f.do(func() (*core.Tensor, error) { return nil, f.e.WriteRows(cache, start, x) })
 	return f.do(func() (*core.Tensor, error) { return f.e.Narrow(cache, 0, 0, start+T) })
 }

@@ -1,0 +1,56 @@
+-- scripts/bench/llm_bench.lua - a GGUF model's speed as llama.cpp's
+-- llama-bench measures it: pp, a prompt of P tokens in one forward pass;
+-- tg, G tokens generated one at a time (greedy, each read back and chosen
+-- on the host, the key/value cache on the device); then a LoRA step.
+--
+--   gglua [--device cuda] scripts/bench/llm_bench.lua MODEL.gguf [P=512] [G=128] [reps=3] [lora_T=0]
+--
+-- The prompt is llama_bench_mini's (shared/llama-ref): token (i*7919+13)
+-- mod vocab. lora_T > 0 also times LoRA steps (r=8 on attn_q and attn_v,
+-- AdamW) on one sequence of lora_T tokens. Prints lines of the form
+--   gglua pp512=NNN tok/s tg128=NNN tok/s (best of 3) ...
+local path = assert(arg[1], "usage: llm_bench.lua MODEL.gguf [P] [G] [reps] [lora_T]")
+local P, G = tonumber(arg[2]) or 512, tonumber(arg[3]) or 128
+local reps, loraT = tonumber(arg[4]) or 3, tonumber(arg[5]) or 0
+
+local t0 = device.clock()
+local m = llm.load(path)
+print(string.format("%s, loaded in %.1f s on %s", tostring(m), device.clock() - t0, device.current()))
+local ids = {}
+for i = 0, P - 1 do ids[i + 1] = (i * 7919 + 13) % m.vocab + 1 end
+
+local best_pp, best_tg, made = 0, 0, 0
+for r = 0, reps do -- r = 0 warms up
+  t0 = device.clock()
+  local y = m:logits(ids)
+  y[P][1]:item() -- the last position's first logit: waits for the pass
+  local pp = P / (device.clock() - t0)
+  t0 = device.clock()
+  local _, gen = m:generate({ids[1]}, {max_tokens = G, temperature = 0})
+  local tg = #gen / (device.clock() - t0)
+  if r > 0 then best_pp, best_tg, made = math.max(best_pp, pp), math.max(best_tg, tg), #gen end
+end
+local s = residency.stats()
+print(string.format("gglua pp%d=%.0f tok/s tg%d=%.1f tok/s (best of %d; %d tokens generated) persistent %.0f MiB, pass peak %.0f MiB",
+  P, best_pp, G, best_tg, reps, made, s.p_buffer_bytes / 2^20, s.peak_bytes / 2^20))
+
+if loraT > 0 then
+  local lora = m:lora({r = 8, alpha = 16, targets = {"attn_q", "attn_v"}})
+  local opt = optim.adamw(lora:parameters(), {lr = 1e-4, weight_decay = 0})
+  m:train()
+  local x, y = {}, {}
+  for i = 1, loraT do x[i], y[i] = ids[(i - 1) % P + 1], ids[i % P + 1] end
+  local best = math.huge
+  for step = 0, reps + 1 do
+    t0 = device.clock()
+    opt:zero_grad()
+    local loss = with_grad_tape(function() return nn.cross_entropy(m:logits(x), y) end)
+    backward(loss)
+    opt:step()
+    loss:item()
+    if step > 1 then best = math.min(best, device.clock() - t0) end -- two warm-up steps
+  end
+  s = residency.stats()
+  print(string.format("gglua LoRA r=8 q,v T=%d: %.0f tok/s (%.1f ms a step), pass peak %.0f MiB, all held %.0f MiB",
+    loraT, loraT / best, best * 1e3, s.peak_bytes / 2^20, s.total_buffer_bytes / 2^20))
+end
