@@ -1,6 +1,6 @@
 package ggmlcgo
 
-// #include "gglua_ggml.h"
+// #include "gglua_ops.h"
 import "C"
 
 import (
@@ -61,4 +61,30 @@ func HalfToF32(typ Type, src []uint16, dst []float32) {
 		return
 	}
 	C.ggml_fp16_to_fp32_row((*C.ggml_fp16_t)(&src[0]), (*C.float)(&dst[0]), n)
+}
+
+// Decode is the f32 values of raw, the bytes of n values of type t: f32,
+// f16, bf16 or a quantized type (whole blocks; ggml's dequantizer).
+func Decode(t Type, raw []byte, n int64) ([]float32, error) {
+	if !t.Valid() && !t.Quantized() || t == I32 {
+		return nil, fmt.Errorf("decode: %v is not a type of floating-point values", t)
+	}
+	want, err := TensorBytes(t, []int64{n})
+	if err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if int64(len(raw)) != want {
+		return nil, fmt.Errorf("decode: %d bytes for %d values of %v, expected %d", len(raw), n, t, want)
+	}
+	out := make([]float32, n)
+	if t == F32 {
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		return out, nil
+	}
+	if n > 0 {
+		C.gglua_dequantize_rows(C.int(t), unsafe.Pointer(&raw[0]), (*C.float)(&out[0]), C.int64_t(n))
+	}
+	return out, nil
 }

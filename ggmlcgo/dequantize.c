@@ -15,3 +15,7 @@ void gglua_dequantize_f32(struct ggml_tensor * dst, int ith, int nth, void * use
         to_float((const char *) a->data + r * a->nb[1], (float *) dst->data + r * ne0, ne0);
     }
 }
+
+void gglua_dequantize_rows(int type, const void * src, float * dst, int64_t n) {
+    ggml_get_type_traits((enum ggml_type) type)->to_float(src, dst, n);
+}

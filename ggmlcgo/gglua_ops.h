@@ -124,6 +124,10 @@ void gglua_round_bf16_f32(struct ggml_tensor * dst, int ith, int nth, void * use
 // rows split over nth threads.
 void gglua_dequantize_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_dequantize_rows writes dst = the n values of type's blocks at src
+// (whole blocks), in f32.
+void gglua_dequantize_rows(int type, const void * src, float * dst, int64_t n);
+
 // gglua_col_sum_f32 writes dst [ne0] (f32) = the sums over the rows of
 // dst->src[0] (contiguous, f32 or bf16; every dim past ne0 a row), in f32,
 // the columns split over nth threads.

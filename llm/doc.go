@@ -30,7 +30,9 @@
 //
 // # Fine-tuning
 //
-// AddLoRA attaches LoRA adapters beside the frozen, possibly quantized,
+// A model's f32, f16 and bf16 weights are parameters (Parameters), as a
+// PyTorch model's; LoadOptions.DType dequantizes a quantized file's
+// matrices at load for a full fine-tune. AddLoRA attaches LoRA adapters beside the frozen, possibly quantized,
 // weights; an ordinary training loop (WithGradTape, Backward, an
 // optimizer over LoRA.Parameters) trains them, the gradient flowing back
 // through the quantized products to their inputs. LoRA.Save writes

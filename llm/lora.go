@@ -55,6 +55,13 @@ func (m *Model) AddLoRA(o LoRAOptions) (*LoRA, error) {
 			return nil, fmt.Errorf("lora: target %q is not one of %v", t, loraTargets)
 		}
 	}
+	for _, w := range m.weights { // the base is frozen, as PEFT's
+		if !w.Tensor.IsQuantized() {
+			if err := w.Tensor.SetRequiresGrad(false); err != nil {
+				return nil, fmt.Errorf("lora: %w", err)
+			}
+		}
+	}
 	l := &LoRA{LoRAOptions: o, m: m, pairs: map[string]*loraPair{}}
 	l.Targets = slices.Clone(o.Targets)
 	rng := m.e.Rand()

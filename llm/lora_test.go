@@ -21,9 +21,10 @@ func lossOf(t *testing.T, m *Model, ids []int) *core.Tensor {
 	return loss
 }
 
-// train runs steps of AdamW on the adapters, returning the first and last losses.
-func train(t *testing.T, m *Model, l *LoRA, ids []int, steps int) (first, last float32) {
-	opt, err := core.NewAdam(m.e, l.Parameters(), core.AdamOptions{LR: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decoupled: true})
+// train runs steps of AdamW (lr) on params, returning the first and last
+// losses.
+func train(t *testing.T, m *Model, params []*core.Tensor, lr float32, ids []int, steps int) (first, last float32) {
+	opt, err := core.NewAdam(m.e, params, core.AdamOptions{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decoupled: true})
 	require.NoError(t, err)
 	for s := 0; s < steps; s++ {
 		var loss *core.Tensor
@@ -37,9 +38,9 @@ func train(t *testing.T, m *Model, l *LoRA, ids []int, steps int) (first, last f
 		v, err := loss.Item()
 		require.NoError(t, err)
 		if s == 0 {
-			first = float32(v)
+			first = v
 		}
-		last = float32(v)
+		last = v
 	}
 	return first, last
 }
@@ -65,7 +66,7 @@ func TestLoRAAsLlamaCpp(t *testing.T) {
 		same, err := fresh.Float32s()
 		require.NoError(t, err)
 		assert.Equal(t, base, same, "a new adapter changes nothing")
-		first, last := train(t, m, l, ids, 12)
+		first, last := train(t, m, l.Parameters(), 0.01, ids, 12)
 		t.Logf("%s: loss %.4f -> %.4f over 12 steps", filepath.Base(path), first, last)
 		assert.Less(t, last, first-0.5, "training lowers the loss")
 		adapter := filepath.Join(t.TempDir(), "adapter.gguf")

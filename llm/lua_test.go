@@ -48,6 +48,9 @@ func TestLuaLLM(t *testing.T) {
 	vals, err := rt.DoString(ctx, `
 local m = llm.load(path)
 local y = m:logits({2, 261, 262, 4, m.vocab})
+local f = llm.load(path, {dtype = "f16", device = "cpu"})
+assert(#f:parameters() == 3 + 9 * f.layers and f:state_dict()["blk.1.ffn_up.weight"]:dtype() == "f16")
+assert(f:parameters()[1]:requires_grad())
 return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.heads_kv, m.name, tostring(m)`)
 	require.NoError(t, err)
 	got, err := vals[0].(*core.Tensor).Float32s()
@@ -66,7 +69,9 @@ return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.hea
 		`m:logits(5)`:                       "model:logits: expected a text or a table of token ids, got number",
 		`m.logits(5, {1})`:                  "expected a model (llm.load's) as self",
 		`return m.nothing`:                  "no method or field named 'nothing'",
-		`llm.load(path, {device = "cuda"})`: "llm.load: takes a path alone",
+		`llm.load(path, {device = "cuda"})`: `llm.load: device "cuda" is not the current device "cpu": call device.use("cuda") first`,
+		`llm.load(path, {dtype = "q4_0"})`:  `dtype "q4_0": expected f32, f16 or bf16`,
+		`llm.load(path, {dtyp = "f32"})`:    "llm.load: unknown option dtyp",
 		`llm.load(path .. ".missing")`:      "m.gguf.missing",
 	} {
 		_, err := rt.DoString(ctx, "local m = llm.load(path)\n"+code)

@@ -22,6 +22,21 @@ type Model struct {
 	lora      *LoRA    // the adapters AddLoRA attached, if any
 	// Training turns the adapters' dropout on (as nn.Module's train()).
 	Training bool
+	weights  []Named // every tensor by llama.cpp's name, in the file's order of roles
+}
+
+// Named is a model tensor and its name in llama.cpp's files.
+type Named struct {
+	Name   string
+	Tensor *core.Tensor
+}
+
+// LoadOptions are Load's settings.
+type LoadOptions struct {
+	// DType, if set ("f32", "f16" or "bf16"), is the type every matrix is
+	// kept in, dequantized or converted at load: a model to fine-tune in
+	// full. "" keeps each as the file stores it.
+	DType string
 }
 
 // layer is one transformer block's weights (llama.cpp's blk.N names).
@@ -30,8 +45,21 @@ type layer struct {
 	ffnNorm, gate, up, down *core.Tensor
 }
 
-// Load reads the llama-family model at path onto e.
-func Load(e *core.Engine, path string) (*Model, error) {
+// Load reads the llama-family model at path onto e. Its weights of f32,
+// f16 or bf16 are parameters, trainable as a PyTorch model's are (AddLoRA
+// freezes them); quantized ones are never trainable.
+func Load(e *core.Engine, path string, opts ...LoadOptions) (*Model, error) {
+	var o LoadOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	var dtype ggmlcgo.Type
+	if o.DType != "" {
+		var err error
+		if dtype, err = ggmlcgo.ParseType(o.DType); err != nil || dtype == ggmlcgo.I32 {
+			return nil, fmt.Errorf("llm.load: dtype %q: expected f32, f16 or bf16 (a quantized type is kept as the file stores it)", o.DType)
+		}
+	}
 	g, err := ggmlcgo.OpenGGUF(path)
 	if err != nil {
 		return nil, fmt.Errorf("llm.load: %w", err)
@@ -66,10 +94,26 @@ func Load(e *core.Engine, path string) (*Model, error) {
 		if err != nil {
 			return nil, err
 		}
-		t, err := e.Weight(raw, info.Type, shape)
+		typ := info.Type
+		if o.DType != "" && len(shape) == 2 && typ != dtype {
+			v, err := ggmlcgo.Decode(typ, raw, int64(shape[0])*int64(shape[1]))
+			if err == nil {
+				raw, err = ggmlcgo.Encode(dtype, v, int64(shape[1]))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("tensor %s: %w", name, err)
+			}
+			typ = dtype
+		}
+		t, err := e.Weight(raw, typ, shape)
+		if err == nil && !t.IsQuantized() {
+			t.MarkParam()
+			err = t.SetRequiresGrad(true)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tensor %s: %w", name, err)
 		}
+		m.weights = append(m.weights, Named{name, t})
 		return t, nil
 	}
 	// The vocabulary's size is the token table's rows.
@@ -140,4 +184,34 @@ func (m *Model) Detokenize(ids []int) (string, error) {
 		return "", fmt.Errorf("detokenize: this model's file has no tokenizer (tokenizer.ggml.model)")
 	}
 	return m.Tokenizer.Detokenize(ids)
+}
+
+// Parameters are the model's trainable tensors, as a PyTorch model's
+// parameters(): its f32, f16 and bf16 weights (frozen once adapters are
+// attached), then the adapters' matrices. Quantized weights are not among
+// them.
+func (m *Model) Parameters() []*core.Tensor {
+	var ps []*core.Tensor
+	for _, w := range m.weights {
+		if !w.Tensor.IsQuantized() {
+			ps = append(ps, w.Tensor)
+		}
+	}
+	if m.lora != nil {
+		ps = append(ps, m.lora.Parameters()...)
+	}
+	return ps
+}
+
+// StateDict is every tensor of the model by its name in llama.cpp's files
+// (token_embd.weight, blk.0.attn_q.weight, ...), the adapters' as
+// llama.cpp's adapter files name them (blk.0.attn_q.weight.lora_a).
+func (m *Model) StateDict() []Named {
+	out := append([]Named(nil), m.weights...)
+	if m.lora != nil {
+		for _, n := range m.lora.names {
+			out = append(out, Named{n + ".weight.lora_a", m.lora.pairs[n].a}, Named{n + ".weight.lora_b", m.lora.pairs[n].b})
+		}
+	}
+	return out
 }

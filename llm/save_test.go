@@ -25,7 +25,7 @@ func TestSaveAsLlamaCpp(t *testing.T) {
 	require.NoError(t, err)
 	l, err := m.AddLoRA(LoRAOptions{R: 4, Alpha: 8, Targets: []string{"attn_q", "attn_v", "ffn_up", "ffn_down"}})
 	require.NoError(t, err)
-	train(t, m, l, ids, 8)
+	train(t, m, l.Parameters(), 0.01, ids, 8)
 	y, err := m.Logits(ids)
 	require.NoError(t, err)
 	want, err := y.Float32s()

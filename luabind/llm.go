@@ -3,9 +3,11 @@ package luabind
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/gglua/gglua/core"
 	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/gglua/gglua/llm"
 )
@@ -30,10 +32,19 @@ func (env *Env) llmLoad(L *lua.LState) int {
 		argError(L, "llm.load", "reading files is not allowed in a sandboxed runtime")
 	}
 	path := L.CheckString(1)
-	if L.GetTop() > 1 {
-		argError(L, "llm.load", "takes a path alone (options such as device and dtype are not supported yet)")
+	o := readOpts(L, "llm.load", 2)
+	dtype := o.str("dtype", "")
+	device := o.str("device", "")
+	o.done()
+	if L.GetTop() > 2 {
+		argError(L, "llm.load", "takes a path and an options table")
 	}
-	m, err := llm.Load(env.Engine, path)
+	if cur := env.Engine.DeviceName(); device != "" && strings.Trim(strings.TrimPrefix(cur, strings.ToLower(device)), "0123456789") != "" ||
+		device != "" && !strings.HasPrefix(cur, strings.ToLower(device)) {
+		argError(L, "llm.load", "device %q is not the current device %q: call device.use(%q) first (a model loads onto the current device)",
+			device, env.Engine.DeviceName(), device)
+	}
+	m, err := llm.Load(env.Engine, path, llm.LoadOptions{DType: dtype})
 	raise(L, err)
 	ud := L.NewUserData()
 	ud.Value = m
@@ -45,7 +56,8 @@ func (env *Env) llmLoad(L *lua.LState) int {
 // modelMethods are a model's methods (m:name(...)).
 func (env *Env) modelMethods() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{"detokenize": env.llmDetokenize, "eval": env.llmTrain(false), "generate": env.llmGenerate,
-		"logits": env.llmLogits, "lora": env.llmLoRA, "save": env.llmSave, "tokenize": env.llmTokenize, "train": env.llmTrain(true)}
+		"logits": env.llmLogits, "lora": env.llmLoRA, "parameters": env.llmParameters, "save": env.llmSave, "state_dict": env.llmStateDict,
+		"tokenize": env.llmTokenize, "train": env.llmTrain(true)}
 }
 
 func checkModel(L *lua.LState, fn string) *llm.Model {
@@ -301,12 +313,7 @@ func checkLoRA(L *lua.LState, fn string) *llm.LoRA {
 func (env *Env) loraMethods() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
 		"parameters": func(L *lua.LState) int {
-			ps := checkLoRA(L, "lora:parameters").Parameters()
-			t := L.CreateTable(len(ps), 0)
-			for i, p := range ps {
-				t.RawSetInt(i+1, env.push(L, p))
-			}
-			L.Push(t)
+			env.pushTensors(L, checkLoRA(L, "lora:parameters").Parameters())
 			return 1
 		},
 		"save": func(L *lua.LState) int {
@@ -352,4 +359,32 @@ func (env *Env) llmSave(L *lua.LState) int {
 	}
 	raise(L, m.Save(path, dtype))
 	return 0
+}
+
+// m:parameters() is the model's trainable tensors (its f32, f16 and bf16
+// weights, frozen once adapters are attached, then the adapters'), for an
+// optimizer.
+func (env *Env) llmParameters(L *lua.LState) int {
+	env.pushTensors(L, checkModel(L, "model:parameters").Parameters())
+	return 1
+}
+
+// pushTensors pushes a list of tensors.
+func (env *Env) pushTensors(L *lua.LState, ts []*core.Tensor) {
+	t := L.CreateTable(len(ts), 0)
+	for i, x := range ts {
+		t.RawSetInt(i+1, env.push(L, x))
+	}
+	L.Push(t)
+}
+
+// m:state_dict() is every tensor of the model by llama.cpp's name.
+func (env *Env) llmStateDict(L *lua.LState) int {
+	ws := checkModel(L, "model:state_dict").StateDict()
+	t := L.CreateTable(0, len(ws))
+	for _, w := range ws {
+		t.RawSetString(w.Name, env.push(L, w.Tensor))
+	}
+	L.Push(t)
+	return 1
 }

@@ -93,6 +93,7 @@ var optionCalls = map[string]string{
 	"data.csv":                         "data.csv(CSV, OPTS)",
 	"log.run":                          "log.run('opts', MERGE({dir = DIR}, OPTS))",
 	"model:tokenize":                   "llm.load(GGUF):tokenize('the cat', OPTS)",
+	"llm.load":                         "llm.load(GGUF, OPTS)",
 	"model:generate":                   "llm.load(GGUF):generate('the cat', MERGE({max_tokens = 2}, OPTS))",
 	"model:lora":                       "llm.load(GGUF):lora(OPTS)",
 	"model:save":                       "llm.load(GGUF):save(DIR .. '/saved.gguf', OPTS)",
