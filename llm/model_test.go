@@ -2,6 +2,7 @@ package llm
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -134,7 +135,30 @@ func TestLoadRefusals(t *testing.T) {
 			}
 			return false
 		}), "tensor rope_freqs.weight is not one gglua's llama model uses"},
+		"wrong type": {rewrite("type", nil, func(w *ggmlcgo.GGUFWriter, info ggmlcgo.GGUFTensorInfo, raw []byte) bool {
+			if info.Name != "blk.1.ffn_norm.weight" {
+				return false
+			}
+			require.NoError(t, w.AddTensor(info.Name, ggmlcgo.I32, ne(info), raw))
+			return true
+		}), "tensor blk.1.ffn_norm.weight has type i32, which gglua does not read"},
+		"vocabulary": {rewrite("vocab", func(w *ggmlcgo.GGUFWriter, k string) bool {
+			if k != "tokenizer.ggml.tokens" {
+				return false
+			}
+			tokens, _ := g.Strings(k)
+			w.SetStrings(k, tokens[:len(tokens)-1])
+			return true
+		}, nil), "tokenizer.ggml.tokens has 274 tokens, the embedding 275 rows"},
 	}
+	// A file cut short (a download that stopped) is refused, not read past.
+	raw, err := os.ReadFile(good)
+	require.NoError(t, err)
+	short := filepath.Join(dir, "short.gguf")
+	require.NoError(t, os.WriteFile(short, raw[:len(raw)*7/10], 0o644))
+	cases["truncated"] = struct {
+		path, want string
+	}{short, "short.gguf is truncated: tensor"}
 	for name, c := range cases {
 		_, err := Load(newEngine(t), c.path)
 		assert.ErrorContains(t, err, c.want, name)
