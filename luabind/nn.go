@@ -18,16 +18,20 @@ var (
 	nnRNNSource string
 	//go:embed nn_attention.lua
 	nnAttentionSource string
+	//go:embed nn_activations.lua
+	nnActivationsSource string
 )
 
 // nnSources are the files of nn, in the order they load: the module
 // system and the basic modules, then nn.init, then the recurrent layers
-// (which initialise through nn.init), then attention.
+// (which initialise through nn.init), then attention, then the
+// activations beyond ReLU, GELU and SiLU.
 var nnSources = []struct{ name, source string }{
 	{"nn.lua", nnSource},
 	{"nn_init.lua", nnInitSource},
 	{"nn_rnn.lua", nnRNNSource},
 	{"nn_attention.lua", nnAttentionSource},
+	{"nn_activations.lua", nnActivationsSource},
 }
 
 // openNN makes the global nn: the functional forms (losses.go,

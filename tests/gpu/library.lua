@@ -41,6 +41,13 @@ case("math and masks", function() return {P(seeded(4, 5))} end, function(x)
   local masks = x:ge(0):logical_and(x:le(1)) + x:isnan() + x:isfinite() + x:ne(0):any(2):reshape(4, 1)
   return (s + r + m + e):sum() + masks:sum(), {s, r, m, e, masks}
 end)
+case("activations", function() return {P(seeded(4, 6) * 4), P(tensor{0.1, -0.2, 0.3, 0.4, 0.5, 0.6})} end, function(x, w)
+  local ys = {nn.leaky_relu(x, 0.2), nn.elu(x, 0.5), nn.selu(x), nn.softplus(x, 2, 5), nn.mish(x), nn.hardtanh(x, -2, 1),
+    nn.hardswish(x), nn.prelu(x, w)}
+  local loss = ys[1]:sum()
+  for i = 2, #ys do loss = loss + ys[i]:sum() * i end
+  return loss, ys
+end)
 case("masks past 65535 elements", function() return {P(seeded(300, 301))} end, function(x)
   local y = x:masked_fill(x:gt(1), 0) + tensor.where(x:lt(-1), x * 2, x)
   local c = (x * x):tril()
