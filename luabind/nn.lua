@@ -649,6 +649,82 @@ function nn.ModuleList:forward()
   error("ModuleList: a ModuleList is not called; call its modules (list[i](x), ipairs(list))", 2)
 end
 
+-- ModuleDict{name = module, ...}: modules held and registered by name
+-- (state_dict keys "name.weight"), not called: dict[name], dict:keys(),
+-- dict:values(), dict:items() in the order added (a table's entries are
+-- added in sorted order), dict:update{...}, dict:len(). A name may not be
+-- one of the container's methods.
+-- ParameterList{p1, p2, ...} and ParameterDict{name = p, ...} hold
+-- parameters the same ways (a plain tensor is made a parameter, as
+-- PyTorch's wrap tensors in Parameter): list[i] (named "0", "1", ...),
+-- #list, list:append(p), list:extend{...}; dict[name], dict:keys(), ...
+local function container(name, is_member, as_member, what)
+  local c = class(name)
+  local fn = "nn." .. name
+  local function put(self, f, k, v)
+    check(type(k) == "string", f, "names must be strings, got %s", type(k))
+    check(c[k] == nil and Module[k] == nil and k:sub(1, 1) ~= "_" and k ~= "training", f, "%q is the name of a method or field of %s", k, name)
+    check(is_member(v), f, "%s is not %s (got %s)", k, what, type(v))
+    self[k] = as_member(v)
+  end
+  local function update(self, f, items)
+    check(type(items) == "table" and not is_module(items) and not is_tensor(items), f, "expected a table of named members")
+    local keys = {}
+    for k in pairs(items) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(keys) do put(self, f, k, items[k]) end
+    return self
+  end
+  function c:init(items)
+    if items ~= nil then update(self, fn, items) end
+  end
+  function c:update(items) return update(self, name .. ":update", items) end
+  function c:keys()
+    local out = {}
+    for _, k in ipairs(rawget(self, "_order")) do
+      if type(k) == "string" and rawget(self, k) ~= nil and is_member(rawget(self, k)) then out[#out + 1] = k end
+    end
+    return out
+  end
+  function c:values()
+    local out = {}
+    for i, k in ipairs(self:keys()) do out[i] = rawget(self, k) end
+    return out
+  end
+  function c:items()
+    local out = {}
+    for i, k in ipairs(self:keys()) do out[i] = {k, rawget(self, k)} end
+    return out
+  end
+  function c:len() return #self:keys() end
+  function c:forward() error(name .. ": a " .. name .. " is not called; use its members", 2) end
+  return c
+end
+nn.ModuleDict = container("ModuleDict", is_module, function(m) return m end, "a module")
+local function param_of(t) return is_param(t) and t or tensor.param(t) end
+nn.ParameterDict = container("ParameterDict", is_tensor, param_of, "a tensor")
+
+nn.ParameterList = class("ParameterList")
+function nn.ParameterList:init(ps)
+  if ps == nil then return end
+  check(type(ps) == "table" and not is_tensor(ps), "nn.ParameterList", "expected a table of tensors")
+  self:extend(ps)
+end
+function nn.ParameterList:append(p)
+  check(is_tensor(p), "ParameterList:append", "element %d is not a tensor (got %s)", #self + 1, type(p))
+  self[#self + 1] = param_of(p)
+  return self
+end
+function nn.ParameterList:extend(ps)
+  if rawget(self, "__index") == self then return Module.extend(self, ps) end -- a subclass
+  check(type(ps) == "table", "ParameterList:extend", "expected a table of tensors")
+  for _, p in ipairs(ps) do self:append(p) end
+  return self
+end
+function nn.ParameterList:forward()
+  error("ParameterList: a ParameterList is not called; use its parameters (list[i], ipairs(list))", 2)
+end
+
 -- Identity(...) returns its input (its arguments are ignored, as PyTorch's).
 nn.Identity = class("Identity")
 function nn.Identity:forward(x) return x end

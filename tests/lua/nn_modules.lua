@@ -466,3 +466,38 @@ do
   assert(table.concat(keys, ",") == "bias,weight", table.concat(keys, ","))
   assert(nn.BatchNorm2d(3, 1e-5, 0.1, true, false).running_mean == nil)
 end
+
+-- ModuleDict, ParameterList and ParameterDict register their members under
+-- PyTorch's state_dict names (a dict's keys, a list's 0-based indices),
+-- keep them in the order added, and refuse what is not a member or a name
+-- that would hide a method.
+do
+  local d = nn.ModuleDict{enc = nn.Linear(2, 3), dec = nn.Linear(3, 2)}
+  d:update{head = nn.Linear(2, 1)}
+  assert(table.concat(d:keys(), ",") == "dec,enc,head" and d:len() == 3 and d.enc.weight:size(1) == 3)
+  assert(d:items()[3][1] == "head" and d:values()[1] == d.dec)
+  local M = nn.Module:extend("DictHolder")
+  function M:init()
+    self.blocks = nn.ModuleDict{a = nn.Linear(1, 1)}
+    self.scales = nn.ParameterDict{s = tensor.ones(1)}
+    self.extra = nn.ParameterList{tensor.zeros(2), tensor.ones(3)}
+  end
+  local m = M()
+  local keys = {}
+  for k in pairs(m:state_dict()) do keys[#keys + 1] = k end
+  table.sort(keys)
+  assert(table.concat(keys, ",") == "blocks.a.bias,blocks.a.weight,extra.0,extra.1,scales.s", table.concat(keys, ","))
+  assert(#m:parameters() == 5 and m.extra[2]:requires_grad() and #m.extra == 2)
+  m.extra:append(tensor.ones(4))
+  assert(#m.extra == 3 and m.extra[3]:size(1) == 4 and #m:parameters() == 6)
+  for _, c in ipairs{
+    {function() return nn.ModuleDict{keys = nn.Linear(1, 1)} end, "nn.ModuleDict: \"keys\" is the name of a method or field of ModuleDict"},
+    {function() return nn.ModuleDict{a = 5} end, "nn.ModuleDict: a is not a module %(got number%)"},
+    {function() return nn.ParameterDict{p = "x"} end, "nn.ParameterDict: p is not a tensor"},
+    {function() return nn.ParameterList{1} end, "ParameterList:append: element 1 is not a tensor"},
+    {function() return nn.ModuleDict{a = nn.Linear(1, 1)}(tensor{1}) end, "a ModuleDict is not called"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]), tostring(err))
+  end
+end
