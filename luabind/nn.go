@@ -20,18 +20,21 @@ var (
 	nnAttentionSource string
 	//go:embed nn_activations.lua
 	nnActivationsSource string
+	//go:embed nn_losses.lua
+	nnLossesSource string
 )
 
 // nnSources are the files of nn, in the order they load: the module
 // system and the basic modules, then nn.init, then the recurrent layers
 // (which initialise through nn.init), then attention, then the
-// activations beyond ReLU, GELU and SiLU.
+// activations beyond ReLU, GELU and SiLU, then the loss modules.
 var nnSources = []struct{ name, source string }{
 	{"nn.lua", nnSource},
 	{"nn_init.lua", nnInitSource},
 	{"nn_rnn.lua", nnRNNSource},
 	{"nn_attention.lua", nnAttentionSource},
 	{"nn_activations.lua", nnActivationsSource},
+	{"nn_losses.lua", nnLossesSource},
 }
 
 // openNN makes the global nn: the functional forms (losses.go,

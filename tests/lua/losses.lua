@@ -88,3 +88,50 @@ do
   local y = tensor.linear(x, w, b):totable()[1]
   assert(y[1] == 11 and y[2] == 22 and y[3] == 33, table.concat(y, ","))
 end
+
+-- The loss modules hold their options and give their functionals' values
+-- and gradients; a class weight is a buffer in the state_dict, as
+-- PyTorch's; positional arguments and unknown options are refused.
+do
+  tensor.manual_seed(3)
+  local x, p, labels = tensor.randn(4, 3), tensor.rand(4, 3), {1, 3, 2, 2}
+  local w = tensor{0.5, 2, 1}
+  local pairs_ = {
+    {nn.MSELoss{reduction = "sum"}, function(a) return nn.mse_loss(a, p, {reduction = "sum"}) end, p},
+    {nn.L1Loss(), function(a) return nn.l1_loss(a, p) end, p},
+    {nn.SmoothL1Loss{beta = 0.5}, function(a) return nn.smooth_l1_loss(a, p, {beta = 0.5}) end, p},
+    {nn.HuberLoss{delta = 0.3, reduction = "none"}, function(a) return nn.huber_loss(a, p, {delta = 0.3, reduction = "none"}) end, p},
+    {nn.BCEWithLogitsLoss{pos_weight = w, weight = w}, function(a) return nn.bce_with_logits(a, p, {pos_weight = w, weight = w}) end, p},
+    {nn.CrossEntropyLoss{weight = w, label_smoothing = 0.2}, function(a) return nn.cross_entropy(a, labels, {weight = w, label_smoothing = 0.2}) end, labels},
+    {nn.NLLLoss{ignore_index = 2}, function(a) return nn.nll_loss(a:log_softmax(2), labels, {ignore_index = 2}) end, labels, true},
+    {nn.KLDivLoss{reduction = "batchmean"}, function(a) return nn.kl_div(a:log_softmax(2), p, {reduction = "batchmean"}) end, p, true},
+  }
+  for i, c in ipairs(pairs_) do
+    local a1, a2 = tensor.param(x:clone()), tensor.param(x:clone())
+    local l1 = with_grad_tape(function()
+      local input = c[4] and a1:log_softmax(2) or a1
+      return c[1](input, c[3]):sum()
+    end)
+    backward(l1)
+    local v1 = l1:item()
+    local l2 = with_grad_tape(function() return c[2](a2):sum() end)
+    backward(l2)
+    assert(math.abs(v1 - l2:item()) < 1e-6, i .. ": " .. v1 .. " vs " .. l2:item())
+    assert((a1.grad - a2.grad):abs():max():item() < 1e-6, i .. ": gradients")
+  end
+  local keys = {}
+  for k in pairs(nn.BCEWithLogitsLoss{pos_weight = w, weight = w}:state_dict()) do keys[#keys + 1] = k end
+  table.sort(keys)
+  assert(table.concat(keys, ",") == "pos_weight,weight", table.concat(keys, ","))
+  local crit = nn.CrossEntropyLoss{label_smoothing = 0.1}
+  assert(crit.label_smoothing == 0.1 and crit.reduction == "mean" and tostring(crit) == "CrossEntropyLoss()")
+  for _, c in ipairs{
+    {function() return nn.MSELoss(true) end, "nn.MSELoss: takes an options table"},
+    {function() return nn.L1Loss{beta = 1} end, "nn.L1Loss: unknown option beta %(expected reduction%)"},
+    {function() return nn.NLLLoss{reduction = "avg"} end, "nn.NLLLoss: reduction must be"},
+    {function() return nn.CrossEntropyLoss{weight = {1, 2}} end, "nn.CrossEntropyLoss: weight must be a tensor"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]) and tostring(err):find("losses%.lua:%d+:"), tostring(err))
+  end
+end
