@@ -48,6 +48,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"eq":            env.compare(core.OpEQ),
 		"exp":           env.unary("exp", (*core.Engine).Exp),
 		"expand":        env.expand,
+		"expand_as":     env.expandAs,
 		"erf":           env.unary("erf", (*core.Engine).Erf),
 		"expm1":         env.unary("expm1", (*core.Engine).Expm1),
 		"fill_":         env.inPlace("fill_", fillValue),
@@ -94,6 +95,9 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"narrow":        env.narrow,
 		"ne":            env.compare(core.OpNE),
 		"neg":           env.unary("neg", (*core.Engine).Neg),
+		"new_full":      env.newFilled("new_full", 0, true),
+		"new_ones":      env.newFilled("new_ones", 1, false),
+		"new_zeros":     env.newFilled("new_zeros", 0, false),
 		"norm":          env.norm,
 		"normal_":       env.inPlace("normal_", env.normalValues),
 		"numel":         tensorNumel,
@@ -143,6 +147,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"unsqueeze":     env.unsqueeze,
 		"var":           env.varStd("var", (*core.Engine).Var),
 		"view":          env.view,
+		"view_as":       env.viewAs,
 		"zero_":         env.inPlace("zero_", zeroValue),
 	}
 }
@@ -183,6 +188,7 @@ func (env *Env) operators() map[string]lua.LGFunction {
 		"__add":      env.arith(core.OpAdd),
 		"__div":      env.arith(core.OpDiv),
 		"__index":    env.index,
+		"__len":      length,
 		"__mul":      env.arith(core.OpMul),
 		"__newindex": env.setIndexed,
 		"__pow":      env.arith(core.OpPow),

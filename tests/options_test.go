@@ -42,6 +42,9 @@ var optionCalls = map[string]string{
 	"x:index_add":          "X:index_add(1, tensor{1, 2}:int(), tensor.ones(2, 3), OPTS)",
 	"x:index_add_":         "X:clone():index_add_(1, tensor{1, 2}:int(), tensor.ones(2, 3), OPTS)",
 	"to_gpu":               "to_gpu(X, OPTS)",
+	"x:new_zeros":          "X:new_zeros(2, OPTS)",
+	"x:new_ones":           "X:new_ones(2, OPTS)",
+	"x:new_full":           "X:new_full({2}, 1, OPTS)",
 
 	"nn.mse_loss":                         "nn.mse_loss(X, X, OPTS)",
 	"nn.l1_loss":                          "nn.l1_loss(X, X, OPTS)",

@@ -86,3 +86,29 @@ for _, d in ipairs({0, 4, -4}) do
   local ok, err = pcall(function() return z:size(d) end)
   assert(not ok and err:find("size"), tostring(err))
 end
+
+-- expand_as, view_as, new_zeros/new_ones/new_full and #x, as PyTorch's:
+-- the shape (or dtype) comes from a tensor; an expanded tensor's gradient
+-- sums over the copies; #x is the size of dim 1.
+do
+  local x = tensor{{1, 2, 3}}
+  local e = x:expand_as(tensor.zeros(4, 3))
+  assert(e:size(1) == 4 and e:size(2) == 3 and e[4][3]:item() == 3)
+  assert(x:view_as(tensor.zeros(3, 1)):size(1) == 3 and #tensor.zeros(5, 2) == 5 and #x == 1)
+  local i = tensor{1, 2}:int()
+  assert(i:new_zeros(2, 3):dtype() == "i32" and x:new_ones({2}):totable()[2] == 1)
+  assert(x:new_full({2, 2}, 7):sum():item() == 28 and x:new_zeros(3, {dtype = "bf16"}):dtype() == "bf16")
+  local p = tensor.param(tensor{1, 2, 3})
+  local l = with_grad_tape(function() return (p:expand_as(tensor.zeros(4, 3)) * 2):sum() end)
+  backward(l)
+  assert(table.concat(p.grad:totable(), ",") == "8,8,8")
+  for _, c in ipairs{
+    {function() return #tensor.scalar_tensor(1) end, "#: a 0%-d tensor has no length"},
+    {function() return x:new_full({2}) end, "x:new_full: expected a size and a fill value"},
+    {function() return x:expand_as(tensor.zeros(2, 2)) end, "cannot expand"},
+    {function() return x:view_as(tensor.zeros(2, 2)) end, "view"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]), tostring(err))
+  end
+end

@@ -1,0 +1,58 @@
+package luabind
+
+import (
+	lua "github.com/yuin/gopher-lua"
+)
+
+// PyTorch's tensor methods that take their shape or type from a tensor:
+// x:expand_as(y), x:view_as(y), x:new_zeros(size), x:new_ones(size),
+// x:new_full(size, value), and #x (the size of dim 1, as len(x)).
+
+// expand_as(x, other) is x:expand(other:size()).
+func (env *Env) expandAs(L *lua.LState) int {
+	x, other := checkTensor(L, "expand_as", 1), checkTensor(L, "expand_as", 2)
+	t, err := env.Engine.Expand(x, other.Shape())
+	return env.pushResult(L, t, err)
+}
+
+// view_as(x, other) is x:view(other:size()).
+func (env *Env) viewAs(L *lua.LState) int {
+	x, other := checkTensor(L, "view_as", 1), checkTensor(L, "view_as", 2)
+	t, err := env.Engine.View(x, other.Shape()...)
+	return env.pushResult(L, t, err)
+}
+
+// newFilled makes x:new_zeros(size...), x:new_ones(size...) and
+// x:new_full(size, value): a tensor of x's dtype (or the dtype option)
+// filled with value, as PyTorch's new_* (which take x's dtype too).
+func (env *Env) newFilled(name string, value float64, valueArg bool) lua.LGFunction {
+	fn := "x:" + name
+	return func(L *lua.LState) int {
+		x := checkTensor(L, fn, 1)
+		o, last := trailingOpts(L, fn)
+		if !o.dtypeGiven {
+			o.dtype = x.Dtype()
+		}
+		v := value
+		if valueArg {
+			if last < 3 {
+				argError(L, fn, "expected a size and a fill value")
+			}
+			v = float64(L.CheckNumber(last))
+			last--
+		}
+		shape := shapeUpTo(L, fn, 2, last)
+		return env.finishExact(L, fn, shape, o, func(int) float64 { return v })
+	}
+}
+
+// length is #x: the size of x's first dim, as len(x) in PyTorch (a 0-d
+// tensor has no length).
+func length(L *lua.LState) int {
+	x := checkTensor(L, "#", 1)
+	if x.Dim() == 0 || x.Scalar() {
+		argError(L, "#", "a 0-d tensor has no length")
+	}
+	L.Push(lua.LNumber(x.Shape()[0]))
+	return 1
+}
