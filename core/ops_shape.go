@@ -354,3 +354,53 @@ func (e *Engine) Tile(x *Tensor, reps []int) (*Tensor, error) {
 	}
 	return out, nil
 }
+
+// Roll shifts x's elements along dims (0-based, negative from the end) by
+// shifts, wrapping around, as PyTorch's roll; with no dims, x is rolled
+// as if flattened (one shift). Its gradient rolls back.
+func (e *Engine) Roll(x *Tensor, shifts, dims []int) (*Tensor, error) {
+	if len(dims) == 0 {
+		if len(shifts) != 1 {
+			return nil, shapeErrorf("roll: %d shifts without dims (expected one, for the flattened tensor)", len(shifts))
+		}
+		flat, err := e.Reshape(x, int(x.Numel()))
+		if err != nil {
+			return nil, err
+		}
+		y, err := e.Roll(flat, shifts, []int{0})
+		if err != nil {
+			return nil, err
+		}
+		return e.Reshape(y, x.shape...)
+	}
+	if len(shifts) != len(dims) {
+		return nil, shapeErrorf("roll: %d shifts for %d dims", len(shifts), len(dims))
+	}
+	y := x
+	for i, dim := range dims {
+		d, err := checkDim("roll", x.shape, dim)
+		if err != nil {
+			return nil, err
+		}
+		n := x.shape[d]
+		s := ((shifts[i] % n) + n) % n
+		if s == 0 {
+			continue
+		}
+		tail, err := e.Narrow(y, d, n-s, s)
+		if err != nil {
+			return nil, err
+		}
+		head, err := e.Narrow(y, d, 0, n-s)
+		if err != nil {
+			return nil, err
+		}
+		if y, err = e.Cat([]*Tensor{tail, head}, d); err != nil {
+			return nil, err
+		}
+	}
+	if y == x {
+		return e.Clone(x)
+	}
+	return y, nil
+}

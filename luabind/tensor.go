@@ -109,6 +109,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"relu":          env.unary("relu", (*core.Engine).Relu),
 		"requires_grad": tensorRequiresGrad,
 		"reshape":       env.reshape,
+		"roll":          env.roll,
 		"round":         env.unary("round", (*core.Engine).Round),
 		"rsqrt":         env.unary("rsqrt", (*core.Engine).Rsqrt),
 		"scatter_add":   env.outOf("scatter_add", env.scatterAddValue),

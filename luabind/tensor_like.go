@@ -6,7 +6,8 @@ import (
 
 // PyTorch's tensor methods that take their shape or type from a tensor:
 // x:expand_as(y), x:view_as(y), x:new_zeros(size), x:new_ones(size),
-// x:new_full(size, value), and #x (the size of dim 1, as len(x)).
+// x:new_full(size, value), and #x (the size of dim 1, as len(x)); and
+// x:roll(shifts, dims).
 
 // expand_as(x, other) is x:expand(other:size()).
 func (env *Env) expandAs(L *lua.LState) int {
@@ -55,4 +56,35 @@ func length(L *lua.LState) int {
 	}
 	L.Push(lua.LNumber(x.Shape()[0]))
 	return 1
+}
+
+// roll(x, shifts [, dims]): x's elements shifted along dims (1-based) by
+// shifts (numbers or tables of them), wrapping around, as torch.roll; with
+// no dims, along x flattened.
+func (env *Env) roll(L *lua.LState) int {
+	x := checkTensor(L, "roll", 1)
+	if L.GetTop() > 3 {
+		argError(L, "roll", "takes shifts and dims, each a number or a table")
+	}
+	at := func(n int) []int { // argument n alone: a number or a table of them
+		if _, ok := L.Get(n).(*lua.LTable); ok {
+			return intsArg(L, "roll", n)
+		}
+		return []int{checkInteger(L, "roll", n)}
+	}
+	shifts := at(2)
+	var dims []int
+	if L.GetTop() == 3 && L.Get(3) != lua.LNil {
+		for _, d := range at(3) {
+			switch {
+			case d == 0:
+				argError(L, "roll", "dim 0 does not exist: dims are 1-based (1 is the first, -1 the last)")
+			case d > 0:
+				d--
+			}
+			dims = append(dims, d)
+		}
+	}
+	t, err := env.Engine.Roll(x, shifts, dims)
+	return env.pushResult(L, t, err)
 }

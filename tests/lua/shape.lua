@@ -112,3 +112,31 @@ do
     assert(not ok and tostring(err):find(c[2]), tostring(err))
   end
 end
+
+-- roll as torch.roll (values from torch 1.13 on this x), flattened without
+-- dims; its gradient rolls back.
+do
+  local x = tensor{{1, 2}, {3, 4}, {5, 6}, {7, 8}}
+  local function s(t)
+    local r = {}
+    for _, row in ipairs(t:totable()) do r[#r + 1] = table.concat(row, ",") end
+    return table.concat(r, ";")
+  end
+  assert(s(x:roll(1)) == "8,1;2,3;4,5;6,7", s(x:roll(1)))
+  assert(s(x:roll(1, 1)) == "7,8;1,2;3,4;5,6" and s(x:roll(-1, 1)) == "3,4;5,6;7,8;1,2")
+  assert(s(x:roll({2, 1}, {1, 2})) == "6,5;8,7;2,1;4,3" and s(x:roll(7, 2)) == "2,1;4,3;6,5;8,7")
+  assert(s(x:roll(0, 1)) == s(x) and s(x:roll(4, -2)) == s(x))
+  local p = tensor.param(x:clone())
+  local w = tensor.arange(8):reshape(4, 2)
+  backward(with_grad_tape(function() return (p:roll(1, 1) * w):sum() end))
+  assert(s(p.grad) == s(w:roll(-1, 1)), s(p.grad))
+  for _, c in ipairs{
+    {function() return x:roll({1, 2}) end, "roll: 2 shifts without dims"},
+    {function() return x:roll({1, 2}, 1) end, "roll: 2 shifts for 1 dims"},
+    {function() return x:roll(1, 3) end, "roll"},
+    {function() return x:roll(1, 0) end, "dim 0 does not exist"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]), tostring(err))
+  end
+end
