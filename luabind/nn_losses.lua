@@ -63,3 +63,20 @@ for name, spec in pairs(losses) do
   end
   function c:describe() return name .. "()" end
 end
+
+-- nn.one_hot(labels [, num_classes]) is F.one_hot of 1-based labels (an
+-- i32 tensor or a table): an i32 tensor of labels' shape and one more dim
+-- of num_classes (default: the largest label), 1 at each label's class.
+function nn.one_hot(labels, num_classes)
+  local fn = "nn.one_hot"
+  if type(labels) == "table" and getmetatable(labels) == nil then labels = tensor(labels) end
+  check(type(labels) == "userdata", fn, "expected labels (an i32 tensor or a table of integers), got %s", type(labels))
+  local f = labels:dtype() == "i32" and labels:float() or labels
+  check((f - f:round()):abs():max():item() == 0, fn, "labels must be integers")
+  local lo, hi = f:min():item(), f:max():item()
+  if num_classes == nil or num_classes == -1 then num_classes = hi end
+  check(type(num_classes) == "number" and num_classes >= 1 and num_classes % 1 == 0, fn,
+    "num_classes must be a positive integer, got %s", tostring(num_classes))
+  check(lo >= 1 and hi <= num_classes, fn, "labels must be in 1..%d (1-based), got %g..%g", num_classes, lo, hi)
+  return f:unsqueeze(-1):eq(tensor.arange(1, num_classes + 1)):int()
+end

@@ -135,3 +135,25 @@ do
     assert(not ok and tostring(err):find(c[2]) and tostring(err):find("losses%.lua:%d+:"), tostring(err))
   end
 end
+
+-- nn.one_hot as F.one_hot with 1-based labels (torch 1.13: one_hot([2, 0,
+-- 1]) is [[0,0,1],[1,0,0],[0,1,0]], one_hot([[0, 3]], 5) of shape 1x2x5).
+do
+  local function s(t)
+    local r = {}
+    for i, row in ipairs(t:totable()) do r[i] = table.concat(row, ",") end
+    return table.concat(r, ";")
+  end
+  assert(s(nn.one_hot({3, 1, 2})) == "0,0,1;1,0,0;0,1,0")
+  local o = nn.one_hot(tensor{{1, 4}}:int(), 5)
+  assert(o:dim() == 3 and o:size(3) == 5 and o:dtype() == "i32" and s(o[1]) == "1,0,0,0,0;0,0,0,1,0")
+  for _, c in ipairs{
+    {function() return nn.one_hot({0, 1}) end, "nn.one_hot: labels must be in 1..1 %(1%-based%)"},
+    {function() return nn.one_hot({1.5}) end, "labels must be integers"},
+    {function() return nn.one_hot({3}, 2) end, "labels must be in 1..2"},
+    {function() return nn.one_hot({1}, 0) end, "num_classes must be a positive integer"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]), tostring(err))
+  end
+end
