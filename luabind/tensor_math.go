@@ -37,14 +37,20 @@ func (env *Env) where(L *lua.LState) int {
 
 // maskedFill binds x:masked_fill(mask, value).
 func (env *Env) maskedFill(L *lua.LState) int {
-	x := checkTensor(L, "masked_fill", 1)
+	L.Push(env.push(L, env.maskedFillValue(L, checkTensor(L, "masked_fill", 1))))
+	return 1
+}
+
+// maskedFillValue is masked_fill's result (masked_fill_ writes it into x).
+func (env *Env) maskedFillValue(L *lua.LState, x *core.Tensor) *core.Tensor {
 	mask := checkTensor(L, "masked_fill", 2)
 	v, ok := L.Get(3).(lua.LNumber)
 	if !ok {
 		argError(L, "masked_fill", "argument 3: expected a number, got %s", luaTypeName(L.Get(3)))
 	}
 	t, err := env.Engine.MaskedFill(x, mask, float64(v))
-	return env.pushResult(L, t, err)
+	raise(L, err)
+	return t
 }
 
 // triangle binds x:tril([k]) and x:triu([k]) (k = 0: the main diagonal).

@@ -43,11 +43,17 @@ func (env *Env) arithValue(op core.ArithOp) func(L *lua.LState, _ *core.Tensor) 
 
 // clamp(x [, min [, max]]): a missing bound is no bound.
 func (env *Env) clamp(L *lua.LState) int {
-	x := checkTensor(L, "clamp", 1)
+	L.Push(env.push(L, env.clampValue(L, checkTensor(L, "clamp", 1))))
+	return 1
+}
+
+// clampValue is clamp's result (clamp_ writes it into x).
+func (env *Env) clampValue(L *lua.LState, x *core.Tensor) *core.Tensor {
 	lo := float32(L.OptNumber(2, lua.LNumber(math.Inf(-1))))
 	hi := float32(L.OptNumber(3, lua.LNumber(math.Inf(1))))
 	t, err := env.Engine.Clamp(x, lo, hi)
-	return env.pushResult(L, t, err)
+	raise(L, err)
+	return t
 }
 
 // ---- in place ----

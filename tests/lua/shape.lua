@@ -140,3 +140,14 @@ do
     assert(not ok and tostring(err):find(c[2]), tostring(err))
   end
 end
+
+-- clamp_ and masked_fill_ write their results into x and return x; a
+-- parameter inside a tape is refused, as every in-place op.
+do
+  local x = tensor{1, -2, 3, -4}
+  assert(rawequal(x:clamp_(-1, 2), x) and table.concat(x:totable(), ",") == "1,-1,2,-1")
+  assert(rawequal(x:masked_fill_(x:lt(0), 9), x) and table.concat(x:totable(), ",") == "1,9,2,9")
+  local p = tensor.param(tensor{1, 2})
+  local ok, err = pcall(function() return with_grad_tape(function() return p:clamp_(0, 1):sum() end) end)
+  assert(not ok and tostring(err):find("clamp_: copy_: in%-place change of a parameter inside with_grad_tape"), tostring(err))
+end
