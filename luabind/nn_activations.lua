@@ -141,3 +141,29 @@ function nn.PReLU:init(...)
 end
 function nn.PReLU:forward(x) return nn.prelu(x, self.weight) end
 function nn.PReLU:describe() return string.format("PReLU(num_parameters=%d)", self.num_parameters) end
+
+-- nn.dropout2d(x [, p=0.5 [, training=true]]) zeroes whole channels (dim 2
+-- of an [N, C, H, W] x) with probability p and scales the rest by
+-- 1/(1-p), as F.dropout2d; nn.Dropout2d([p=0.5]) is its module (off in
+-- eval()). A 3-d input is refused: PyTorch 1.13 reads it as (N, C, L)
+-- and warns that later versions read it as (C, H, W).
+function nn.dropout2d(x, p, training)
+  local fn = "nn.dropout2d"
+  p = p == nil and 0.5 or p
+  check(type(x) == "userdata", fn, "expected a tensor, got %s", type(x))
+  check(type(p) == "number" and p >= 0 and p <= 1, fn, "p must be in [0, 1], got %s", tostring(p))
+  check(x:dim() == 4, fn, "expected an [N, C, H, W] input, got %d dims (a 3-d input means (N, C, L) in PyTorch 1.13 and (C, H, W) later: reshape it)", x:dim())
+  if training == false or p == 0 then return x end
+  if p == 1 then return x * 0 end
+  local keep = tensor.rand(x:size(1), x:size(2), 1, 1):ge(p)
+  return x * keep * (1 / (1 - p))
+end
+
+nn.Dropout2d = nn.Module:extend("Dropout2d")
+function nn.Dropout2d:init(p)
+  p = p == nil and 0.5 or p
+  check(type(p) == "number" and p >= 0 and p <= 1, "nn.Dropout2d", "p must be in [0, 1], got %s", tostring(p))
+  self.p = p
+end
+function nn.Dropout2d:forward(x) return nn.dropout2d(x, self.p, self.training) end
+function nn.Dropout2d:describe() return string.format("Dropout2d(p=%g)", self.p) end

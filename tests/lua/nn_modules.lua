@@ -501,3 +501,27 @@ do
     assert(not ok and tostring(err):find(c[2]), tostring(err))
   end
 end
+
+-- Dropout2d zeroes whole channels (about p of them) and scales the rest
+-- by 1/(1-p), its gradient likewise; eval() and p=0 pass x through; a 3-d
+-- input is refused (PyTorch's meaning of it changes between versions).
+do
+  tensor.manual_seed(1)
+  local x = tensor.param(tensor.ones(8, 16, 3, 3))
+  local y
+  backward(with_grad_tape(function() y = nn.Dropout2d(0.25)(x); return y:sum() end))
+  local sums, grads = y:sum(4):sum(3):reshape(128):totable(), x.grad:sum(4):sum(3):reshape(128):totable()
+  local zeros = 0
+  for i, v in ipairs(sums) do
+    assert(v == 0 or math.abs(v - 12) < 1e-4, "a channel is all dropped or all kept: " .. v)
+    assert(math.abs(grads[i] - v) < 1e-4, "the gradient drops the same channels")
+    if v == 0 then zeros = zeros + 1 end
+  end
+  assert(zeros > 12 and zeros < 52, "about a quarter of 128 channels dropped: " .. zeros)
+  local m = nn.Dropout2d(0.5)
+  m:eval()
+  assert(m(x):eq(x):all():item() == 1 and nn.dropout2d(x, 0):eq(x):all():item() == 1 and tostring(m) == "Dropout2d(p=0.5)")
+  assert(nn.dropout2d(x, 1):abs():sum():item() == 0)
+  local ok, err = pcall(nn.dropout2d, tensor.ones(2, 3, 4))
+  assert(not ok and tostring(err):find("nn.dropout2d: expected an %[N, C, H, W%] input, got 3 dims"), tostring(err))
+end
