@@ -96,9 +96,59 @@ func (env *Env) reduction(name string, all func(*core.Engine, *core.Tensor) (*co
 			t, err := all(env.Engine, x)
 			return env.pushResult(L, t, err)
 		}
+		if _, ok := L.Get(2).(*lua.LTable); ok {
+			t, err := env.alongDims(L, name, x, all, along)
+			return env.pushResult(L, t, err)
+		}
 		t, err := along(env.Engine, x, checkDim(L, name, 2), L.OptBool(3, false))
 		return env.pushResult(L, t, err)
 	}
+}
+
+// alongDims is a reduction over a table of dims (argument 2), as
+// PyTorch's sum(dim=(1, 2)): one dim after another, kept until the end
+// (the mean of equal groups' means is the mean). An empty table reduces
+// every dim, as PyTorch 1.13 does; a dim listed twice is an error.
+func (env *Env) alongDims(L *lua.LState, name string, x *core.Tensor, all func(*core.Engine, *core.Tensor) (*core.Tensor, error),
+	along func(*core.Engine, *core.Tensor, int, bool) (*core.Tensor, error)) (*core.Tensor, error) {
+	dims := dimsArg(L, name, 2)
+	keep := L.OptBool(3, false)
+	if len(dims) == 0 {
+		return all(env.Engine, x)
+	}
+	seen := map[int]bool{}
+	for i, d := range dims {
+		if d < 0 {
+			d += x.Dim()
+		}
+		if d < 0 || d >= x.Dim() {
+			argError(L, name, "dim %d is out of range for a %d-d tensor", dims[i]+1, x.Dim())
+		}
+		if seen[d] {
+			argError(L, name, "dim %d appears more than once in the list of dims", d+1)
+		}
+		seen[d], dims[i] = true, d
+	}
+	t := x
+	var err error
+	for _, d := range dims {
+		if t, err = along(env.Engine, t, d, true); err != nil {
+			return nil, err
+		}
+	}
+	if keep {
+		return t, nil
+	}
+	var shape []int
+	for i, n := range x.Shape() {
+		if !seen[i] {
+			shape = append(shape, n)
+		}
+	}
+	if len(shape) == 0 {
+		shape = []int{1}
+	}
+	return env.Engine.Reshape(t, shape...)
 }
 
 // extreme binds x:max() and x:max(dim [, keepdim]), which also returns the

@@ -151,3 +151,23 @@ do
   local ok, err = pcall(function() return with_grad_tape(function() return p:clamp_(0, 1):sum() end) end)
   assert(not ok and tostring(err):find("clamp_: copy_: in%-place change of a parameter inside with_grad_tape"), tostring(err))
 end
+
+-- Reductions over several dims, as PyTorch's (torch 1.13 on arange(24) as
+-- 2x3x4: mean((1, 2))[0] = 5.5, sum((0, 2), keepdim) of shape 1x3x1,
+-- sum((-1, 0))[1] = 92, sum(dim=[]) = 276); the gradient of a mean over 12
+-- elements is 1/12 each; a dim listed twice is refused.
+do
+  local x = tensor.arange(24):reshape(2, 3, 4)
+  assert(x:mean({2, 3}):totable()[1] == 5.5)
+  local k = x:sum({1, 3}, true)
+  assert(k:dim() == 3 and k:size(1) == 1 and k:size(2) == 3 and k:size(3) == 1)
+  assert(x:sum({-1, 1}):totable()[2] == 92 and x:sum({}):item() == 276)
+  assert(x:gt(-1):all({1, 2}):totable()[4] == 1 and x:gt(22):any({1, 2}):totable()[4] == 1)
+  local p = tensor.param(x:clone())
+  backward(with_grad_tape(function() return p:mean({2, 3}):sum() end))
+  assert(math.abs(p.grad:totable()[2][3][4] - 1 / 12) < 1e-7)
+  local ok, err = pcall(function() return x:sum({2, 2}) end)
+  assert(not ok and tostring(err):find("sum: dim 2 appears more than once"), tostring(err))
+  ok, err = pcall(function() return x:mean({4}) end)
+  assert(not ok and tostring(err):find("mean: dim 4 is out of range for a 3%-d tensor"), tostring(err))
+end
