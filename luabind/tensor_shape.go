@@ -7,6 +7,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
+	"github.com/gglua/gglua/ggmlcgo"
 )
 
 // Shape ops and indexing (core/ops_shape.go): select, unsqueeze, squeeze,
@@ -222,7 +223,11 @@ func (env *Env) setIndexed(L *lua.LState) int {
 	switch key.(type) {
 	case lua.LNumber, *lua.LTable:
 	default:
-		argError(L, "index", "cannot assign field %s of a tensor: only x[i] = v and x[{...}] = v", luaTypeName(key))
+		if mask := toTensor(key); mask != nil { // x[mask] = v, PyTorch's boolean-mask assignment
+			env.setMasked(L, x, mask)
+			return 0
+		}
+		argError(L, "index", "cannot assign field %s of a tensor: only x[i] = v, x[{...}] = v and x[mask] = v", luaTypeName(key))
 	}
 	dst := env.indexed(L, x, key)
 	var src *core.Tensor
@@ -245,4 +250,34 @@ func (env *Env) setIndexed(L *lua.LState) int {
 		raise(L, fmt.Errorf("index: %w", err))
 	}
 	return 0
+}
+
+// setMasked is x[mask] = v: v (a number, or a one-element tensor) where the
+// mask (of x's shape, or broadcast to it) is nonzero, as PyTorch's
+// assignment through a boolean mask and masked_fill_. A tensor of values,
+// which PyTorch takes in the mask's order, is refused: it is not supported.
+func (env *Env) setMasked(L *lua.LState, x, mask *core.Tensor) {
+	if mask.Dtype() == ggmlcgo.I32 {
+		argError(L, "index", "x[t] = v with an i32 tensor t of indices is not supported (a mask is a comparison's 1/0 result; for indices use index_add_ or a loop)")
+	}
+	var v float64
+	switch val := L.Get(3).(type) {
+	case lua.LNumber:
+		v = float64(val)
+	default:
+		t := toTensor(val)
+		if t == nil || t.Numel() != 1 {
+			argError(L, "index", "x[mask] = v takes a number or a one-element tensor (a tensor of values in the mask's order is not supported); got %s", luaTypeName(val))
+		}
+		f, err := t.Item()
+		raise(L, err)
+		v = float64(f)
+	}
+	t, err := env.Engine.MaskedFill(x, mask, v)
+	if err == nil {
+		err = env.Engine.Assign(x, t)
+	}
+	if err != nil {
+		raise(L, fmt.Errorf("index: %w", err))
+	}
 }

@@ -171,3 +171,22 @@ do
   ok, err = pcall(function() return x:mean({4}) end)
   assert(not ok and tostring(err):find("mean: dim 4 is out of range for a 3%-d tensor"), tostring(err))
 end
+
+-- x[mask] = v, PyTorch's boolean-mask assignment, with a number or a
+-- one-element tensor; a tensor of values and an i32 index tensor are
+-- refused rather than read another way.
+do
+  local x = tensor{{1, -2}, {-3, 4}}
+  x[x:lt(0)] = 0
+  assert(table.concat(x:reshape(4):totable(), ",") == "1,0,0,4")
+  x[x:gt(2)] = tensor{7}
+  assert(table.concat(x:reshape(4):totable(), ",") == "1,0,0,7")
+  for _, c in ipairs{
+    {function() x[x:gt(0)] = tensor{1, 2} end, "x%[mask%] = v takes a number or a one%-element tensor"},
+    {function() x[tensor{1}:int()] = 5 end, "with an i32 tensor t of indices is not supported"},
+    {function() x.foo = 1 end, "only x%[i%] = v, x%[{...}%] = v and x%[mask%] = v"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]), tostring(err))
+  end
+end
