@@ -88,3 +88,46 @@ func (env *Env) roll(L *lua.LState) int {
 	t, err := env.Engine.Roll(x, shifts, dims)
 	return env.pushResult(L, t, err)
 }
+
+// repeat_interleave(x, repeats [, dim]): each element repeated repeats
+// times in place along dim (1-based; without dim, along x flattened), as
+// PyTorch's with a number of repeats (a tensor of per-element counts is
+// not supported). The gradient sums the copies.
+func (env *Env) repeatInterleave(L *lua.LState) int {
+	const fn = "repeat_interleave"
+	x := checkTensor(L, fn, 1)
+	if _, ok := L.Get(2).(lua.LNumber); !ok {
+		argError(L, fn, "repeats must be a number (a tensor of per-element counts is not supported), got %s", luaTypeName(L.Get(2)))
+	}
+	n := checkInteger(L, fn, 2)
+	if n < 0 || n > 1<<24 {
+		argError(L, fn, "repeats must be from 0 to %d, got %d", 1<<24, n)
+	}
+	e := env.Engine
+	var d int
+	if L.Get(3) == lua.LNil {
+		flat, err := e.Reshape(x, int(x.Numel()))
+		raise(L, err)
+		x, d = flat, 0
+	} else if d = checkDim(L, fn, 3); d < 0 {
+		d += x.Dim()
+	}
+	if d < 0 || d >= x.Dim() {
+		argError(L, fn, "dim %d is out of range for a %d-d tensor", L.CheckInt(3), x.Dim())
+	}
+	if n == 0 {
+		argError(L, fn, "repeats of 0 would make an empty tensor, which gglua does not have")
+	}
+	shape := x.Shape()
+	wide := append(append(append([]int(nil), shape[:d+1]...), n), shape[d+1:]...)
+	out := append([]int(nil), shape...)
+	out[d] *= n
+	y, err := e.Unsqueeze(x, d+1)
+	if err == nil {
+		y, err = e.Expand(y, wide)
+	}
+	if err == nil {
+		y, err = e.Reshape(y, out...)
+	}
+	return env.pushResult(L, y, err)
+}

@@ -190,3 +190,27 @@ do
     assert(not ok and tostring(err):find(c[2]), tostring(err))
   end
 end
+
+-- repeat_interleave as PyTorch's with a number of repeats (torch 1.13 on
+-- [[1, 2], [3, 4]]); the gradient sums each element's copies.
+do
+  local x = tensor{{1, 2}, {3, 4}}
+  local function s(t)
+    local r = {}
+    for i, row in ipairs(t:totable()) do r[i] = type(row) == "table" and table.concat(row, ",") or row end
+    return table.concat(r, ";")
+  end
+  assert(s(x:repeat_interleave(2)) == "1;1;2;2;3;3;4;4")
+  assert(s(x:repeat_interleave(3, 2)) == "1,1,1,2,2,2;3,3,3,4,4,4" and s(x:repeat_interleave(2, 1)) == "1,2;1,2;3,4;3,4")
+  local p = tensor.param(x:clone())
+  backward(with_grad_tape(function() return (p:repeat_interleave(3, 2) * tensor.arange(12):reshape(2, 6)):sum() end))
+  assert(s(p.grad) == "3,12;21,30", s(p.grad))
+  for _, c in ipairs{
+    {function() return x:repeat_interleave(tensor{1, 2}) end, "repeats must be a number"},
+    {function() return x:repeat_interleave(2, 3) end, "repeat_interleave"},
+    {function() return x:repeat_interleave(0) end, "repeats of 0"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2]), tostring(err))
+  end
+end
