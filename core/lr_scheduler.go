@@ -152,7 +152,8 @@ func (s *Scheduler) BaseLR() float64 { return s.base[0] }
 // BaseLRs are every group's base rate (torch's base_lrs).
 func (s *Scheduler) BaseLRs() []float64 { return slices.Clone(s.base) }
 
-// Kind names the schedule: "step", "cosine", "warmup_cosine", "one_cycle".
+// Kind names the schedule: "step", "multi_step", "exponential", "linear",
+// "cosine", "warmup_cosine", "one_cycle".
 func (s *Scheduler) Kind() string { return s.kind }
 
 // groupKey names group g's entry of a state dict: "base_lr" for the first
@@ -265,6 +266,77 @@ func StepLR(r Rated, stepSize int, gamma float64) (*Scheduler, error) {
 			return cur, nil
 		}
 		return cur * gamma, nil
+	})
+}
+
+// ExponentialLR is torch's ExponentialLR: the rate is multiplied by gamma
+// every step.
+func ExponentialLR(r Rated, gamma float64) (*Scheduler, error) {
+	ps, err := schedParams("exponential", SchedulerParam{"gamma", gamma})
+	if err != nil {
+		return nil, err
+	}
+	if gamma <= 0 {
+		return nil, argErrorf("exponential scheduler: need gamma > 0 (got %g)", gamma)
+	}
+	return newScheduler("exponential", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+		if t == 0 {
+			return cur, nil
+		}
+		return cur * gamma, nil
+	})
+}
+
+// MultiStepLR is torch's MultiStepLR: the rate is multiplied by gamma at
+// each milestone (by gamma^k at one listed k times, as torch counts them).
+func MultiStepLR(r Rated, milestones []int, gamma float64) (*Scheduler, error) {
+	ps := []SchedulerParam{{"gamma", gamma}}
+	count := map[int]int{}
+	for i, m := range milestones {
+		if m < 1 {
+			return nil, argErrorf("multi_step scheduler: milestones are steps from 1, got %d", m)
+		}
+		if i > 0 && m < milestones[i-1] {
+			return nil, argErrorf("multi_step scheduler: milestones must be in increasing order, got %v", milestones)
+		}
+		count[m]++
+		ps = append(ps, SchedulerParam{fmt.Sprintf("milestone.%d", i+1), float64(m)})
+	}
+	ps, err := schedParams("multi_step", ps...)
+	if err != nil {
+		return nil, err
+	}
+	if len(milestones) == 0 || gamma <= 0 {
+		return nil, argErrorf("multi_step scheduler: need milestones and gamma > 0 (got %v, %g)", milestones, gamma)
+	}
+	return newScheduler("multi_step", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+		if k := count[t]; k > 0 {
+			return cur * math.Pow(gamma, float64(k)), nil
+		}
+		return cur, nil
+	})
+}
+
+// LinearLR is torch's LinearLR: the rate scaled by a factor going linearly
+// from start to end over total steps (then kept), in torch's chainable
+// form.
+func LinearLR(r Rated, start, end float64, total int) (*Scheduler, error) {
+	ps, err := schedParams("linear", SchedulerParam{"start_factor", start}, SchedulerParam{"end_factor", end},
+		SchedulerParam{"total_iters", float64(total)})
+	if err != nil {
+		return nil, err
+	}
+	if !(start > 0 && start <= 1) || !(end >= 0 && end <= 1) || total < 1 {
+		return nil, argErrorf("linear scheduler: need 0 < start_factor <= 1, 0 <= end_factor <= 1 and total_iters >= 1 (got %g, %g, %d)", start, end, total)
+	}
+	return newScheduler("linear", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+		switch {
+		case t == 0:
+			return cur * start, nil
+		case t > total:
+			return cur, nil
+		}
+		return cur * (1 + (end-start)/(float64(total)*start+float64(t-1)*(end-start))), nil
 	})
 }
 

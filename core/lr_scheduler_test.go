@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"testing"
@@ -45,6 +46,16 @@ func makeScheduler(r *Rate, kind string, o map[string]float64) (*Scheduler, erro
 		return OneCycleLR(r, o["max_lr"], int(o["total"]), o["pct_start"], o["div_factor"], o["final_div_factor"])
 	case "warmup_cosine":
 		return WarmupCosineLR(r, int(o["warmup"]), int(o["total"]), o["eta_min"])
+	case "exponential":
+		return ExponentialLR(r, o["gamma"])
+	case "linear":
+		return LinearLR(r, o["start_factor"], o["end_factor"], int(o["total_iters"]))
+	case "multi_step":
+		var ms []int
+		for i := 1; o[fmt.Sprintf("milestone.%d", i)] > 0; i++ {
+			ms = append(ms, int(o[fmt.Sprintf("milestone.%d", i)]))
+		}
+		return MultiStepLR(r, ms, o["gamma"])
 	}
 	panic(kind)
 }
@@ -103,10 +114,11 @@ func TestWarmupCosine(t *testing.T) {
 // scheduler's own state loaded too, the rates carry on exactly as if
 // training had never stopped.
 func TestSchedulerResumes(t *testing.T) {
-	for _, kind := range []string{"step", "cosine", "one_cycle", "warmup_cosine"} {
+	for _, kind := range []string{"step", "cosine", "one_cycle", "warmup_cosine", "exponential", "linear", "multi_step"} {
 		t.Run(kind, func(t *testing.T) {
 			opts := map[string]float64{"step_size": 3, "gamma": 0.5, "t_max": 5, "eta_min": 0.01, "max_lr": 0.5, "total": 12,
-				"pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4, "warmup": 2}
+				"pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4, "warmup": 2, "start_factor": 0.25, "end_factor": 1,
+				"total_iters": 8, "milestone.1": 3, "milestone.2": 6}
 			if kind == "warmup_cosine" {
 				opts["total"] = 10
 			}

@@ -47,6 +47,9 @@ import (
 func (env *Env) schedulerFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
 		"cosine":        env.scheduler("cosine", cosineLR),
+		"exponential":   env.scheduler("exponential", exponentialLR),
+		"linear":        env.scheduler("linear", linearLR),
+		"multi_step":    env.scheduler("multi_step", multiStepLR),
 		"one_cycle":     env.scheduler("one_cycle", oneCycleLR),
 		"step":          env.scheduler("step", stepLR),
 		"warmup_cosine": env.scheduler("warmup_cosine", warmupCosineLR),
@@ -69,6 +72,41 @@ func countOpt(o *optReader, key string) int {
 func stepLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	size, gamma := countOpt(o, "step_size"), o.number("gamma", 0.1)
 	return func(r core.Rated) (*core.Scheduler, error) { return core.StepLR(r, size, gamma) }
+}
+
+func exponentialLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
+	gamma := o.required("gamma")
+	return func(r core.Rated) (*core.Scheduler, error) { return core.ExponentialLR(r, gamma) }
+}
+
+func linearLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
+	start, end := o.number("start_factor", 1.0/3), o.number("end_factor", 1)
+	total := 5
+	if o.has("total_iters") {
+		total = countOpt(o, "total_iters")
+	} else {
+		o.get("total_iters")
+	}
+	return func(r core.Rated) (*core.Scheduler, error) { return core.LinearLR(r, start, end, total) }
+}
+
+// multiStepLR reads milestones, a table of step numbers.
+func multiStepLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
+	v := o.get("milestones")
+	tbl, ok := v.(*lua.LTable)
+	if !ok {
+		argError(o.L, o.fn, "option milestones is required: a table of step numbers, got %s", luaTypeName(v))
+	}
+	var ms []int
+	for i := 1; i <= tbl.Len(); i++ {
+		n, ok := tbl.RawGetInt(i).(lua.LNumber)
+		if !ok || float64(n) != math.Trunc(float64(n)) || math.Abs(float64(n)) > 1<<40 {
+			argError(o.L, o.fn, "milestones[%d] must be an integer, got %s", i, luaTypeName(tbl.RawGetInt(i)))
+		}
+		ms = append(ms, int(n))
+	}
+	gamma := o.number("gamma", 0.1)
+	return func(r core.Rated) (*core.Scheduler, error) { return core.MultiStepLR(r, ms, gamma) }
 }
 
 func cosineLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {

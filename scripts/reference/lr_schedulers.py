@@ -39,6 +39,14 @@ CASES = [
     ("one_cycle_early_peak", "one_cycle", 0.5, {"max_lr": 2, "total": 10, "pct_start": 0.05, "div_factor": 25, "final_div_factor": 1e4},
      lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=2, total_steps=10, pct_start=0.05, div_factor=25,
                                                    final_div_factor=1e4, cycle_momentum=False), 11),
+    ("multi_step", "multi_step", 0.2, {"milestone.1": 2, "milestone.2": 5, "milestone.3": 5, "gamma": 0.5},
+     lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[2, 5, 5], gamma=0.5), 9),
+    ("exponential_0.9", "exponential", 0.5, {"gamma": 0.9},
+     lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9), 10),
+    ("linear_default", "linear", 0.1, {"start_factor": 1 / 3, "end_factor": 1.0, "total_iters": 5},
+     lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=1 / 3, end_factor=1.0, total_iters=5), 9),
+    ("linear_down", "linear", 1.0, {"start_factor": 1.0, "end_factor": 0.1, "total_iters": 4},
+     lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=1.0, end_factor=0.1, total_iters=4), 7),
 ]
 
 

@@ -207,3 +207,25 @@ do
   local ok, err = pcall(function() optim.sgd({lin.weight}, {lr = 1}):zero_grad({set_to_nne = false}) end)
   assert(not ok and err:find("set_to_nne"), err)
 end
+
+-- multi_step, exponential and linear from Lua: torch 1.13's rates (core's
+-- tests check every step against torch); milestones must be a table.
+do
+  local p = tensor.param(tensor{1})
+  local opt = optim.sgd({p}, {lr = 0.2})
+  local s = optim.lr_scheduler.multi_step(opt, {milestones = {2, 5, 5}, gamma = 0.5})
+  local lrs = {}
+  for i = 1, 6 do s:step(); lrs[i] = s:get_last_lr()[1] end
+  assert(math.abs(lrs[1] - 0.2) < 1e-12 and math.abs(lrs[2] - 0.1) < 1e-12 and math.abs(lrs[5] - 0.025) < 1e-12, table.concat(lrs, ","))
+  local e = optim.lr_scheduler.exponential(optim.sgd({p}, {lr = 0.5}), {gamma = 0.9})
+  e:step(); e:step()
+  assert(math.abs(e:get_last_lr()[1] - 0.405) < 1e-12)
+  local l = optim.lr_scheduler.linear(optim.sgd({p}, {lr = 0.3}))
+  assert(math.abs(l:get_last_lr()[1] - 0.1) < 1e-12)
+  for i = 1, 5 do l:step() end
+  assert(math.abs(l:get_last_lr()[1] - 0.3) < 1e-12)
+  local ok, err = pcall(optim.lr_scheduler.multi_step, opt, {milestones = 3})
+  assert(not ok and tostring(err):find("option milestones is required: a table of step numbers"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.multi_step, opt, {milestones = {5, 2}})
+  assert(not ok and tostring(err):find("in increasing order"), tostring(err))
+end
