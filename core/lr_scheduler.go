@@ -153,7 +153,7 @@ func (s *Scheduler) BaseLR() float64 { return s.base[0] }
 func (s *Scheduler) BaseLRs() []float64 { return slices.Clone(s.base) }
 
 // Kind names the schedule: "step", "multi_step", "exponential", "linear",
-// "cosine", "warmup_cosine", "one_cycle".
+// "cosine", "cosine_restarts", "warmup_cosine", "one_cycle".
 func (s *Scheduler) Kind() string { return s.kind }
 
 // groupKey names group g's entry of a state dict: "base_lr" for the first
@@ -337,6 +337,28 @@ func LinearLR(r Rated, start, end float64, total int) (*Scheduler, error) {
 			return cur, nil
 		}
 		return cur * (1 + (end-start)/(float64(total)*start+float64(t-1)*(end-start))), nil
+	})
+}
+
+// CosineRestartsLR is torch's CosineAnnealingWarmRestarts: a cosine from
+// the base rate down to etaMin over t0 steps, then again from the base
+// over t0·tMult steps, and so on (tMult 1: every t0 steps).
+func CosineRestartsLR(r Rated, t0, tMult int, etaMin float64) (*Scheduler, error) {
+	ps, err := schedParams("cosine_restarts", SchedulerParam{"t_0", float64(t0)}, SchedulerParam{"t_mult", float64(tMult)},
+		SchedulerParam{"eta_min", etaMin})
+	if err != nil {
+		return nil, err
+	}
+	if t0 < 1 || tMult < 1 || etaMin < 0 {
+		return nil, argErrorf("cosine_restarts scheduler: need t_0 >= 1, t_mult >= 1 and eta_min >= 0 (got %d, %d, %g)", t0, tMult, etaMin)
+	}
+	return newScheduler("cosine_restarts", r, ps, nil, func(t int, _, base float64) (float64, error) {
+		cur, period := t, t0 // torch's T_cur and T_i after t steps
+		for cur >= period {
+			cur -= period
+			period *= tMult
+		}
+		return etaMin + (base-etaMin)*(1+math.Cos(math.Pi*float64(cur)/float64(period)))/2, nil
 	})
 }
 

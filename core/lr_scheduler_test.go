@@ -48,6 +48,8 @@ func makeScheduler(r *Rate, kind string, o map[string]float64) (*Scheduler, erro
 		return WarmupCosineLR(r, int(o["warmup"]), int(o["total"]), o["eta_min"])
 	case "exponential":
 		return ExponentialLR(r, o["gamma"])
+	case "cosine_restarts":
+		return CosineRestartsLR(r, int(o["t_0"]), int(o["t_mult"]), o["eta_min"])
 	case "linear":
 		return LinearLR(r, o["start_factor"], o["end_factor"], int(o["total_iters"]))
 	case "multi_step":
@@ -114,11 +116,11 @@ func TestWarmupCosine(t *testing.T) {
 // scheduler's own state loaded too, the rates carry on exactly as if
 // training had never stopped.
 func TestSchedulerResumes(t *testing.T) {
-	for _, kind := range []string{"step", "cosine", "one_cycle", "warmup_cosine", "exponential", "linear", "multi_step"} {
+	for _, kind := range []string{"step", "cosine", "one_cycle", "warmup_cosine", "exponential", "linear", "multi_step", "cosine_restarts"} {
 		t.Run(kind, func(t *testing.T) {
 			opts := map[string]float64{"step_size": 3, "gamma": 0.5, "t_max": 5, "eta_min": 0.01, "max_lr": 0.5, "total": 12,
 				"pct_start": 0.3, "div_factor": 25, "final_div_factor": 1e4, "warmup": 2, "start_factor": 0.25, "end_factor": 1,
-				"total_iters": 8, "milestone.1": 3, "milestone.2": 6}
+				"total_iters": 8, "milestone.1": 3, "milestone.2": 6, "t_0": 2, "t_mult": 2}
 			if kind == "warmup_cosine" {
 				opts["total"] = 10
 			}

@@ -46,13 +46,14 @@ import (
 
 func (env *Env) schedulerFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
-		"cosine":        env.scheduler("cosine", cosineLR),
-		"exponential":   env.scheduler("exponential", exponentialLR),
-		"linear":        env.scheduler("linear", linearLR),
-		"multi_step":    env.scheduler("multi_step", multiStepLR),
-		"one_cycle":     env.scheduler("one_cycle", oneCycleLR),
-		"step":          env.scheduler("step", stepLR),
-		"warmup_cosine": env.scheduler("warmup_cosine", warmupCosineLR),
+		"cosine":          env.scheduler("cosine", cosineLR),
+		"cosine_restarts": env.scheduler("cosine_restarts", cosineRestartsLR),
+		"exponential":     env.scheduler("exponential", exponentialLR),
+		"linear":          env.scheduler("linear", linearLR),
+		"multi_step":      env.scheduler("multi_step", multiStepLR),
+		"one_cycle":       env.scheduler("one_cycle", oneCycleLR),
+		"step":            env.scheduler("step", stepLR),
+		"warmup_cosine":   env.scheduler("warmup_cosine", warmupCosineLR),
 	}
 }
 
@@ -72,6 +73,18 @@ func countOpt(o *optReader, key string) int {
 func stepLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	size, gamma := countOpt(o, "step_size"), o.number("gamma", 0.1)
 	return func(r core.Rated) (*core.Scheduler, error) { return core.StepLR(r, size, gamma) }
+}
+
+func cosineRestartsLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
+	t0 := countOpt(o, "t_0")
+	mult := 1
+	if o.has("t_mult") {
+		mult = countOpt(o, "t_mult")
+	} else {
+		o.get("t_mult")
+	}
+	etaMin := o.number("eta_min", 0)
+	return func(r core.Rated) (*core.Scheduler, error) { return core.CosineRestartsLR(r, t0, mult, etaMin) }
 }
 
 func exponentialLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {

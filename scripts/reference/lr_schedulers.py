@@ -47,6 +47,10 @@ CASES = [
      lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=1 / 3, end_factor=1.0, total_iters=5), 9),
     ("linear_down", "linear", 1.0, {"start_factor": 1.0, "end_factor": 0.1, "total_iters": 4},
      lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=1.0, end_factor=0.1, total_iters=4), 7),
+    ("cosine_restarts_3", "cosine_restarts", 0.1, {"t_0": 3, "t_mult": 1, "eta_min": 0.001},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=1, eta_min=0.001), 10),
+    ("cosine_restarts_2x", "cosine_restarts", 1.0, {"t_0": 2, "t_mult": 2, "eta_min": 0},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=2, eta_min=0), 16),
 ]
 
 

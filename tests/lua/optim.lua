@@ -224,6 +224,9 @@ do
   assert(math.abs(l:get_last_lr()[1] - 0.1) < 1e-12)
   for i = 1, 5 do l:step() end
   assert(math.abs(l:get_last_lr()[1] - 0.3) < 1e-12)
+  local c = optim.lr_scheduler.cosine_restarts(optim.sgd({p}, {lr = 1}), {t_0 = 2, t_mult = 2})
+  c:step(); c:step()
+  assert(math.abs(c:get_last_lr()[1] - 1) < 1e-12, "a restart at step 2")
   local ok, err = pcall(optim.lr_scheduler.multi_step, opt, {milestones = 3})
   assert(not ok and tostring(err):find("option milestones is required: a table of step numbers"), tostring(err))
   ok, err = pcall(optim.lr_scheduler.multi_step, opt, {milestones = {5, 2}})
