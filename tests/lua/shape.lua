@@ -214,3 +214,37 @@ do
     assert(not ok and tostring(err):find(c[2]), tostring(err))
   end
 end
+
+-- nn.pad as F.pad (torch 1.13's values and gradients on arange(12) as
+-- 1x3x4, the cotangent arange over the padded result).
+do
+  local function s(t) return table.concat(t:reshape(t:numel()):totable(), ",") end
+  for _, c in ipairs{
+    {{1, 2}, "constant", "0,0,1,2,3,0,0,0,4,5,6,7,0,0,0,8,9,10,11,0,0", nil},
+    {{1, 2}, "reflect", "1,0,1,2,3,2,1,5,4,5,6,7,6,5,9,8,9,10,11,10,9", "1,8,8,4,8,29,22,11,15,50,36,18"},
+    {{2, 1, 1, 0}, "replicate", "0,0,0,1,2,3,3,0,0,0,1,2,3,3,4,4,4,5,6,7,7,8,8,8,9,10,11,11", "27,13,15,36,45,17,18,39,66,24,25,53"},
+    {{1, 1}, "circular", "3,0,1,2,3,0,7,4,5,6,7,4,11,8,9,10,11,8", "6,2,3,4,18,8,9,16,30,14,15,28"},
+    {{-1, 1, 0, 0}, "constant", "1,2,3,9,5,6,7,9,9,10,11,9", "0,0,1,2,0,4,5,6,0,8,9,10", 9},
+  } do
+    local x = tensor.param(tensor.arange(12):reshape(1, 3, 4))
+    local y
+    backward(with_grad_tape(function()
+      y = nn.pad(x, c[1], c[2], c[5])
+      return (y * tensor.arange(y:numel()):reshape(unpack(y:size()))):sum()
+    end))
+    assert(s(y) == c[3], c[2] .. ": " .. s(y))
+    if c[4] then assert(s(x.grad) == c[4], c[2] .. " gradient: " .. s(x.grad)) end
+  end
+  local x = tensor.arange(12):reshape(1, 3, 4)
+  assert(s(nn.pad(x, {1, 0}, {mode = "constant", value = -1})) == s(nn.pad(x, {1, 0}, "constant", -1)))
+  for _, c in ipairs{
+    {function() return nn.pad(x, {4, 0}, "reflect") end, "reflect padding of 4 and 0 along dim 3 of size 4: at most 3"},
+    {function() return nn.pad(x, {1}) end, "pad must list {before, after} pairs"},
+    {function() return nn.pad(x, {1, 1}, "wrap") end, "mode must be"},
+    {function() return nn.pad(x, {-1, 0}, "replicate") end, "negative padding is only for mode \"constant\""},
+    {function() return nn.pad(x, {1, 1}, "reflect", 3) end, "value is only for mode \"constant\""},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2], 1, true), tostring(err))
+  end
+end
