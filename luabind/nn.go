@@ -22,12 +22,15 @@ var (
 	nnActivationsSource string
 	//go:embed nn_losses.lua
 	nnLossesSource string
+	//go:embed nn_functional.lua
+	nnFunctionalSource string
 )
 
 // nnSources are the files of nn, in the order they load: the module
 // system and the basic modules, then nn.init, then the recurrent layers
 // (which initialise through nn.init), then attention, then the
-// activations beyond ReLU, GELU and SiLU, then the loss modules.
+// activations beyond ReLU, GELU and SiLU, then the loss modules, then pad
+// and dropout2d.
 var nnSources = []struct{ name, source string }{
 	{"nn.lua", nnSource},
 	{"nn_init.lua", nnInitSource},
@@ -35,6 +38,7 @@ var nnSources = []struct{ name, source string }{
 	{"nn_attention.lua", nnAttentionSource},
 	{"nn_activations.lua", nnActivationsSource},
 	{"nn_losses.lua", nnLossesSource},
+	{"nn_functional.lua", nnFunctionalSource},
 }
 
 // openNN makes the global nn: the functional forms (losses.go,
