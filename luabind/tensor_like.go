@@ -118,13 +118,21 @@ func (env *Env) repeatInterleave(L *lua.LState) int {
 	if n == 0 {
 		argError(L, fn, "repeats of 0 would make an empty tensor, which gglua does not have")
 	}
+	// As [A, m, 1, B] (the dims before d, d, the new one, the dims after:
+	// four at most, as ggml holds), expanded to [A, m, n, B] and merged.
 	shape := x.Shape()
-	wide := append(append(append([]int(nil), shape[:d+1]...), n), shape[d+1:]...)
+	a, b := 1, 1
+	for _, s := range shape[:d] {
+		a *= s
+	}
+	for _, s := range shape[d+1:] {
+		b *= s
+	}
 	out := append([]int(nil), shape...)
 	out[d] *= n
-	y, err := e.Unsqueeze(x, d+1)
+	y, err := e.Reshape(x, a, shape[d], 1, b)
 	if err == nil {
-		y, err = e.Expand(y, wide)
+		y, err = e.Expand(y, []int{a, shape[d], n, b})
 	}
 	if err == nil {
 		y, err = e.Reshape(y, out...)

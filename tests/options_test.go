@@ -101,6 +101,8 @@ var optionCalls = map[string]string{
 	"log.run":                            "log.run('opts', MERGE({dir = DIR}, OPTS))",
 	"model:tokenize":                     "llm.load(GGUF):tokenize('the cat', OPTS)",
 	"nn.MSELoss":                         "nn.MSELoss(OPTS)(X, X)",
+	"nn.interpolate":                     "nn.interpolate(tensor.ones(1, 1, 2, 2), MERGE({scale_factor = 2}, OPTS))",
+	"nn.Upsample":                        "nn.Upsample(MERGE({scale_factor = 2}, OPTS))(tensor.ones(1, 1, 2, 2))",
 	"nn.L1Loss":                          "nn.L1Loss(OPTS)(X, X)",
 	"nn.SmoothL1Loss":                    "nn.SmoothL1Loss(OPTS)(X, X)",
 	"nn.HuberLoss":                       "nn.HuberLoss(OPTS)(X, X)",

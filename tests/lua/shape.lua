@@ -248,3 +248,29 @@ do
     assert(not ok and tostring(err):find(c[2], 1, true), tostring(err))
   end
 end
+
+-- nn.interpolate and nn.Upsample, nearest at whole factors, as torch
+-- 1.13's (values on arange(6) as 1x1x2x3; the gradient of a (2, 1)
+-- scale with the cotangent arange(12) is [3, 5, 7, 15, 17, 19]); other
+-- modes and fractional factors are refused.
+do
+  local function s(t) return table.concat(t:reshape(t:numel()):totable(), ",") end
+  local x = tensor.arange(6):reshape(1, 1, 2, 3)
+  local want = "0,0,1,1,2,2,0,0,1,1,2,2,3,3,4,4,5,5,3,3,4,4,5,5"
+  assert(s(nn.interpolate(x, {scale_factor = 2})) == want and s(nn.interpolate(x, {size = {4, 6}})) == want)
+  assert(s(nn.Upsample{scale_factor = 2}(x)) == want and tostring(nn.Upsample{scale_factor = 2}) == "Upsample(scale_factor=2, mode=nearest)")
+  assert(s(nn.interpolate(tensor.arange(3):reshape(1, 1, 3), {scale_factor = 3})) == "0,0,0,1,1,1,2,2,2")
+  local p = tensor.param(x:clone())
+  backward(with_grad_tape(function() return (nn.interpolate(p, {scale_factor = {2, 1}}) * tensor.arange(12):reshape(1, 1, 4, 3)):sum() end))
+  assert(s(p.grad) == "3,5,7,15,17,19", s(p.grad))
+  for _, c in ipairs{
+    {function() return nn.interpolate(x, {scale_factor = 2, mode = "bilinear"}) end, "mode \"bilinear\" is not supported"},
+    {function() return nn.interpolate(x, {scale_factor = 1.5}) end, "only whole factors are supported"},
+    {function() return nn.interpolate(x, {size = {3, 6}}) end, "only whole multiples are supported"},
+    {function() return nn.interpolate(x, {size = 4, scale_factor = 2}) end, "give exactly one of size and scale_factor"},
+    {function() return nn.Upsample{scale = 2} end, "unknown option scale"},
+  } do
+    local ok, err = pcall(c[1])
+    assert(not ok and tostring(err):find(c[2], 1, true), tostring(err))
+  end
+end
