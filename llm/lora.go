@@ -24,9 +24,6 @@ type LoRAOptions struct {
 	Targets []string // the weights adapted, llama.cpp's names (attn_q, ffn_down, ...)
 }
 
-// loraTargets are the weights an adapter may target, llama.cpp's names.
-var loraTargets = []string{"attn_k", "attn_output", "attn_q", "attn_v", "ffn_down", "ffn_gate", "ffn_up"}
-
 // LoRA is a model's adapters: one pair of matrices per targeted weight of
 // each layer.
 type LoRA struct {
@@ -48,11 +45,11 @@ func (m *Model) AddLoRA(o LoRAOptions) (*LoRA, error) {
 		return nil, fmt.Errorf("lora: dropout %g, alpha %g: expected 0 <= dropout < 1 and a finite alpha", o.Dropout, o.Alpha)
 	}
 	if len(o.Targets) == 0 {
-		return nil, fmt.Errorf("lora: no targets (expected some of %v)", loraTargets)
+		return nil, fmt.Errorf("lora: no targets (expected some of %v)", matrices)
 	}
 	for _, t := range o.Targets {
-		if !slices.Contains(loraTargets, t) {
-			return nil, fmt.Errorf("lora: target %q is not one of %v", t, loraTargets)
+		if !slices.Contains(matrices, t) {
+			return nil, fmt.Errorf("lora: target %q is not one of %v", t, matrices)
 		}
 	}
 	for _, w := range m.weights { // the base is frozen, as PEFT's
@@ -66,7 +63,7 @@ func (m *Model) AddLoRA(o LoRAOptions) (*LoRA, error) {
 	l.Targets = slices.Clone(o.Targets)
 	rng := m.e.Rand()
 	for i := range m.layers {
-		for _, target := range loraTargets {
+		for _, target := range matrices {
 			if !slices.Contains(o.Targets, target) {
 				continue
 			}
@@ -112,12 +109,6 @@ func (l *LoRA) newPair(a, b []float32, in, out int) (*loraPair, error) {
 		*x.dst = t
 	}
 	return p, nil
-}
-
-// weight is the layer's weight by llama.cpp's name.
-func (l *layer) weight(name string) *core.Tensor {
-	return map[string]*core.Tensor{"attn_q": l.q, "attn_k": l.k, "attn_v": l.v, "attn_output": l.o,
-		"ffn_gate": l.gate, "ffn_up": l.up, "ffn_down": l.down}[name]
 }
 
 // Parameters are the adapters' matrices, A then B of each weight in the

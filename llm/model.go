@@ -45,6 +45,31 @@ type layer struct {
 	ffnNorm, gate, up, down *core.Tensor
 }
 
+// matrices are a layer's matrices by llama.cpp's names, sorted: what
+// adapters may target, in the order AddLoRA makes them.
+var matrices = []string{"attn_k", "attn_output", "attn_q", "attn_v", "ffn_down", "ffn_gate", "ffn_up"}
+
+// weight is the layer's matrix by llama.cpp's name (nil for another name).
+func (l *layer) weight(name string) *core.Tensor {
+	switch name {
+	case "attn_q":
+		return l.q
+	case "attn_k":
+		return l.k
+	case "attn_v":
+		return l.v
+	case "attn_output":
+		return l.o
+	case "ffn_gate":
+		return l.gate
+	case "ffn_up":
+		return l.up
+	case "ffn_down":
+		return l.down
+	}
+	return nil
+}
+
 // Load reads the llama-family model at path onto e. Its weights of f32,
 // f16 or bf16 are parameters, trainable as a PyTorch model's are (AddLoRA
 // freezes them); quantized ones are never trainable.

@@ -61,60 +61,47 @@ func (m *Model) Save(path string, dtype ggmlcgo.Type) error {
 	if m.Tokenizer != nil {
 		m.Tokenizer.write(w)
 	}
-	add := func(name string, t *core.Tensor, typ ggmlcgo.Type, merged *core.Tensor) error {
-		raw, stored, err := t.Stored()
-		if err != nil {
-			return fmt.Errorf("save: %s: %w", name, err)
+	for _, t := range m.weights { // every tensor Load read, by its name
+		typ, stored := dtype, t.Tensor.Dtype()
+		if t.Tensor.Dim() == 1 {
+			typ = ggmlcgo.F32
 		}
 		if typ == 0 {
 			typ = stored
 		}
-		if merged != nil || typ != stored {
-			src := t
-			if merged != nil {
-				src = merged
-			}
-			if raw, err = encodeAs(src, typ); err != nil {
-				return fmt.Errorf("save: %s: %w", name, err)
-			}
+		merged, err := m.merged(t)
+		var raw []byte
+		switch {
+		case err != nil:
+		case merged != nil:
+			raw, err = encodeAs(merged, typ)
+		case typ != stored:
+			raw, err = encodeAs(t.Tensor, typ)
+		default: // as read, its very bytes
+			raw, _, err = t.Tensor.Stored()
 		}
-		shape := t.Shape()
+		if err != nil {
+			return fmt.Errorf("save: %s: %w", t.Name, err)
+		}
+		shape := t.Tensor.Shape()
 		ne := make([]int64, len(shape))
 		for i, d := range shape {
 			ne[len(shape)-1-i] = int64(d)
 		}
-		return w.AddTensor(name, typ, ne, raw)
-	}
-	matrix := func(name string, t *core.Tensor, merged *core.Tensor) error { return add(name, t, dtype, merged) }
-	vector := func(name string, t *core.Tensor) error { return add(name, t, ggmlcgo.F32, nil) }
-	errs := []error{matrix("token_embd.weight", m.tokens, nil), vector("output_norm.weight", m.outNorm)}
-	if m.output != m.tokens {
-		errs = append(errs, matrix("output.weight", m.output, nil))
-	}
-	for i := range m.layers {
-		l := &m.layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
-		errs = append(errs, vector(p+"attn_norm.weight", l.attnNorm), vector(p+"ffn_norm.weight", l.ffnNorm))
-		for _, target := range []string{"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"} {
-			merged, err := m.merged(i, target)
-			errs = append(errs, err, matrix(p+target+".weight", l.weight(target), merged))
-		}
-	}
-	for _, err := range errs {
-		if err != nil {
+		if err := w.AddTensor(t.Name, typ, ne, raw); err != nil {
 			return err
 		}
 	}
 	return w.WriteFile(path)
 }
 
-// merged is layer i's weight target with its adapter's update added, or
-// nil where it has no adapter.
-func (m *Model) merged(i int, target string) (*core.Tensor, error) {
+// merged is weight w with its adapter's update added, or nil where it
+// has none.
+func (m *Model) merged(w Named) (*core.Tensor, error) {
 	if m.lora == nil {
 		return nil, nil
 	}
-	p := m.lora.pairs[fmt.Sprintf("blk.%d.%s", i, target)]
+	p := m.lora.pairs[strings.TrimSuffix(w.Name, ".weight")]
 	if p == nil {
 		return nil, nil
 	}
@@ -125,7 +112,7 @@ func (m *Model) merged(i int, target string) (*core.Tensor, error) {
 			ba, err = m.e.Scale(ba, m.lora.scale())
 		}
 		if err == nil {
-			out, err = m.e.Add(m.layers[i].weight(target), ba)
+			out, err = m.e.Add(w.Tensor, ba)
 		}
 		return err
 	})

@@ -55,7 +55,14 @@ func findLlamaRef(t *testing.T) llamaRef {
 // run runs the reference with args and returns its output.
 func (r llamaRef) run(t *testing.T, args ...string) string {
 	t.Helper()
+	return r.runWith(t, "", args...)
+}
+
+// runWith is run with stdin as the reference's standard input.
+func (r llamaRef) runWith(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(r.bin, append([]string{r.backends}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -139,11 +138,6 @@ func joinIDs(ids []int) string {
 // its output's lines.
 func (r llamaRef) lines(t *testing.T, stdin, path string, args ...string) []string {
 	t.Helper()
-	cmd := exec.Command(r.bin, append([]string{r.backends, path}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "llama_logits %v:\n%s", args, stderr.String())
-	return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	out := r.runWith(t, stdin, append([]string{path}, args...)...)
+	return strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 }
