@@ -244,7 +244,7 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		if x.requiresGrad {
 			readBack := read
 			if quantized && !e.readsQuantized("out_prod", w.storage().dtype) {
-				readBack = func(t *Tensor) (node, error) { return e.input(t) } // w dequantized, g as the product reads it
+				readBack = e.input // w dequantized to f32 for ggml's out_prod, g as it is
 			}
 			gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, readBack, func(c ctx, in []node) (node, error) {
 				if quantized { // a quantized weight has no transpose: its rows, dequantized, times g

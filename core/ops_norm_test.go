@@ -2,7 +2,6 @@ package core
 
 import (
 	"math"
-
 	"strings"
 	"testing"
 

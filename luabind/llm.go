@@ -39,10 +39,12 @@ func (env *Env) llmLoad(L *lua.LState) int {
 	if L.GetTop() > 2 {
 		argError(L, "llm.load", "takes a path and an options table")
 	}
-	if cur := env.Engine.DeviceName(); device != "" && strings.Trim(strings.TrimPrefix(cur, strings.ToLower(device)), "0123456789") != "" ||
-		device != "" && !strings.HasPrefix(cur, strings.ToLower(device)) {
-		argError(L, "llm.load", "device %q is not the current device %q: call device.use(%q) first (a model loads onto the current device)",
-			device, env.Engine.DeviceName(), device)
+	if device != "" { // "cuda" names the current "cuda0" too
+		cur := env.Engine.DeviceName()
+		if n, ok := strings.CutPrefix(cur, strings.ToLower(device)); !ok || strings.Trim(n, "0123456789") != "" {
+			argError(L, "llm.load", "device %q is not the current device %q: call device.use(%q) first (a model loads onto the current device)",
+				device, cur, device)
+		}
 	}
 	m, err := llm.Load(env.Engine, path, llm.LoadOptions{DType: dtype})
 	raise(L, err)

@@ -18,13 +18,16 @@ local function check(cond, fn, fmt, ...)
   if not cond then error(fn .. ": " .. string.format(fmt, ...), 4) end
 end
 
+-- check_arg is check one call deeper: for args, below.
+local function check_arg(cond, fn, fmt, ...)
+  if not cond then error(fn .. ": " .. string.format(fmt, ...), 5) end
+end
+
 -- args reads PyTorch's positional arguments after x, or an options table
 -- in their place (defaults: names and values in order). Its errors name
 -- the line of the script that called the functional or the module.
 local function args(fn, given, names, defaults)
-  local function check(cond, fn, fmt, ...)
-    if not cond then error(fn .. ": " .. string.format(fmt, ...), 5) end
-  end
+  local check = check_arg
   local out = {}
   if type(given[1]) == "table" and getmetatable(given[1]) == nil then
     check(#given == 1, fn, "an options table must be the last argument")

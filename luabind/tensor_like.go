@@ -66,24 +66,15 @@ func (env *Env) roll(L *lua.LState) int {
 	if L.GetTop() > 3 {
 		argError(L, "roll", "takes shifts and dims, each a number or a table")
 	}
-	at := func(n int) []int { // argument n alone: a number or a table of them
-		if _, ok := L.Get(n).(*lua.LTable); ok {
-			return intsArg(L, "roll", n)
-		}
-		return []int{checkInteger(L, "roll", n)}
+	var shifts []int
+	if _, ok := L.Get(2).(*lua.LTable); ok {
+		shifts = intsArg(L, "roll", 2)
+	} else {
+		shifts = []int{checkInteger(L, "roll", 2)}
 	}
-	shifts := at(2)
 	var dims []int
-	if L.GetTop() == 3 && L.Get(3) != lua.LNil {
-		for _, d := range at(3) {
-			switch {
-			case d == 0:
-				argError(L, "roll", "dim 0 does not exist: dims are 1-based (1 is the first, -1 the last)")
-			case d > 0:
-				d--
-			}
-			dims = append(dims, d)
-		}
+	if L.Get(3) != lua.LNil {
+		dims = dimsArg(L, "roll", 3)
 	}
 	t, err := env.Engine.Roll(x, shifts, dims)
 	return env.pushResult(L, t, err)
