@@ -316,14 +316,18 @@ func (o *optimizer) realized() error {
 	return err
 }
 
-// slots returns p's n state tensors, allocated (zeroed, on the device) in
-// the persistent pool the first time.
-func (o *optimizer) slots(p *Tensor, n int) ([]*Tensor, error) {
-	if s, ok := o.state[p]; ok {
-		return s, nil
+// slots returns p's state tensors, allocating (zeroed, on the device, in
+// the persistent pool) those need asks for that it lacks; a slot nothing
+// asked for stays nil (RMSprop's momentum buffer without momentum).
+func (o *optimizer) slots(p *Tensor, need []bool) ([]*Tensor, error) {
+	s := o.state[p]
+	if s == nil {
+		s = make([]*Tensor, len(need))
 	}
-	s := make([]*Tensor, n)
-	for i := range s {
+	for i, want := range need {
+		if !want || s[i] != nil {
+			continue
+		}
 		h, err := o.e.res.Alloc(residency.Request{Shape: p.shape, Scope: residency.Persistent})
 		if err == nil {
 			err = h.Zero()
@@ -335,6 +339,15 @@ func (o *optimizer) slots(p *Tensor, n int) ([]*Tensor, error) {
 	}
 	o.state[p] = s
 	return s, nil
+}
+
+// slotNeed is n slots, all wanted, or (with only) just slot only.
+func slotNeed(n int, only ...int) []bool {
+	need := make([]bool, n)
+	for i := range need {
+		need[i] = len(only) == 0 || slices.Contains(only, i)
+	}
+	return need
 }
 
 // stateDict is a snapshot of the state tensors, named "state.<i>.<slot>"
@@ -353,6 +366,9 @@ func (o *optimizer) stateDict(slotNames []string, opts func(g int) any) (Optimiz
 			continue
 		}
 		for j, t := range o.state[p] {
+			if t == nil {
+				continue
+			}
 			h, err := t.ToHost()
 			if err != nil {
 				return OptimizerState{}, fmt.Errorf("state_dict: %w", err)
@@ -505,7 +521,7 @@ func (o *optimizer) loadState(slotNames []string, st OptimizerState, setOpts fun
 		}
 	}
 	for _, c := range copies {
-		st, err := o.slots(c.p, len(slotNames))
+		st, err := o.slots(c.p, slotNeed(len(slotNames), c.j))
 		if err != nil {
 			return err
 		}
@@ -532,47 +548,65 @@ func (o *optimizer) loadState(slotNames []string, st OptimizerState, setOpts fun
 }
 
 // prepare allocates, for every parameter with a gradient, the state
-// tensors a step needs (slots(g): group g's number), before anything is
-// queued: a step that cannot get its memory fails whole and changes
+// tensors a step needs (need(g): which slots group g uses), before anything
+// is queued: a step that cannot get its memory fails whole and changes
 // nothing. It returns, per group, the parameters with a gradient, and the
 // parameters whose state the step starts (momentum starts from the first
-// gradient; moments from zero).
-func (o *optimizer) prepare(slots func(g int) int) (withGrad [][]*Tensor, fresh []*Tensor, err error) {
+// gradient; moments from zero). A slot a live parameter's group takes up
+// later (momentum turned on) starts at zero.
+func (o *optimizer) prepare(need func(g int) []bool) (withGrad [][]*Tensor, fresh []*Tensor, err error) {
 	o.settle()
 	var allocated []*Tensor
 	withGrad = make([][]*Tensor, len(o.groups))
 	for g, pg := range o.groups {
-		n := slots(g)
+		want := need(g)
+		if !slices.Contains(want, true) {
+			withGrad[g] = withGradient(pg.params)
+			continue
+		}
 		for _, p := range pg.params {
 			if p.Grad() == nil {
 				continue
 			}
 			withGrad[g] = append(withGrad[g], p)
-			if n == 0 || o.live[p] {
-				continue
-			}
-			fresh = append(fresh, p)
 			st, had := o.state[p]
-			if had {
+			if !o.live[p] {
+				fresh = append(fresh, p)
+			}
+			if had && !o.live[p] {
 				// Allocated by a step that did not run (a cancelled compute
 				// may have written part of it): zero again.
 				for _, t := range st {
+					if t == nil {
+						continue
+					}
 					if err := t.handle.Zero(); err != nil {
 						return nil, nil, fmt.Errorf("optimizer step: %w", err)
 					}
 				}
-				continue
 			}
-			if _, err := o.slots(p, n); err != nil {
+			if _, err := o.slots(p, want); err != nil {
 				for _, q := range allocated { // give back what this step allocated
 					delete(o.state, q)
 				}
 				return nil, nil, fmt.Errorf("optimizer step: %w", err)
 			}
-			allocated = append(allocated, p)
+			if !had {
+				allocated = append(allocated, p)
+			}
 		}
 	}
 	return withGrad, fresh, nil
+}
+
+func withGradient(ps []*Tensor) []*Tensor {
+	var out []*Tensor
+	for _, p := range ps {
+		if p.Grad() != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // noneToUpdate reports whether no group has a parameter to update.

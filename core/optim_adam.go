@@ -137,7 +137,7 @@ func (a *Adam) Step() error {
 	if skip, err := e.checkGrads(a.params); skip || err != nil {
 		return err
 	}
-	withGrad, fresh, err := a.prepare(func(int) int { return 2 })
+	withGrad, fresh, err := a.prepare(func(int) []bool { return slotNeed(2) })
 	if err != nil || noneToUpdate(withGrad) {
 		return err
 	}

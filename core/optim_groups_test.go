@@ -104,7 +104,7 @@ func newGroupsRun(t *testing.T, e *Engine, c torchGroupCase, w, b []float32, pla
 		opt, err := NewSGDGroups(e, gs)
 		require.NoError(t, err)
 		r.opt = opt
-	default:
+	case "adam", "adamw":
 		var gs []AdamGroup
 		wd := 0.0
 		if c.Kind == "adamw" {
@@ -120,6 +120,8 @@ func newGroupsRun(t *testing.T, e *Engine, c torchGroupCase, w, b []float32, pla
 		opt, err := NewAdamGroups(e, gs, c.Kind == "adamw")
 		require.NoError(t, err)
 		r.opt = opt
+	default:
+		r.opt, lrs = newRuleRun(t, e, c.Kind, groups, defaults, params)
 	}
 	for g, lr := range lrs {
 		require.NoError(t, r.opt.Rates()[g].SetLR(lr)) // in float64, as luabind sets it

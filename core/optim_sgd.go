@@ -113,12 +113,7 @@ func (s *SGD) Step() error {
 	if skip, err := e.checkGrads(s.params); skip || err != nil {
 		return err
 	}
-	withGrad, fresh, err := s.prepare(func(g int) int {
-		if s.opts[g].Momentum != 0 {
-			return 1
-		}
-		return 0
-	})
+	withGrad, fresh, err := s.prepare(func(g int) []bool { return []bool{s.opts[g].Momentum != 0} })
 	if err != nil || noneToUpdate(withGrad) {
 		return err
 	}
