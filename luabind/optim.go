@@ -13,13 +13,17 @@ import (
 // (core/clip.go) and, in lr_scheduler.go, the learning-rate schedulers.
 
 func (env *Env) optimFunctions() map[string]lua.LGFunction {
-	return map[string]lua.LGFunction{
+	fs := map[string]lua.LGFunction{
 		"adam":            env.adam("optim.adam", false, 0),
 		"adamw":           env.adam("optim.adamw", true, 0.01),
 		"clip_grad_norm":  env.clipGradNorm,
 		"clip_grad_value": env.clipGradValue,
 		"sgd":             env.sgd,
 	}
+	for _, r := range core.Rules { // adadelta, adagrad, adamax, nadam, radam, rmsprop
+		fs[r.Name] = env.ruleOptimizer(r)
+	}
+	return fs
 }
 
 func openOptim(L *lua.LState, env *Env) {
@@ -114,8 +118,41 @@ func readSettings(r *optReader, cur any) any {
 		c.Eps = float32(r.number("eps", float64(c.Eps)))
 		c.WeightDecay = float32(r.number("weight_decay", float64(c.WeightDecay)))
 		return c
+	case core.Settings:
+		for _, st := range c.Rule.Settings {
+			v := c.Get(st.Name)
+			switch {
+			case st.Flag:
+				v[0] = 0
+				if r.boolean(st.Name, c.Get(st.Name)[0] != 0) {
+					v[0] = 1
+				}
+			case len(v) == 2:
+				v[0], v[1] = r.pair(st.Name, v[0], v[1])
+			default:
+				v[0] = r.number(st.Name, v[0])
+			}
+			c = c.With(st.Name, v...)
+		}
+		return c
 	}
 	panic(fmt.Sprintf("settings of type %T", cur))
+}
+
+// checkWhole refuses a group's own value of a setting that is the
+// optimizer's (Adagrad's initial_accumulator_value: torch reads only the
+// default, so a group's would be ignored).
+func checkWhole(L *lua.LState, fn string, opts, defaults any) {
+	s, ok := opts.(core.Settings)
+	if !ok {
+		return
+	}
+	def := defaults.(core.Settings)
+	for _, st := range s.Rule.Settings {
+		if v, d := s.Get(st.Name)[0], def.Get(st.Name)[0]; st.Whole && v != d {
+			argError(L, fn, "%s is %g, the optimizer's is %g: it is one for every group, set it beside lr in the defaults (torch reads only the default)", st.Name, v, d)
+		}
+	}
 }
 
 // settingsTable sets opts's settings but lr into tbl, by torch's names.
@@ -133,6 +170,21 @@ func settingsTable(L *lua.LState, opts any, tbl *lua.LTable) {
 		b.Append(lua.LNumber(o.Beta2))
 		tbl.RawSetString("eps", lua.LNumber(o.Eps))
 		tbl.RawSetString("weight_decay", lua.LNumber(o.WeightDecay))
+	case core.Settings:
+		for _, st := range o.Rule.Settings {
+			v := o.Get(st.Name)
+			switch {
+			case st.Flag:
+				tbl.RawSetString(st.Name, lua.LBool(v[0] != 0))
+			case len(v) == 2:
+				pair := L.NewTable()
+				pair.Append(lua.LNumber(v[0]))
+				pair.Append(lua.LNumber(v[1]))
+				tbl.RawSetString(st.Name, pair)
+			default:
+				tbl.RawSetString(st.Name, lua.LNumber(v[0]))
+			}
+		}
 	}
 }
 
@@ -142,6 +194,8 @@ func groupOptions(o stepper, g int) any {
 	case *core.SGD:
 		return x.GroupOptions(g)
 	case *core.Adam:
+		return x.GroupOptions(g)
+	case *core.RuleOptimizer:
 		return x.GroupOptions(g)
 	}
 	panic(fmt.Sprintf("optimizer of type %T", o))
@@ -153,6 +207,8 @@ func setGroupOptions(o stepper, g int, opts any) error {
 		return x.SetGroupOptions(g, opts.(core.SGDOptions))
 	case *core.Adam:
 		return x.SetGroupOptions(g, opts.(core.AdamOptions))
+	case *core.RuleOptimizer:
+		return x.SetGroupOptions(g, opts.(core.Settings))
 	}
 	panic(fmt.Sprintf("optimizer of type %T", o))
 }
@@ -177,6 +233,7 @@ func (env *Env) makeOptimizer(L *lua.LState, fn string, defLR float64, def any, 
 			lrs[g] = gr.number("lr", lr)
 			opts[g] = readSettings(gr, defaults)
 			gr.done()
+			checkWhole(L, gr.fn, opts[g], defaults)
 		}
 	}
 	opt, err := build(opts, params)
@@ -209,6 +266,7 @@ func (env *Env) addParamGroup(o optimizer) lua.LGFunction {
 		lr := r.number("lr", o.defLR)
 		opts := readSettings(r, o.defaults)
 		r.done()
+		checkWhole(L, fn, opts, o.defaults)
 		var err error
 		switch x := o.o.(type) {
 		case *core.SGD:
@@ -219,6 +277,8 @@ func (env *Env) addParamGroup(o optimizer) lua.LGFunction {
 			ao := opts.(core.AdamOptions)
 			ao.LR = float32(lr)
 			err = x.AddGroup(core.AdamGroup{Params: gr.params, Opts: ao})
+		case *core.RuleOptimizer:
+			err = x.AddGroup(core.RuleGroup{Params: gr.params, LR: float32(lr), Opts: opts.(core.Settings)})
 		default:
 			panic(fmt.Sprintf("optimizer of type %T", o.o))
 		}
@@ -253,6 +313,20 @@ func (env *Env) adam(name string, decoupled bool, wd float64) lua.LGFunction {
 				gs[g] = core.AdamGroup{Params: params[g], Opts: opts[g].(core.AdamOptions)}
 			}
 			return core.NewAdamGroups(env.Engine, gs, decoupled)
+		})
+	}
+}
+
+// ruleOptimizer is optim.rmsprop, optim.adagrad, ... (params or groups,
+// {lr=, and the rule's settings by torch's names}), torch's defaults.
+func (env *Env) ruleOptimizer(rule *core.Rule) lua.LGFunction {
+	return func(L *lua.LState) int {
+		return env.makeOptimizer(L, "optim."+rule.Name, rule.LR, rule.Defaults(), func(opts []any, params [][]*core.Tensor) (stepper, error) {
+			gs := make([]core.RuleGroup, len(opts))
+			for g := range gs {
+				gs[g] = core.RuleGroup{Params: params[g], LR: float32(rule.LR), Opts: opts[g].(core.Settings)}
+			}
+			return core.NewRuleOptimizer(env.Engine, rule, gs)
 		})
 	}
 }
