@@ -1,5 +1,7 @@
 # make demo  - build bin/gglua with fast CPU kernels and run scripts/train.lua
 # make test  - go vet, go test ./... and the race detector on parallel runtimes (what CI runs)
+# make test-short - the fast tier: go vet and go test -short ./... (no mpirun tests, no pty
+#              REPL tests, no new-op recipe build, no race run, no OpenBLAS rerun)
 #
 # A plain cgo build compiles ggml's CPU kernels with no SIMD at all (f32
 # matmul 2-4 GFLOP/s). -O3 -march=x86-64-v3 (AVX2, FMA, F16C) runs any AVX2
@@ -29,7 +31,7 @@ endif
 # the ggml compiled into gglua instead of loading a second copy.
 GO_LDFLAGS := -extldflags=-rdynamic
 
-.PHONY: all build demo test fuzz bench clean
+.PHONY: all build demo test test-short fuzz bench clean
 
 all: build
 
@@ -44,6 +46,11 @@ test:
 	go test ./...
 	go test -race ./runtime/
 	$(if $(TAGS),go test $(TAGS) ./ggmlcgo/ ./core/ ./tests/)
+
+# The fast tier, for the edit-test loop; make test remains what CI runs.
+test-short:
+	go vet ./...
+	go test -short ./...
 
 # A short fuzz of random tensor programs and of the GGUF reader's bytes
 # (CI runs it after the tests), about 20-30 s each here. The budgets are

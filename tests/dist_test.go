@@ -46,6 +46,9 @@ func runJob(t *testing.T, env []string, name string, args ...string) (string, st
 // does); each rank's stdout is also kept whole in a file (rankLines).
 func mpirun(t *testing.T, env []string, n int, args ...string) (string, string, int, mpiOutput) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short skips the mpirun tests (make test runs them)")
+	}
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev; .ci/run installs it)")
 	}

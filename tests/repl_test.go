@@ -33,6 +33,9 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\r`)
 
 func startTerminal(t *testing.T, env ...string) *terminal {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short skips the REPL's pseudo-terminal tests (make test runs them)")
+	}
 	cmd := exec.Command(gglua, "--threads", "1")
 	cmd.Env = append(os.Environ(), env...)
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})

@@ -168,7 +168,7 @@ if rank ~= 0 then return end -- one process writes the checkpoint and samples
 -- A checkpoint: the state dict goes to a GGUF file, and a fresh model of the
 -- same shape takes it back. Both give the same loss on the same batch. (To
 -- resume training, save opt:state_dict() and sched:state_dict() with it: see
--- the README's "resume" row.)
+-- docs/GETTING_STARTED.md, "Checkpoints and resuming".)
 tensor.save(ckpt_path, {model = model:state_dict(), step = steps, config = cfg})
 local ck = tensor.load(ckpt_path)
 local restored = GPT(ck.config)
