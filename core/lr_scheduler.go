@@ -28,8 +28,8 @@ type Scheduler struct {
 	last   []float64 // the rates the last step set (torch's _last_lr)
 	epoch  int       // torch's last_epoch
 	params []SchedulerParam
-	// at is a group's rate at epoch, given its current rate and its base.
-	at func(epoch int, cur, base float64) (float64, error)
+	// at is group's rate at epoch, given its current rate and its base.
+	at func(epoch, group int, cur, base float64) (float64, error)
 }
 
 // SchedulerParam is one of a scheduler's settings, kept in its state dict.
@@ -42,7 +42,7 @@ type SchedulerParam struct {
 // (set from the current rate where a group has none; setInitial overrides
 // them all) and takes step 0. It changes the rates only once nothing can
 // fail.
-func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *float64, at func(epoch int, cur, base float64) (float64, error)) (*Scheduler, error) {
+func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *float64, at func(epoch, group int, cur, base float64) (float64, error)) (*Scheduler, error) {
 	rates := on.Rates()
 	if len(rates) == 0 {
 		return nil, argErrorf("%s scheduler: nothing to schedule", kind)
@@ -65,7 +65,7 @@ func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *fl
 		setBase[g] = !ok
 		s.base = append(s.base, base)
 	}
-	lrs, err := s.ratesAt(0)
+	lrs, err := s.ratesAt(0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +78,16 @@ func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *fl
 	return s, nil
 }
 
-// ratesAt computes every group's rate at epoch, checked.
-func (s *Scheduler) ratesAt(epoch int) ([]float64, error) {
+// ratesAt computes every group's rate at epoch, checked, from the
+// current rates or (fromBase) from the bases.
+func (s *Scheduler) ratesAt(epoch int, fromBase bool) ([]float64, error) {
 	lrs := make([]float64, len(s.rates))
 	for g, r := range s.rates {
-		lr, err := s.at(epoch, r.LR(), s.base[g])
+		cur := r.LR()
+		if fromBase {
+			cur = s.base[g]
+		}
+		lr, err := s.at(epoch, g, cur, s.base[g])
 		if err == nil {
 			err = checkScheduled(s.kind, epoch, lr)
 		}
@@ -112,6 +117,34 @@ func checkScheduled(kind string, epoch int, lr float64) error {
 // Step advances the schedule by one and sets every group's learning rate.
 // A step the schedule refuses (one_cycle past its total) changes nothing.
 func (s *Scheduler) Step() error {
+	if err := s.checkGroups(); err != nil {
+		return err
+	}
+	lrs, err := s.ratesAt(s.epoch+1, false)
+	if err != nil {
+		return err
+	}
+	s.epoch++
+	s.set(lrs)
+	return nil
+}
+
+// restart takes step 0 again from the bases, as torch's step(0) does (the
+// closed forms at epoch 0): SequentialLR's start and milestones.
+func (s *Scheduler) restart() error {
+	if err := s.checkGroups(); err != nil {
+		return err
+	}
+	lrs, err := s.ratesAt(0, true)
+	if err != nil {
+		return err
+	}
+	s.epoch = 0
+	s.set(lrs)
+	return nil
+}
+
+func (s *Scheduler) checkGroups() error {
 	// torch's schedulers treat a group added by add_param_group after they
 	// were made in ways of their own (StepLR scales it, OneCycleLR fails on
 	// its missing initial_lr, CosineAnnealingLR skips it at restarts): gglua
@@ -119,12 +152,6 @@ func (s *Scheduler) Step() error {
 	if n := len(s.on.Rates()); n != len(s.rates) {
 		return argErrorf("%s scheduler: the optimizer now has %d parameter groups, the scheduler was made for %d (add_param_group after it was made); make the scheduler after adding the group", s.kind, n, len(s.rates))
 	}
-	lrs, err := s.ratesAt(s.epoch + 1)
-	if err != nil {
-		return err
-	}
-	s.epoch++
-	s.set(lrs)
 	return nil
 }
 
@@ -153,7 +180,7 @@ func (s *Scheduler) BaseLR() float64 { return s.base[0] }
 func (s *Scheduler) BaseLRs() []float64 { return slices.Clone(s.base) }
 
 // Kind names the schedule: "step", "multi_step", "exponential", "linear",
-// "cosine", "cosine_restarts", "warmup_cosine", "one_cycle".
+// "cosine", "cosine_restarts", "lambda", "warmup_cosine", "one_cycle".
 func (s *Scheduler) Kind() string { return s.kind }
 
 // groupKey names group g's entry of a state dict: "base_lr" for the first
@@ -165,11 +192,32 @@ func groupKey(name string, g int) string {
 	return fmt.Sprintf("%s.%d", name, g+1)
 }
 
+// SchedulerState is a scheduler's state dict: its kind, its progress and
+// settings as numbers by name, ReduceLROnPlateau's modes as texts, and
+// SequentialLR's schedulers' own states in order.
+type SchedulerState struct {
+	Kind  string
+	Nums  map[string]float64
+	Texts map[string]string
+	Subs  []SchedulerState
+}
+
+// LRScheduler is what every scheduler answers. Their Step differs:
+// ReduceLROnPlateau's takes the metric it watches.
+type LRScheduler interface {
+	Kind() string
+	LR() float64
+	LastLRs() []float64
+	LastEpoch() int
+	StateDict() SchedulerState
+	LoadStateDict(SchedulerState) error
+}
+
 // StateDict is the scheduler's progress (last_epoch; base_lr and last_lr,
 // the first group's, and base_lr.<g> and last_lr.<g> for group g >= 2) and
 // its settings, by name.
-func (s *Scheduler) StateDict() (kind string, nums map[string]float64) {
-	nums = map[string]float64{"last_epoch": float64(s.epoch)}
+func (s *Scheduler) StateDict() SchedulerState {
+	nums := map[string]float64{"last_epoch": float64(s.epoch)}
 	for g := range s.rates {
 		nums[groupKey("base_lr", g)] = s.base[g]
 		nums[groupKey("last_lr", g)] = s.last[g]
@@ -177,7 +225,7 @@ func (s *Scheduler) StateDict() (kind string, nums map[string]float64) {
 	for _, p := range s.params {
 		nums[p.Name] = p.Value
 	}
-	return s.kind, nums
+	return SchedulerState{Kind: s.kind, Nums: nums}
 }
 
 // LoadStateDict restores what StateDict returned. The state must be of the
@@ -189,56 +237,81 @@ func (s *Scheduler) StateDict() (kind string, nums map[string]float64) {
 // warmup_cosine the warm-up's first rate), and the first resumed step
 // would train at it. Saved together, the optimizer's and the scheduler's
 // rates agree, so the order of the two loads no longer matters.
-func (s *Scheduler) LoadStateDict(kind string, nums map[string]float64) error {
+func (s *Scheduler) LoadStateDict(st SchedulerState) error {
+	apply, err := s.loader(st)
+	if err != nil {
+		return err
+	}
+	apply()
+	return nil
+}
+
+// loader checks a state against the scheduler and returns what loads it,
+// so that SequentialLR changes none of its schedulers unless all can load.
+func (s *Scheduler) loader(st SchedulerState) (func(), error) {
 	const fn = "scheduler load_state_dict"
-	if kind != s.kind {
-		return argErrorf("%s: the state is of a %q scheduler, this one is %q", fn, kind, s.kind)
+	if st.Kind != s.kind {
+		return nil, argErrorf("%s: the state is of a %q scheduler, this one is %q", fn, st.Kind, s.kind)
 	}
-	names := []string{"last_epoch"}
+	if len(st.Texts) > 0 || len(st.Subs) > 0 {
+		return nil, argErrorf("%s: a %q scheduler's state holds numbers only", fn, s.kind)
+	}
+	epoch, err := checkSchedulerNums(fn, s.kind, st.Nums, s.params, len(s.rates), "base_lr", "last_lr")
+	if err != nil {
+		return nil, err
+	}
+	base, last := make([]float64, len(s.rates)), make([]float64, len(s.rates))
 	for g := range s.rates {
-		names = append(names, groupKey("base_lr", g), groupKey("last_lr", g))
+		base[g], last[g] = st.Nums[groupKey("base_lr", g)], st.Nums[groupKey("last_lr", g)]
 	}
-	for _, p := range s.params {
+	return func() {
+		s.epoch, s.base = epoch, base
+		s.set(last)
+	}, nil
+}
+
+// checkSchedulerNums checks a state's numbers: the settings equal to
+// params, each group's entries of perGroup (base_lr, base_lr.2, ...)
+// present and rates, nothing else, and last_epoch a whole number >= 0,
+// which it returns.
+func checkSchedulerNums(fn, kind string, nums map[string]float64, params []SchedulerParam, groups int, perGroup ...string) (int, error) {
+	names := []string{"last_epoch"}
+	for _, p := range params {
 		names = append(names, p.Name)
 		v, ok := nums[p.Name]
 		if !ok {
-			return argErrorf("%s: %s is missing", fn, p.Name)
+			return 0, argErrorf("%s: %s is missing", fn, p.Name)
 		}
 		if v != p.Value {
-			return argErrorf("%s: the state has %s = %g, this %s scheduler was made with %g", fn, p.Name, v, s.kind, p.Value)
+			return 0, argErrorf("%s: the state has %s = %g, this %s scheduler was made with %g", fn, p.Name, v, kind, p.Value)
+		}
+	}
+	for g := 0; g < groups; g++ {
+		for _, n := range perGroup {
+			name := groupKey(n, g)
+			names = append(names, name)
+			v, ok := nums[name]
+			if !ok {
+				return 0, argErrorf("%s: %s is missing (this optimizer has %d parameter groups)", fn, name, groups)
+			}
+			if err := checkRate(fn, name, v); err != nil {
+				return 0, err
+			}
 		}
 	}
 	for k := range nums {
 		if !slices.Contains(names, k) {
-			if len(s.rates) == 1 && (strings.HasPrefix(k, "base_lr.") || strings.HasPrefix(k, "last_lr.")) {
-				return argErrorf("%s: unexpected entry %q (the state is of more parameter groups than this optimizer's one)", fn, k)
+			if prefix, _, ok := strings.Cut(k, "."); ok && slices.Contains(perGroup, prefix) {
+				return 0, argErrorf("%s: unexpected entry %q (the state is of more parameter groups than this optimizer's %d)", fn, k, groups)
 			}
-			return argErrorf("%s: unexpected entry %q", fn, k)
+			return 0, argErrorf("%s: unexpected entry %q", fn, k)
 		}
 	}
 	epoch, ok := nums["last_epoch"]
 	if !ok || epoch < 0 || epoch != math.Trunc(epoch) || epoch > 1<<53 {
-		return argErrorf("%s: last_epoch must be an integer >= 0, got %g", fn, epoch)
+		return 0, argErrorf("%s: last_epoch must be an integer >= 0, got %g", fn, epoch)
 	}
-	base, last := make([]float64, len(s.rates)), make([]float64, len(s.rates))
-	for g := range s.rates {
-		for _, c := range []struct {
-			name string
-			into *float64
-		}{{groupKey("base_lr", g), &base[g]}, {groupKey("last_lr", g), &last[g]}} {
-			v, ok := nums[c.name]
-			if !ok {
-				return argErrorf("%s: %s is missing (this optimizer has %d parameter groups)", fn, c.name, len(s.rates))
-			}
-			if err := checkRate(fn, c.name, v); err != nil {
-				return err
-			}
-			*c.into = v
-		}
-	}
-	s.epoch, s.base = int(epoch), base
-	s.set(last)
-	return nil
+	return int(epoch), nil
 }
 
 // schedParams checks that every setting is a finite number.
@@ -261,7 +334,7 @@ func StepLR(r Rated, stepSize int, gamma float64) (*Scheduler, error) {
 	if stepSize < 1 || gamma <= 0 {
 		return nil, argErrorf("step scheduler: need step_size >= 1 and gamma > 0 (got %d, %g)", stepSize, gamma)
 	}
-	return newScheduler("step", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+	return newScheduler("step", r, ps, nil, func(t, _ int, cur, _ float64) (float64, error) {
 		if t == 0 || t%stepSize != 0 {
 			return cur, nil
 		}
@@ -279,7 +352,7 @@ func ExponentialLR(r Rated, gamma float64) (*Scheduler, error) {
 	if gamma <= 0 {
 		return nil, argErrorf("exponential scheduler: need gamma > 0 (got %g)", gamma)
 	}
-	return newScheduler("exponential", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+	return newScheduler("exponential", r, ps, nil, func(t, _ int, cur, _ float64) (float64, error) {
 		if t == 0 {
 			return cur, nil
 		}
@@ -309,7 +382,7 @@ func MultiStepLR(r Rated, milestones []int, gamma float64) (*Scheduler, error) {
 	if len(milestones) == 0 || gamma <= 0 {
 		return nil, argErrorf("multi_step scheduler: need milestones and gamma > 0 (got %v, %g)", milestones, gamma)
 	}
-	return newScheduler("multi_step", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+	return newScheduler("multi_step", r, ps, nil, func(t, _ int, cur, _ float64) (float64, error) {
 		if k := count[t]; k > 0 {
 			return cur * math.Pow(gamma, float64(k)), nil
 		}
@@ -329,7 +402,7 @@ func LinearLR(r Rated, start, end float64, total int) (*Scheduler, error) {
 	if !(start > 0 && start <= 1) || !(end >= 0 && end <= 1) || total < 1 {
 		return nil, argErrorf("linear scheduler: need 0 < start_factor <= 1, 0 <= end_factor <= 1 and total_iters >= 1 (got %g, %g, %d)", start, end, total)
 	}
-	return newScheduler("linear", r, ps, nil, func(t int, cur, _ float64) (float64, error) {
+	return newScheduler("linear", r, ps, nil, func(t, _ int, cur, _ float64) (float64, error) {
 		switch {
 		case t == 0:
 			return cur * start, nil
@@ -352,7 +425,7 @@ func CosineRestartsLR(r Rated, t0, tMult int, etaMin float64) (*Scheduler, error
 	if t0 < 1 || tMult < 1 || etaMin < 0 {
 		return nil, argErrorf("cosine_restarts scheduler: need t_0 >= 1, t_mult >= 1 and eta_min >= 0 (got %d, %d, %g)", t0, tMult, etaMin)
 	}
-	return newScheduler("cosine_restarts", r, ps, nil, func(t int, _, base float64) (float64, error) {
+	return newScheduler("cosine_restarts", r, ps, nil, func(t, _ int, _, base float64) (float64, error) {
 		cur, period := t, t0 // torch's T_cur and T_i after t steps
 		for cur >= period {
 			cur -= period
@@ -373,7 +446,7 @@ func CosineLR(r Rated, tMax int, etaMin float64) (*Scheduler, error) {
 	if tMax < 1 || etaMin < 0 {
 		return nil, argErrorf("cosine scheduler: need t_max >= 1 and eta_min >= 0 (got %d, %g)", tMax, etaMin)
 	}
-	return newScheduler("cosine", r, ps, nil, func(t int, cur, base float64) (float64, error) {
+	return newScheduler("cosine", r, ps, nil, func(t, _ int, cur, base float64) (float64, error) {
 		T := float64(tMax)
 		e := float64(t)
 		switch {
@@ -383,6 +456,16 @@ func CosineLR(r Rated, tMax int, etaMin float64) (*Scheduler, error) {
 			return cur + (base-etaMin)*(1-math.Cos(math.Pi/T))/2, nil
 		}
 		return (1+math.Cos(math.Pi*e/T))/(1+math.Cos(math.Pi*(e-1)/T))*(cur-etaMin) + etaMin, nil
+	})
+}
+
+// LambdaLR is torch's LambdaLR: group g's rate at step t is its base rate
+// times factor(t, g). factor is the caller's (a Lua function); its error
+// refuses the step.
+func LambdaLR(r Rated, factor func(epoch, group int) (float64, error)) (*Scheduler, error) {
+	return newScheduler("lambda", r, nil, nil, func(t, g int, _, base float64) (float64, error) {
+		f, err := factor(t, g)
+		return base * f, err
 	})
 }
 
@@ -403,7 +486,7 @@ func WarmupCosineLR(r Rated, warmup, total int, etaMin float64) (*Scheduler, err
 	if warmup < 0 || total <= warmup || etaMin < 0 {
 		return nil, argErrorf("warmup_cosine scheduler: need 0 <= warmup < total and eta_min >= 0 (got %d, %d, %g)", warmup, total, etaMin)
 	}
-	return newScheduler("warmup_cosine", r, ps, nil, func(t int, _, base float64) (float64, error) {
+	return newScheduler("warmup_cosine", r, ps, nil, func(t, _ int, _, base float64) (float64, error) {
 		if t < warmup {
 			return base * float64(t+1) / float64(warmup+1), nil
 		}
@@ -434,7 +517,7 @@ func OneCycleLR(r Rated, maxLR float64, total int, pctStart, div, finalDiv float
 	}
 	// torch's _annealing_cos, in its order of operations.
 	anneal := func(start, end, pct float64) float64 { return end + (start-end)/2.0*(math.Cos(math.Pi*pct)+1) }
-	return newScheduler("one_cycle", r, ps, &initial, func(t int, _, _ float64) (float64, error) {
+	return newScheduler("one_cycle", r, ps, &initial, func(t, _ int, _, _ float64) (float64, error) {
 		if t > total {
 			return 0, argErrorf("one_cycle scheduler: Tried to step %d times. The specified number of total steps is %d", t+1, total)
 		}

@@ -239,10 +239,10 @@ func TestOptimizerGroupsMatchTorch(t *testing.T) {
 			}
 			st, err := r.opt.State()
 			require.NoError(t, err)
-			kind, snums := r.sched.StateDict()
+			sst := r.sched.StateDict()
 			r2 := newGroupsRun(t, e, c, values(t, r.w), values(t, r.b), true)
 			require.NoError(t, r2.opt.LoadState(st))
-			require.NoError(t, r2.sched.LoadStateDict(kind, snums))
+			require.NoError(t, r2.sched.LoadStateDict(sst))
 			for g, rate := range r2.opt.Rates() {
 				assert.InDelta(t, c.Steps[stop-1].LRs[g], rate.LR(), 1e-15, "group %d's rate restored", g+1)
 			}
@@ -383,7 +383,8 @@ func TestSchedulerDrivesEveryGroup(t *testing.T) {
 	assert.InDelta(t, 0.25, opt.Rates()[0].LR(), 1e-15)
 	assert.InDelta(t, 0.125, opt.Rates()[1].LR(), 1e-15)
 	assert.Equal(t, s.LRs(), s.LastLRs())
-	kind, nums := s.StateDict()
+	st := s.StateDict()
+	kind, nums := st.Kind, st.Nums
 	assert.Equal(t, map[string]float64{"last_epoch": 1, "base_lr": 0.5, "base_lr.2": 1, "last_lr": s.LastLRs()[0], "last_lr.2": s.LastLRs()[1],
 		"t_max": 2, "eta_min": 0}, nums)
 
@@ -391,9 +392,9 @@ func TestSchedulerDrivesEveryGroup(t *testing.T) {
 	require.NoError(t, err)
 	s1, err := CosineLR(one, 2, 0)
 	require.NoError(t, err)
-	assert.ErrorContains(t, s1.LoadStateDict(kind, nums), "more parameter groups")
+	assert.ErrorContains(t, s1.LoadStateDict(SchedulerState{Kind: kind, Nums: nums}), "more parameter groups")
 	delete(nums, "base_lr.2")
-	assert.ErrorContains(t, s.LoadStateDict(kind, nums), "base_lr.2 is missing")
+	assert.ErrorContains(t, s.LoadStateDict(SchedulerState{Kind: kind, Nums: nums}), "base_lr.2 is missing")
 }
 
 // AddGroup keeps every group's rate driving its own settings: the groups'

@@ -100,10 +100,10 @@ func TestRuleOptimizersMatchTorch(t *testing.T) {
 			}
 			st, err := r.opt.State()
 			require.NoError(t, err)
-			kind, snums := r.sched.StateDict()
+			sst := r.sched.StateDict()
 			r2 := newGroupsRun(t, e, c, values(t, r.w), values(t, r.b), true)
 			require.NoError(t, r2.opt.LoadState(st))
-			require.NoError(t, r2.sched.LoadStateDict(kind, snums))
+			require.NoError(t, r2.sched.LoadStateDict(sst))
 			for i := stop + 1; i <= len(c.Steps); i++ {
 				r2.step(t, c, i)
 				r2.check(t, c, i)

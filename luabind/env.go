@@ -38,8 +38,11 @@ type Env struct {
 
 	methods *lua.LTable    // the tensor methods, for __index
 	pcall   *lua.LFunction // the state's pcall when the libraries opened (autograd.go)
-	raised  [8]raisedError // the latest Go errors raised to Lua (see Cause)
-	next    int
+	// schedL is the state (the main one or a coroutine's) whose call into a
+	// scheduler is under way, on which a LambdaLR calls its lr_lambda.
+	schedL *lua.LState
+	raised [8]raisedError // the latest Go errors raised to Lua (see Cause)
+	next   int
 
 	// params gives a parameter its userdata (see push); weak both ways, so
 	// that neither outlives the script's references.

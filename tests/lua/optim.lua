@@ -232,3 +232,72 @@ do
   ok, err = pcall(optim.lr_scheduler.multi_step, opt, {milestones = {5, 2}})
   assert(not ok and tostring(err):find("in increasing order"), tostring(err))
 end
+
+-- lambda, reduce_on_plateau and sequential from Lua: torch 1.13's rates
+-- (core/testdata/lr_schedulers.json, whose cases core's tests check step by
+-- step), a sequential state_dict round trip, refusals.
+do
+  local p = tensor.param(tensor{1})
+  local function near(got, want, what)
+    for i, w in ipairs(want) do
+      assert(math.abs(got[i] - w) < 1e-12, what .. ": step " .. (i - 1) .. ": " .. got[i] .. " vs " .. w)
+    end
+  end
+  local opt = optim.sgd({p}, {lr = 0.5})
+  local l = optim.lr_scheduler.lambda(opt, {lr_lambda = function(e) return math.min(1, (e + 1) / 4) - 0.05 * e end})
+  local lrs = {opt:get_lr()}
+  for i = 1, 12 do l:step(); lrs[#lrs + 1] = l:get_last_lr()[1] end
+  near(lrs, {0.125, 0.225, 0.325, 0.425, 0.4, 0.375, 0.35, 0.325, 0.3, 0.275, 0.25, 0.225, 0.2}, "lambda")
+
+  opt = optim.sgd({p}, {lr = 1})
+  local pl = optim.lr_scheduler.reduce_on_plateau(opt, {mode = "min", factor = 0.5, patience = 2, threshold = 0.01,
+    threshold_mode = "abs", cooldown = 2, min_lr = 0.2})
+  lrs = {opt:get_lr()}
+  for _, m in ipairs({3, 2, 1.995, 1.99, 2.5, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0 / 0, 0.1}) do
+    pl:step(#lrs % 2 == 0 and m or tensor{m}) -- a number or a one-element tensor
+    lrs[#lrs + 1] = opt:get_lr()
+  end
+  near(lrs, {1, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25}, "reduce_on_plateau")
+  local sd = pl:state_dict()
+  assert(sd.kind == "reduce_on_plateau" and sd.mode == "min" and sd.threshold_mode == "abs" and math.abs(sd.best - 0.1) < 1e-7, "state")
+  local ok, err = pcall(pl.step, pl)
+  assert(not ok and tostring(err):find("takes the metric"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.reduce_on_plateau, opt, {factor = 1})
+  assert(not ok and tostring(err):find("factor must be >= 0 and < 1"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.reduce_on_plateau, opt, {mode = "lowest"})
+  assert(not ok and tostring(err):find('mode must be "min" or "max"'), tostring(err))
+
+  local function chain(o)
+    local a = optim.lr_scheduler.step(o, {step_size = 2, gamma = 0.5})
+    local b = optim.lr_scheduler.cosine(o, {t_max = 4, eta_min = 0.01})
+    local c = optim.lr_scheduler.lambda(o, {lr_lambda = function(e) return 0.8 ^ e end})
+    return optim.lr_scheduler.sequential(o, {schedulers = {a, b, c}, milestones = {3, 7}})
+  end
+  opt = optim.sgd({p}, {lr = 0.2})
+  local q = chain(opt)
+  lrs = {opt:get_lr()}
+  for i = 1, 14 do
+    q:step(); lrs[#lrs + 1] = q:get_last_lr()[1]
+    if i == 5 then sd = q:state_dict() end
+  end
+  near(lrs, {0.2, 0.2, 0.1, 0.2, 0.172175144212722, 0.105, 0.037824855787278, 0.2, 0.16, 0.128, 0.1024, 0.08192,
+    0.065536, 0.0524288, 0.041943040}, "sequential")
+  assert(sd.kind == "sequential" and #sd.schedulers == 3 and sd.schedulers[2].kind == "cosine", "nested state")
+  local opt2 = optim.sgd({p}, {lr = 0.2})
+  local q2 = chain(opt2)
+  q2:load_state_dict(sd)
+  assert(q2:last_epoch() == 5 and math.abs(opt2:get_lr() - 0.105) < 1e-12, "resumed at step 5: " .. opt2:get_lr())
+  q2:step()
+  assert(math.abs(opt2:get_lr() - 0.037824855787278) < 1e-12, "and carries on")
+  sd.schedulers[3].kind = "step"
+  ok, err = pcall(q2.load_state_dict, q2, sd)
+  assert(not ok and tostring(err):find("scheduler 3 of the sequence"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.sequential, opt2, {schedulers = {pl}, milestones = {}})
+  assert(not ok and tostring(err):find("other than reduce_on_plateau"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.sequential, opt2, {schedulers = {optim.lr_scheduler.step(opt, {step_size = 1})}, milestones = {}})
+  assert(not ok and tostring(err):find("another optimizer"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.lambda, opt2, {lr_lambda = function(e) return "fast" end})
+  assert(not ok and tostring(err):find("returned string, expected a number"), tostring(err))
+  ok, err = pcall(optim.lr_scheduler.lambda, opt2, {lr_lambda = function(e) error("mine") end})
+  assert(not ok and tostring(err):find("mine"), tostring(err))
+end
