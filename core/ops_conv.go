@@ -102,20 +102,41 @@ func (e *Engine) im2col(op string, x *Tensor, wd window) (*Tensor, error) {
 	}
 	xshape := x.shape // the tape keeps no value
 	e.record(y, op, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.im2colBack(op, g, xshape, wd)
+		gx, err := e.col2im(op, g, xshape, wd)
 		return []*Tensor{gx}, err
 	})
 	return y, nil
 }
 
-// im2colBack is im2col's gradient: g [N, OH, OW, C*KH*KW] added back into
-// a zero [N, C, H, W]. Each patch element is a row of C values of g (after
-// moving C last) that lands on one pixel of the padded input, laid out as
-// rows of C too: one get_rows_back, then the padding cut off and C moved
-// back.
-func (e *Engine) im2colBack(op string, g *Tensor, shape []int, wd window) (*Tensor, error) {
+// col2im is im2col's adjoint, and its gradient: patches g [N, OH, OW,
+// C*KH*KW] added into a zero [N, C, H, W] where im2col takes them from
+// (a transposed convolution's last step). Its own gradient is im2col's
+// patches of the gradient, the first OH×OW positions of them.
+func (e *Engine) col2im(op string, g *Tensor, shape []int, wd window) (*Tensor, error) {
+	var y *Tensor
+	if err := e.NoGrad(func() (err error) { y, err = e.scatterPatches(op, g, shape, wd); return err }); err != nil {
+		return nil, err
+	}
+	oh, ow := g.shape[1], g.shape[2]
+	e.record(y, op, []*Tensor{g}, func(gy *Tensor) ([]*Tensor, error) {
+		var c chain
+		gc := c.do(func() (*Tensor, error) { return e.im2col(op, gy, wd) })
+		if c.err == nil && (gc.shape[1] != oh || gc.shape[2] != ow) { // a transposed convolution's output padding
+			gc = c.do(func() (*Tensor, error) { return e.Narrow(gc, 1, 0, oh) })
+			gc = c.do(func() (*Tensor, error) { return e.Narrow(gc, 2, 0, ow) })
+		}
+		return []*Tensor{gc}, c.err
+	})
+	return y, nil
+}
+
+// scatterPatches computes col2im. Each patch element is a row of C values
+// of g (after moving C last) that lands on one pixel of the padded input,
+// laid out as rows of C too: one get_rows_back, then the padding cut off
+// and C moved back.
+func (e *Engine) scatterPatches(op string, g *Tensor, shape []int, wd window) (*Tensor, error) {
 	n, ch, h, w := shape[0], shape[1], shape[2], shape[3]
-	oh, ow := wd.out(h, w)
+	oh, ow := g.shape[1], g.shape[2]
 	kh, kw := wd.k[0], wd.k[1]
 	hp, wp := h+2*wd.p[0], w+2*wd.p[1]
 	rows := n * oh * ow * kh * kw

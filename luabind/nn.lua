@@ -765,37 +765,73 @@ local function pair_of(v, fn, what)
 end
 
 
--- conv_module makes Conv1d and Conv2d: weight [out, in/groups, k...] and
--- bias [out], both uniform in ±1/sqrt(fan_in) as torch.nn's init
--- (kaiming_uniform with a = sqrt(5)).
-local function conv_module(name, dims, fn)
+-- conv_module makes Conv1d, Conv2d and their transposed forms: weight
+-- [out, in/groups, k...] (transposed: [in, out/groups, k...]) and bias
+-- [out], both uniform in ±1/sqrt(fan_in) as torch.nn's init (kaiming_uniform
+-- with a = sqrt(5); fan_in is the weight's second size times the kernel's).
+local function conv_module(name, dims, fn, transposed)
   local c = class(name)
+  local names = {"stride", "padding", "dilation", "groups", "bias"}
+  if transposed then names = {"stride", "padding", "output_padding", "groups", "bias", "dilation"} end
   function c:init(n_in, n_out, k, ...)
     local cname = "nn." .. name
-    local opts = positional(cname, {"stride", "padding", "dilation", "groups", "bias"}, ...)
+    local opts = positional(cname, names, ...)
     check(type(n_in) == "number" and type(n_out) == "number" and n_in >= 1 and n_out >= 1, cname,
       "expected positive channel counts (in, out), got %s and %s", tostring(n_in), tostring(n_out))
-    known(opts, cname, {"stride", "padding", "dilation", "groups", "bias"})
+    known(opts, cname, names)
     local groups = opts.groups or 1
     check(type(groups) == "number" and groups >= 1 and n_in % groups == 0 and n_out % groups == 0, cname,
       "groups %s must divide both in_channels %d and out_channels %d", tostring(groups), n_in, n_out)
     local kh, kw = 1, k
     if dims == 2 then kh, kw = pair_of(k, cname, "kernel size") end
     check(type(kw) == "number" and kh >= 1 and kw >= 1, cname, "expected a positive kernel size")
-    local fan_in = n_in / groups * kh * kw
-    local bound = 1 / math.sqrt(fan_in)
+    local rows, cols = n_out, n_in / groups
+    if transposed then rows, cols = n_in, n_out / groups end
+    local bound = 1 / math.sqrt(cols * kh * kw)
     local w
     if dims == 2 then
-      w = tensor.rand(n_out, n_in / groups, kh, kw)
+      w = tensor.rand(rows, cols, kh, kw)
     else
-      w = tensor.rand(n_out, n_in / groups, kw)
+      w = tensor.rand(rows, cols, kw)
     end
     self.n_in, self.n_out, self.kernel, self.groups = n_in, n_out, k, groups
-    self.opts = {stride = opts.stride, padding = opts.padding, dilation = opts.dilation, groups = groups}
+    self.opts = {stride = opts.stride, padding = opts.padding, dilation = opts.dilation, groups = groups,
+      output_padding = opts.output_padding}
     self.weight = tensor.param((w * 2 - 1) * bound)
     if opts.bias ~= false then self.bias = tensor.param((tensor.rand(n_out) * 2 - 1) * bound) end
   end
-  c.forward = function(self, x) return nn[fn](x, self.weight, self.bias, self.opts) end
+  -- with_output_size is self.opts with torch's _output_padding: the output
+  -- padding that makes the output output_size (its last dims) for input x.
+  local function with_output_size(self, x, output_size)
+    local cname = "nn." .. name
+    check(type(output_size) == "table" and #output_size >= dims, cname,
+      "output_size must be a table of the output's last %d sizes, got %s", dims, tostring(output_size))
+    local shape = x:shape()
+    local opts, pad = {}, {}
+    for key, v in pairs(self.opts) do opts[key] = v end
+    local function at(v, i, default)
+      if v == nil then return default end
+      if type(v) == "number" then return v end
+      return v[i]
+    end
+    local k = self.kernel
+    for i = 1, dims do
+      local ki = dims == 2 and at(k, i) or k
+      local s, p, d = at(opts.stride, i, 1), at(opts.padding, i, 0), at(opts.dilation, i, 1)
+      local want = output_size[#output_size - dims + i]
+      local min = (shape[#shape - dims + i] - 1) * s - 2 * p + d * (ki - 1) + 1
+      check(want >= min and want <= min + s - 1, cname, "output_size %d along dim %d is outside %d..%d, the sizes this input can give",
+        want, i, min, min + s - 1)
+      pad[i] = want - min
+    end
+    opts.output_padding = dims == 2 and pad or pad[1]
+    return opts
+  end
+  c.forward = function(self, x, output_size)
+    if output_size == nil then return nn[fn](x, self.weight, self.bias, self.opts) end
+    check(transposed, "nn." .. name, "forward takes one input")
+    return nn[fn](x, self.weight, self.bias, with_output_size(self, x, output_size))
+  end
   c.describe = function(self)
     local k = self.kernel
     if type(k) == "table" then k = "(" .. k[1] .. ", " .. k[2] .. ")" end
@@ -805,6 +841,8 @@ local function conv_module(name, dims, fn)
 end
 conv_module("Conv1d", 1, "conv1d")
 conv_module("Conv2d", 2, "conv2d")
+conv_module("ConvTranspose1d", 1, "conv_transpose1d", true)
+conv_module("ConvTranspose2d", 2, "conv_transpose2d", true)
 
 -- MaxPool1d/2d(k [, {stride=k, padding=0, dilation=1, ceil_mode=false}])
 -- and AvgPool1d/2d(k [, {stride=k, padding=0, ceil_mode=false,

@@ -2,6 +2,7 @@ package luabind
 
 import (
 	"math"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -21,6 +22,8 @@ func (env *Env) convFunctions() map[string]lua.LGFunction {
 		"batch_norm":          env.batchNorm,
 		"conv1d":              env.conv("conv1d"),
 		"conv2d":              env.conv("conv2d"),
+		"conv_transpose1d":    env.conv("conv_transpose1d"),
+		"conv_transpose2d":    env.conv("conv_transpose2d"),
 		"group_norm":          env.groupNorm,
 		"max_pool1d":          env.pool("max_pool1d", (*core.Engine).MaxPool1d),
 		"max_pool2d":          env.pool("max_pool2d", (*core.Engine).MaxPool2d),
@@ -63,8 +66,11 @@ func pairOpt(o *optReader, key string, def [2]int) [2]int {
 
 // conv: nn.conv2d(x, w [, b] [, {stride=, padding=, dilation=, groups=}]),
 // each of stride, padding and dilation an integer or {h, w}; nn.conv1d
-// the same with integers.
+// the same with integers. nn.conv_transpose2d and conv_transpose1d take
+// output_padding too.
 func (env *Env) conv(fn string) lua.LGFunction {
+	transposed := strings.HasPrefix(fn, "conv_transpose")
+	oneD := strings.HasSuffix(fn, "1d")
 	return func(L *lua.LState) int {
 		x := checkTensor(L, fn, 1)
 		w := checkTensor(L, fn, 2)
@@ -89,18 +95,29 @@ func (env *Env) conv(fn string) lua.LGFunction {
 			argError(L, fn, "option groups must be a positive integer, got %g", g)
 		}
 		opts.Groups = int(g)
+		topts := core.ConvTransposeOptions{ConvOptions: opts}
+		if transposed {
+			topts.OutputPadding = pairOpt(o, "output_padding", [2]int{0, 0})
+		}
 		o.done()
-		var t *core.Tensor
-		var err error
-		if fn == "conv1d" {
-			for _, p := range [][2]int{opts.Stride, opts.Padding, opts.Dilation} {
+		if oneD {
+			for _, p := range [][2]int{opts.Stride, opts.Padding, opts.Dilation, topts.OutputPadding} {
 				if p[0] != p[1] {
-					argError(L, fn, "stride, padding and dilation are integers for a 1-d convolution")
+					argError(L, fn, "stride, padding, dilation and output_padding are integers for a 1-d convolution")
 				}
 			}
+		}
+		var t *core.Tensor
+		var err error
+		switch fn {
+		case "conv1d":
 			t, err = env.Engine.Conv1d(x, w, b, opts)
-		} else {
+		case "conv2d":
 			t, err = env.Engine.Conv2d(x, w, b, opts)
+		case "conv_transpose1d":
+			t, err = env.Engine.ConvTranspose1d(x, w, b, topts)
+		default:
+			t, err = env.Engine.ConvTranspose2d(x, w, b, topts)
 		}
 		return env.pushResult(L, t, err)
 	}

@@ -106,6 +106,11 @@ case("conv and pooling", function() return {P(seeded(2, 3, 9, 9)), P(seeded(4, 3
   local c1 = nn.conv1d(x[1], seeded(2, 9, 3), nil, {padding = 1})
   return (p * p):sum() + a:sum() + (c1 * c1):sum(), {y, g, p, a, c1}
 end)
+case("transposed convolutions", function() return {P(seeded(2, 4, 5, 5)), P(seeded(4, 3, 4, 4)), P(seeded(6))} end, function(x, w, b)
+  local y = nn.conv_transpose2d(x, w, b, {stride = 2, padding = 1, output_padding = 1, groups = 2})
+  local y1 = nn.conv_transpose1d(x[1], seeded(5, 2, 3), nil, {stride = 3, dilation = 2})
+  return (y * y):sum() + (y1 * y1):sum(), {y, y1}
+end)
 case("norms", function() return {P(seeded(4, 6, 3, 3))} end, function(x)
   local rm, rv = tensor.zeros(6), tensor.ones(6)
   local bn = nn.batch_norm(x, rm, rv, {training = true})

@@ -234,3 +234,41 @@ do
   ok, err = pcall(nn.group_norm, y, 2, nil, nil, 1e-3, 5)
   assert(not ok and err:find("group_norm: 6 arguments given, at most 5"), err)
 end
+
+-- conv_transpose2d by hand: each input pixel times the kernel, placed at
+-- stride steps and added where patches overlap (torch's values: the cases
+-- of core/testdata/torch_conv_transpose.json).
+do
+  local xt = tensor.param(tensor{{{{1, 2}, {3, 4}}}})
+  local wt = tensor.param(tensor{{{{1, 0}, {0, 1}}}})
+  all_close(nn.conv_transpose2d(xt, wt), {1, 2, 0, 3, 5, 2, 0, 3, 4}, "stride 1: overlapping patches add")
+  all_close(nn.conv_transpose2d(xt, wt, {stride = 2}), {1, 0, 2, 0, 0, 1, 0, 2, 3, 0, 4, 0, 0, 3, 0, 4}, "stride 2")
+  local yo = nn.conv_transpose2d(xt, wt, tensor{0.5}, {stride = 2, output_padding = 1, padding = {1, 0}})
+  assert(table.concat(yo:shape(), ",") == "1,1,3,5", table.concat(yo:shape(), ","))
+  backward(with_grad_tape(function() return nn.conv_transpose2d(xt, wt, {stride = 2}):sum() end))
+  all_close(xt.grad, {2, 2, 2, 2}, "each pixel meets the kernel's sum")
+  all_close(wt.grad, {10, 10, 10, 10}, "each kernel element meets every pixel")
+  local y1 = nn.conv_transpose1d(tensor{{{1, 2, 3}}}, tensor{{{1, 1}}}, {stride = 2, output_padding = 1})
+  all_close(y1, {1, 1, 2, 2, 3, 3, 0}, "conv_transpose1d: output_padding adds a zero at the end")
+  local ok, err = pcall(nn.conv_transpose2d, xt, wt, {stride = 2, output_padding = 2})
+  assert(not ok and tostring(err):find("output_padding"), tostring(err))
+  ok, err = pcall(nn.conv_transpose1d, tensor{{{1, 2, 3}}}, tensor{{{1, 1}}}, {stride = {2, 1}})
+  assert(not ok and tostring(err):find("integers for a 1%-d"), tostring(err))
+
+  -- Modules: DCGAN's upsampling layer, positional in torch's order; the
+  -- weight is [in, out/groups, kh, kw]; output_size picks the output padding.
+  local up = nn.ConvTranspose2d(4, 2, 4, 2, 1, 0, 1, false)
+  assert(table.concat(up.weight:shape(), ",") == "4,2,4,4" and up.bias == nil)
+  assert(table.concat(up(tensor.ones(1, 4, 3, 3)):shape(), ",") == "1,2,6,6")
+  local m = nn.ConvTranspose2d(2, 3, 3, {stride = 2, padding = 1})
+  local bound = 1 / math.sqrt(3 * 3 * 3)
+  assert(m.weight:abs():max():item() <= bound and m.bias:abs():max():item() <= bound, "torch's init bound")
+  local xin = tensor.ones(1, 2, 3, 4)
+  assert(table.concat(m(xin):shape(), ",") == "1,3,5,7")
+  assert(table.concat(m(xin, {6, 8}):shape(), ",") == "1,3,6,8")
+  ok, err = pcall(m, xin, {7, 8})
+  assert(not ok and tostring(err):find("outside 5..6"), tostring(err))
+  local m1 = nn.ConvTranspose1d(2, 4, 3, {groups = 2})
+  assert(table.concat(m1.weight:shape(), ",") == "2,2,3")
+  assert(table.concat(m1(tensor.ones(2, 2, 5)):shape(), ",") == "2,4,7")
+end
