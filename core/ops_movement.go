@@ -34,6 +34,9 @@ func (e *Engine) expandTo(x *Tensor, shape []int) (*Tensor, error) {
 
 // inferShape resolves one -1 size against numel and checks the result.
 func inferShape(op string, x *Tensor, shape []int) ([]int, error) {
+	if len(shape) > ggmlcgo.MaxDims {
+		return nil, shapeErrorf("%s: %v has %d dims; gglua's tensors have at most %d (ggml's limit): fold the outer dims into one", op, shape, len(shape), ggmlcgo.MaxDims)
+	}
 	shape = append([]int(nil), shape...)
 	infer, known := -1, int64(1)
 	for i, d := range shape {

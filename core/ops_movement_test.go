@@ -219,3 +219,18 @@ func TestDistinctRows(t *testing.T) {
 		assert.Equal(t, tc.want, distinctRows(tc.idx, tc.rows), "%v", tc.idx)
 	}
 }
+
+// TestMoreThanFourDimsIsRefused: a 5-d shape names ggml's limit of 4,
+// rather than saying the sizes do not fit.
+func TestMoreThanFourDimsIsRefused(t *testing.T) {
+	e := newEngine(t)
+	x := host(t, []int{2, 3, 4, 5}, make([]float32, 120)...)
+	for _, f := range []func() (*Tensor, error){
+		func() (*Tensor, error) { return e.Reshape(x, 2, 3, 2, 2, 5) },
+		func() (*Tensor, error) { return e.View(x, 1, 2, 3, 4, 5) },
+	} {
+		_, err := f()
+		assert.ErrorIs(t, err, ErrShape)
+		assert.ErrorContains(t, err, "at most 4 (ggml's limit)")
+	}
+}
