@@ -26,6 +26,9 @@ func (e *Engine) Assign(dst, src *Tensor) error {
 	if dst.requiresGrad && e.recording() {
 		return errors.New("copy_: in-place change of a parameter inside with_grad_tape; do it outside the tape or inside no_grad")
 	}
+	if err := e.checkWrittenGrad(src); err != nil {
+		return err
+	}
 	switch {
 	case dst.host != nil:
 		v, err := src.Float32s()
@@ -58,6 +61,16 @@ func (e *Engine) Assign(dst, src *Tensor) error {
 		return nil
 	}
 	return errDropped
+}
+
+// checkWrittenGrad refuses, under a tape, a value that requires grad:
+// PyTorch would make the destination part of the graph, but gglua's
+// in-place writes carry no gradient, which would be lost.
+func (e *Engine) checkWrittenGrad(src *Tensor) error {
+	if src.requiresGrad && e.recording() {
+		return argErrorf("copy_: the value written requires grad, and an in-place write does not carry gradients here; use the out-of-place result (x:masked_scatter, where, cat) or write it inside no_grad")
+	}
+	return nil
 }
 
 // WriteRows writes src's rows into dst's rows start.. in place, as part

@@ -302,19 +302,24 @@ func (e *Engine) Where(cond *Tensor, a, b Operand) (*Tensor, error) {
 // MaskedFill is x with v where mask (broadcast to x's shape) is nonzero;
 // the gradient passes to x elsewhere.
 func (e *Engine) MaskedFill(x, mask *Tensor, v float64) (*Tensor, error) {
-	shape, err := broadcastShape("masked_fill", x.shape, mask.shape)
-	if err != nil {
+	if err := checkMask("masked_fill", x, mask); err != nil {
 		return nil, err
-	}
-	if !sameShape(shape, x.shape) {
-		return nil, shapeErrorf("masked_fill: mask of shape %s does not broadcast to the tensor's shape %s", ShapeString(mask.shape), ShapeString(x.shape))
 	}
 	var ch chain
 	do := ch.do
-	c := do(func() (*Tensor, error) { return e.expandConst(mask, shape) })
+	c := do(func() (*Tensor, error) { return e.expandConst(mask, x.shape) })
 	m := do(func() (*Tensor, error) { return e.truth(c) })
 	fill := do(func() (*Tensor, error) { return e.fillLike(x, float32(v)) })
 	return do(func() (*Tensor, error) { return e.where(m, fill, x) }), ch.err
+}
+
+// checkMask refuses a mask that does not broadcast to x's shape.
+func checkMask(op string, x, mask *Tensor) error {
+	shape, err := broadcastShape(op, x.shape, mask.shape)
+	if err == nil && !sameShape(shape, x.shape) {
+		err = shapeErrorf("%s: mask of shape %s does not broadcast to the tensor's shape %s", op, ShapeString(mask.shape), ShapeString(x.shape))
+	}
+	return err
 }
 
 // Tril keeps the elements on and below the k-th diagonal of the last two

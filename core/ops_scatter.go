@@ -118,14 +118,24 @@ func (e *Engine) ScatterAddIndex(x *Tensor, dim int, idx []int, idxShape []int, 
 // mask is read on the host (the result's size depends on it). No element
 // selected is an error: gglua has no empty tensors.
 func (e *Engine) MaskedSelect(x, mask *Tensor) (*Tensor, error) {
-	shape, err := broadcastShape("masked_select", x.shape, mask.shape)
+	picked, err := e.maskPositions("masked_select", x, mask)
 	if err != nil {
 		return nil, err
 	}
-	if !sameShape(shape, x.shape) {
-		return nil, shapeErrorf("masked_select: mask of shape %s does not broadcast to the tensor's shape %s", ShapeString(mask.shape), ShapeString(x.shape))
+	var c chain
+	rows := c.do(func() (*Tensor, error) { return e.Reshape(x, int(x.Numel()), 1) })
+	sel := c.do(func() (*Tensor, error) { return e.indexRows(rows, picked) })
+	out := c.do(func() (*Tensor, error) { return e.Reshape(sel, len(picked)) })
+	return out, c.err
+}
+
+// maskPositions reads mask (broadcast to x's shape) on the host: the flat
+// positions of its nonzero elements, in order; none is an error.
+func (e *Engine) maskPositions(op string, x, mask *Tensor) ([]int, error) {
+	if err := checkMask(op, x, mask); err != nil {
+		return nil, err
 	}
-	full, err := e.expandConst(mask, shape)
+	full, err := e.expandConst(mask, x.shape)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +150,54 @@ func (e *Engine) MaskedSelect(x, mask *Tensor) (*Tensor, error) {
 		}
 	}
 	if len(picked) == 0 {
-		return nil, argErrorf("masked_select: the mask selects no element (gglua has no empty tensors)")
+		return nil, argErrorf("%s: the mask selects no element (gglua has no empty tensors)", op)
+	}
+	return picked, nil
+}
+
+// MaskedScatter is PyTorch's masked_scatter: x with its elements where
+// mask (broadcast to x's shape) is nonzero replaced, in order, by src's
+// first elements (src read flat, at least as many). The gradient goes to
+// x's other elements and to the elements of src used.
+func (e *Engine) MaskedScatter(x, mask, src *Tensor) (*Tensor, error) {
+	return e.maskedScatter("masked_scatter", x, mask, src, false)
+}
+
+// MaskedPut is PyTorch's x[mask] = values out of place: values is 1-d,
+// one for each element the mask selects, in order, or one element for all.
+// The gradient goes to x's other elements and to the values.
+func (e *Engine) MaskedPut(x, mask, values *Tensor) (*Tensor, error) {
+	if values.Numel() == 1 { // broadcast, as PyTorch's: its gradient sums the selected elements'
+		if err := checkMask("x[mask] = values", x, mask); err != nil {
+			return nil, err
+		}
+		v, err := e.Reshape(values, 1)
+		if err != nil {
+			return nil, err
+		}
+		return e.Where(mask, Operand{T: v}, Operand{T: x})
+	}
+	if values.Dim() != 1 {
+		return nil, shapeErrorf("x[mask] = values: values of shape %s; it must be 1-d, one value for each element the mask selects", ShapeString(values.shape))
+	}
+	return e.maskedScatter("x[mask] = values", x, mask, values, true)
+}
+
+func (e *Engine) maskedScatter(op string, x, mask, src *Tensor, exact bool) (*Tensor, error) {
+	picked, err := e.maskPositions(op, x, mask)
+	if err != nil {
+		return nil, err
+	}
+	if n := int64(len(picked)); n > src.Numel() || exact && n != src.Numel() {
+		return nil, shapeErrorf("%s: the mask selects %d elements, the values (shape %s) are %d", op, n, ShapeString(src.shape), src.Numel())
+	}
+	from := make([]int, x.Numel()) // the src element each position would take (0 where unmasked)
+	for k, p := range picked {
+		from[p] = k
 	}
 	var c chain
-	rows := c.do(func() (*Tensor, error) { return e.Reshape(x, int(x.Numel()), 1) })
-	sel := c.do(func() (*Tensor, error) { return e.indexRows(rows, picked) })
-	out := c.do(func() (*Tensor, error) { return e.Reshape(sel, len(picked)) })
-	return out, c.err
+	flat := c.do(func() (*Tensor, error) { return e.Reshape(src, int(src.Numel())) })
+	spread := c.do(func() (*Tensor, error) { return e.IndexSelect(flat, 0, from) })
+	spread = c.do(func() (*Tensor, error) { return e.Reshape(spread, x.shape...) })
+	return c.do(func() (*Tensor, error) { return e.Where(mask, Operand{T: spread}, Operand{T: x}) }), c.err
 }

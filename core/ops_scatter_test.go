@@ -66,3 +66,63 @@ func TestScatterAddIndexErrors(t *testing.T) {
 		assert.ErrorContains(t, err, c.want, c.name)
 	}
 }
+
+// TestMaskedPutAndScatter: x[mask] = values (PyTorch's index_put with a
+// boolean mask) and masked_scatter, worked by hand: the values go to the
+// selected elements in row-major order, the gradient of sum(y·c) is c at
+// x's other elements and c at each value's element. A row mask
+// broadcasts over the rows; one value broadcasts to every selected element
+// and its gradient sums theirs.
+func TestMaskedPutAndScatter(t *testing.T) {
+	x := func() *Tensor { return host(t, []int{2, 3}, 1, 2, 3, 4, 5, 6) }
+	mask := host(t, []int{2, 3}, 1, 0, 1, 0, 1, 0)
+	row := host(t, []int{3}, 0, 1, 1)
+	c := host(t, []int{2, 3}, 1, -2, 3, 0.5, 4, -1)
+	weighted := func(e *Engine, y *Tensor, err error) (*Tensor, error) { return sumOf(e)(e.Mul(e.must(y, err), c)) }
+	runGradCases(t, []gradCase{
+		{name: "put", inputs: []*Tensor{x(), host(t, []int{3}, 10, 20, 30)},
+			f: func(e *Engine, in []*Tensor) (*Tensor, error) {
+				y, err := e.MaskedPut(in[0], mask, in[1])
+				return weighted(e, y, err)
+			},
+			loss: 10*1 - 2*2 + 20*3 + 0.5*4 + 30*4 - 1*6,
+			want: [][]float64{{0, -2, 0, 0.5, 0, -1}, {1, 3, 4}}},
+		{name: "put by a row mask", inputs: []*Tensor{x(), host(t, []int{4}, 10, 20, 30, 40)},
+			f: func(e *Engine, in []*Tensor) (*Tensor, error) {
+				y, err := e.MaskedPut(in[0], row, in[1])
+				return weighted(e, y, err)
+			},
+			loss: 1 - 2*10 + 3*20 + 0.5*4 + 4*30 - 40,
+			want: [][]float64{{1, 0, 0, 0.5, 0, 0}, {-2, 3, 4, -1}}},
+		{name: "put one value", inputs: []*Tensor{x(), host(t, []int{1}, 7)},
+			f: func(e *Engine, in []*Tensor) (*Tensor, error) {
+				y, err := e.MaskedPut(in[0], mask, in[1])
+				return weighted(e, y, err)
+			},
+			loss: 7 - 4 + 21 + 2 + 28 - 6,
+			want: [][]float64{{0, -2, 0, 0.5, 0, -1}, {8}}},
+		{name: "masked_scatter takes the first values", inputs: []*Tensor{x(), host(t, []int{2, 2}, 10, 20, 30, 40)},
+			f: func(e *Engine, in []*Tensor) (*Tensor, error) {
+				y, err := e.MaskedScatter(in[0], mask, in[1])
+				return weighted(e, y, err)
+			},
+			loss: 10 - 4 + 60 + 2 + 120 - 6,
+			want: [][]float64{{0, -2, 0, 0.5, 0, -1}, {1, 3, 4, 0}}},
+	}, gradChecks{})
+
+	e := newEngine(t)
+	for _, c := range []struct {
+		mask, values *Tensor
+		want         string
+	}{
+		{mask, host(t, []int{2}, 1, 2), "selects 3 elements, the values (shape 2) are 2"},
+		{mask, host(t, []int{4}, 1, 2, 3, 4), "selects 3 elements"},
+		{mask, host(t, []int{3, 1}, 1, 2, 3), "must be 1-d"},
+		{host(t, []int{2}, 1, 1), host(t, []int{3}, 1, 2, 3), "do not broadcast"},
+		{host(t, []int{2, 3}, 0, 0, 0, 0, 0, 0), host(t, []int{3}, 1, 2, 3), "selects no element"},
+	} {
+		_, err := e.MaskedPut(x(), c.mask, c.values)
+		assert.Error(t, err, c.want)
+		assert.ErrorContains(t, err, c.want)
+	}
+}

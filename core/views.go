@@ -388,6 +388,9 @@ func (e *Engine) assignView(dst, src *Tensor) error {
 	if base.requiresGrad && e.recording() {
 		return errors.New("copy_: in-place change of a parameter inside with_grad_tape; do it outside the tape or inside no_grad")
 	}
+	if err := e.checkWrittenGrad(src); err != nil {
+		return err
+	}
 	if base.host != nil {
 		v, err := src.Float32s()
 		if err != nil {

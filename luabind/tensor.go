@@ -84,6 +84,7 @@ func (env *Env) tensorMethods() map[string]lua.LGFunction {
 		"lt":                env.compare(core.OpLT),
 		"masked_fill":       env.maskedFill,
 		"masked_fill_":      env.inPlace("masked_fill_", env.maskedFillValue),
+		"masked_scatter":    env.maskedScatter,
 		"masked_select":     env.maskedSelect,
 		"matmul":            env.binaryTensors("matmul", (*core.Engine).Matmul),
 		"max":               env.extreme("max", (*core.Engine).Max, (*core.Engine).MaxDim),

@@ -1,13 +1,17 @@
 package luabind
 
 import (
+	"math"
+
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/gglua/gglua/core"
 )
 
 // PyTorch's tensor methods that take their shape or type from a tensor:
 // x:expand_as(y), x:view_as(y), x:new_zeros(size), x:new_ones(size),
 // x:new_full(size, value), and #x (the size of dim 1, as len(x)); and
-// x:roll(shifts, dims).
+// x:roll(shifts, dims) and x:repeat_interleave(repeats, dim).
 
 // expand_as(x, other) is x:expand(other:size()).
 func (env *Env) expandAs(L *lua.LState) int {
@@ -80,19 +84,16 @@ func (env *Env) roll(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
-// repeat_interleave(x, repeats [, dim]): each element repeated repeats
-// times in place along dim (1-based; without dim, along x flattened), as
-// PyTorch's with a number of repeats (a tensor of per-element counts is
-// not supported). The gradient sums the copies.
+// repeat_interleave(x, repeats [, dim]): each element repeated in place
+// along dim (1-based; without dim, along x flattened), as PyTorch's:
+// repeats is a number, or a 1-d tensor of per-element counts (one for each
+// slice along dim, or one for all). The gradient sums the copies.
 func (env *Env) repeatInterleave(L *lua.LState) int {
 	const fn = "repeat_interleave"
 	x := checkTensor(L, fn, 1)
-	if _, ok := L.Get(2).(lua.LNumber); !ok {
-		argError(L, fn, "repeats must be a number (a tensor of per-element counts is not supported), got %s", luaTypeName(L.Get(2)))
-	}
-	n := checkInteger(L, fn, 2)
-	if n < 0 || n > 1<<24 {
-		argError(L, fn, "repeats must be from 0 to %d, got %d", 1<<24, n)
+	counts := toTensor(L.Get(2))
+	if _, ok := L.Get(2).(lua.LNumber); !ok && counts == nil {
+		argError(L, fn, "repeats must be a number or a 1-d tensor of counts, got %s", luaTypeName(L.Get(2)))
 	}
 	e := env.Engine
 	var d int
@@ -105,6 +106,15 @@ func (env *Env) repeatInterleave(L *lua.LState) int {
 	}
 	if d < 0 || d >= x.Dim() {
 		argError(L, fn, "dim %d is out of range for a %d-d tensor", L.CheckInt(3), x.Dim())
+	}
+	if counts != nil {
+		idx := repeatIndex(L, fn, counts, x.Shape()[d])
+		y, err := e.IndexSelect(x, d, idx)
+		return env.pushResult(L, y, err)
+	}
+	n := checkInteger(L, fn, 2)
+	if n < 0 || n > 1<<24 {
+		argError(L, fn, "repeats must be from 0 to %d, got %d", 1<<24, n)
 	}
 	if n == 0 {
 		argError(L, fn, "repeats of 0 would make an empty tensor, which gglua does not have")
@@ -129,4 +139,35 @@ func (env *Env) repeatInterleave(L *lua.LState) int {
 		y, err = e.Reshape(y, out...)
 	}
 	return env.pushResult(L, y, err)
+}
+
+// repeatIndex reads per-slice counts (a 1-d tensor of whole numbers >= 0,
+// size slices or 1) into the 0-based index of each slice of the result.
+func repeatIndex(L *lua.LState, fn string, counts *core.Tensor, size int) []int {
+	if counts.Dim() != 1 || (counts.Numel() != int64(size) && counts.Numel() != 1) {
+		argError(L, fn, "repeats of shape %s: expected a 1-d tensor of %d counts (one for each slice along dim) or of one",
+			core.ShapeString(counts.Shape()), size)
+	}
+	v, err := counts.Float64s()
+	raise(L, err)
+	var idx []int
+	for i := 0; i < size; i++ {
+		c := v[0]
+		if len(v) > 1 {
+			c = v[i]
+		}
+		if c != math.Trunc(c) || c < 0 || c > 1<<24 {
+			argError(L, fn, "repeats[%d] is %g: counts are whole numbers from 0 to %d", i+1, c, 1<<24)
+		}
+		if len(idx)+int(c) > 1<<28 {
+			argError(L, fn, "repeats total more than %d slices", 1<<28)
+		}
+		for range int(c) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		argError(L, fn, "repeats that are all 0 would make an empty tensor, which gglua does not have")
+	}
+	return idx
 }

@@ -252,28 +252,26 @@ func (env *Env) setIndexed(L *lua.LState) int {
 	return 0
 }
 
-// setMasked is x[mask] = v: v (a number, or a one-element tensor) where the
-// mask (of x's shape, or broadcast to it) is nonzero, as PyTorch's
-// assignment through a boolean mask and masked_fill_. A tensor of values,
-// which PyTorch takes in the mask's order, is refused: it is not supported.
+// setMasked is x[mask] = v, PyTorch's assignment through a boolean mask
+// (of x's shape, or broadcast to it): v a number or a one-element tensor
+// (masked_fill_), or a 1-d tensor of one value for each selected element,
+// in order.
 func (env *Env) setMasked(L *lua.LState, x, mask *core.Tensor) {
 	if mask.Dtype() == ggmlcgo.I32 {
 		argError(L, "index", "x[t] = v with an i32 tensor t of indices is not supported (a mask is a comparison's 1/0 result; for indices use index_add_ or a loop)")
 	}
-	var v float64
+	var t *core.Tensor
+	var err error
 	switch val := L.Get(3).(type) {
 	case lua.LNumber:
-		v = float64(val)
+		t, err = env.Engine.MaskedFill(x, mask, float64(val))
 	default:
-		t := toTensor(val)
-		if t == nil || t.Numel() != 1 {
-			argError(L, "index", "x[mask] = v takes a number or a one-element tensor (a tensor of values in the mask's order is not supported); got %s", luaTypeName(val))
+		v := toTensor(val)
+		if v == nil {
+			argError(L, "index", "x[mask] = v takes a number or a tensor of values; got %s", luaTypeName(val))
 		}
-		f, err := t.Item()
-		raise(L, err)
-		v = float64(f)
+		t, err = env.Engine.MaskedPut(x, mask, v)
 	}
-	t, err := env.Engine.MaskedFill(x, mask, v)
 	if err == nil {
 		err = env.Engine.Assign(x, t)
 	}

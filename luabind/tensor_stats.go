@@ -182,6 +182,12 @@ func (env *Env) outOf(name string, f func(L *lua.LState, x *core.Tensor) *core.T
 }
 
 // masked_select(x, mask): the selected elements, 1-d.
+func (env *Env) maskedScatter(L *lua.LState) int {
+	const fn = "masked_scatter"
+	t, err := env.Engine.MaskedScatter(checkTensor(L, fn, 1), checkTensor(L, fn, 2), checkTensor(L, fn, 3))
+	return env.pushResult(L, t, err)
+}
+
 func (env *Env) maskedSelect(L *lua.LState) int {
 	t, err := env.Engine.MaskedSelect(checkTensor(L, "masked_select", 1), checkTensor(L, "masked_select", 2))
 	return env.pushResult(L, t, err)

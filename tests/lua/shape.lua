@@ -172,17 +172,34 @@ do
   assert(not ok and tostring(err):find("mean: dim 4 is out of range for a 3%-d tensor"), tostring(err))
 end
 
--- x[mask] = v, PyTorch's boolean-mask assignment, with a number or a
--- one-element tensor; a tensor of values and an i32 index tensor are
--- refused rather than read another way.
+-- x[mask] = v, PyTorch's boolean-mask assignment, with a number, a
+-- one-element tensor or a tensor of values in the mask's order (torch 1.13:
+-- a[a > 2.5] = [10, 20, 30, 40] on [[1, 2, 3], [4, 5, 6]]); an i32 index
+-- tensor is refused rather than read another way.
 do
   local x = tensor{{1, -2}, {-3, 4}}
   x[x:lt(0)] = 0
   assert(table.concat(x:reshape(4):totable(), ",") == "1,0,0,4")
   x[x:gt(2)] = tensor{7}
   assert(table.concat(x:reshape(4):totable(), ",") == "1,0,0,7")
+  local a = tensor{{1, 2, 3}, {4, 5, 6}}
+  a[a:gt(2.5)] = tensor{10, 20, 30, 40}
+  assert(table.concat(a:reshape(6):totable(), ",") == "1,2,10,20,30,40")
+  -- Under a tape an in-place write carries no gradient: refused, where
+  -- masked_scatter (out of place) gives the values theirs.
+  local v = tensor.param(tensor{10, 20})
+  local ok, err = pcall(with_grad_tape, function()
+    local y = tensor{{1, 2}, {3, 4}}
+    y[tensor{{0, 1}, {1, 0}}] = v
+  end)
+  assert(not ok and tostring(err):find("does not carry gradients"), tostring(err))
+  backward(with_grad_tape(function()
+    local y = tensor{{1, 2}, {3, 4}}:masked_scatter(tensor{{0, 1}, {1, 0}}, v)
+    return (y * tensor{{1, 2}, {3, 4}}):sum()
+  end))
+  assert(table.concat(v.grad:totable(), ",") == "2,3", "the values' gradient, in the mask's order")
   for _, c in ipairs{
-    {function() x[x:gt(0)] = tensor{1, 2} end, "x%[mask%] = v takes a number or a one%-element tensor"},
+    {function() x[x:gt(0)] = tensor{1, 2, 3} end, "the mask selects 2 elements, the values %(shape 3%) are 3"},
     {function() x[tensor{1}:int()] = 5 end, "with an i32 tensor t of indices is not supported"},
     {function() x.foo = 1 end, "only x%[i%] = v, x%[{...}%] = v and x%[mask%] = v"},
   } do
@@ -205,8 +222,18 @@ do
   local p = tensor.param(x:clone())
   backward(with_grad_tape(function() return (p:repeat_interleave(3, 2) * tensor.arange(12):reshape(2, 6)):sum() end))
   assert(s(p.grad) == "3,12;21,30", s(p.grad))
+  -- A tensor of counts (torch 1.13's values): one for each slice, or one for all.
+  assert(s(x:repeat_interleave(tensor{0, 3}, 2)) == "2,2,2;4,4,4")
+  assert(s(x:repeat_interleave(tensor{2, 1, 0, 1})) == "1;1;2;4")
+  assert(s(x:repeat_interleave(tensor{2}, 1)) == "1,2;1,2;3,4;3,4")
+  local q = tensor.param(x:clone())
+  backward(with_grad_tape(function() return (q:repeat_interleave(tensor{0, 3}:int(), 2) * tensor.arange(6):reshape(2, 3)):sum() end))
+  assert(s(q.grad) == "0,3;0,12", s(q.grad))
   for _, c in ipairs{
-    {function() return x:repeat_interleave(tensor{1, 2}) end, "repeats must be a number"},
+    {function() return x:repeat_interleave(tensor{1, 2}) end, "expected a 1%-d tensor of 4 counts"},
+    {function() return x:repeat_interleave(tensor{1, -1}, 1) end, "repeats%[2%] is %-1"},
+    {function() return x:repeat_interleave(tensor{0, 0}, 1) end, "all 0"},
+    {function() return x:repeat_interleave("2") end, "repeats must be a number or a 1%-d tensor"},
     {function() return x:repeat_interleave(2, 3) end, "repeat_interleave"},
     {function() return x:repeat_interleave(0) end, "repeats of 0"},
   } do
