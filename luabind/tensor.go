@@ -162,6 +162,7 @@ func (env *Env) tensorFunctions() map[string]lua.LGFunction {
 	return map[string]lua.LGFunction{
 		"arange":        env.arange,
 		"cat":           env.catList,
+		"einsum":        env.einsum,
 		"eye":           env.eye,
 		"full":          env.full,
 		"full_like":     env.like("full_like", fullLike),

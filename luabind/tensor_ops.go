@@ -269,6 +269,29 @@ func (env *Env) catList(L *lua.LState) int {
 	return env.pushResult(L, t, err)
 }
 
+// tensor.einsum(equation, a, b, ...) or tensor.einsum(equation, {a, b,
+// ...}), as torch.einsum.
+func (env *Env) einsum(L *lua.LState) int {
+	const fn = "einsum"
+	eq, ok := L.Get(1).(lua.LString)
+	if !ok {
+		argError(L, fn, "argument 1 must be the equation (a string such as \"ij,jk->ik\"), got %s", luaTypeName(L.Get(1)))
+	}
+	var ts []*core.Tensor
+	if _, isList := L.Get(2).(*lua.LTable); isList && L.GetTop() == 2 {
+		ts = tensorList(L, fn, 2, "operand")
+	} else {
+		for i := 2; i <= L.GetTop(); i++ {
+			ts = append(ts, checkTensor(L, fn, i))
+		}
+	}
+	if len(ts) == 0 {
+		argError(L, fn, "needs at least one tensor")
+	}
+	t, err := env.Engine.Einsum(string(eq), ts...)
+	return env.pushResult(L, t, err)
+}
+
 // index_select(x, dim, indices), indices 1-based.
 func (env *Env) indexSelect(L *lua.LState) int {
 	x := checkTensor(L, "index_select", 1)

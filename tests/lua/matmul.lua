@@ -17,3 +17,22 @@ local ok, err = pcall(function() return tensor.ones(2, 3):bmm(tensor.ones(3, 2))
 assert(not ok and err:find("bmm"), err)
 ok, err = pcall(function() return tensor.ones(2, 2, 3):matmul(tensor.ones(3, 3, 2)) end)
 assert(not ok and err:find("matmul"), err)
+
+-- tensor.einsum as torch.einsum (core's tests check 16 equations against
+-- torch 1.13): a product, attention's scores, implicit output, a list of
+-- operands, a gradient, a refusal.
+do
+  local a, b = tensor{{1, 2}, {3, 4}}, tensor{{5, 6}, {7, 8}}
+  local function same(x, y) return (x - y):abs():max():item() < 1e-6 end
+  assert(same(tensor.einsum("ij,jk->ik", a, b), a:matmul(b)))
+  assert(same(tensor.einsum("ij,jk", {a, b}), a:matmul(b)), "implicit output, operands as a list")
+  assert(same(tensor.einsum("ij->ji", a), a:t()))
+  assert(tensor.einsum("ij,ij->", a, b):item() == 70)
+  local q, k = tensor.randn(2, 3, 4, 8), tensor.randn(2, 3, 5, 8)
+  assert(same(tensor.einsum("bhqd,bhkd->bhqk", q, k), q:matmul(k:transpose(3, 4))))
+  local p = tensor.param(tensor{1, 2, 3})
+  backward(with_grad_tape(function() return tensor.einsum("i,j->ij", p, tensor{1, 10}):sum() end))
+  assert(same(p.grad, tensor{11, 11, 11}))
+  local ok, err = pcall(tensor.einsum, "ii->i", a)
+  assert(not ok and tostring(err):find("a diagonal"), tostring(err))
+end
