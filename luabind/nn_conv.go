@@ -25,6 +25,7 @@ func (env *Env) convFunctions() map[string]lua.LGFunction {
 		"conv_transpose1d":    env.conv("conv_transpose1d"),
 		"conv_transpose2d":    env.conv("conv_transpose2d"),
 		"group_norm":          env.groupNorm,
+		"interpolate":         env.interpolate,
 		"max_pool1d":          env.pool("max_pool1d", (*core.Engine).MaxPool1d),
 		"max_pool2d":          env.pool("max_pool2d", (*core.Engine).MaxPool2d),
 		"rms_norm":            env.rmsNorm,
@@ -169,6 +170,68 @@ func (env *Env) pool(fn string, f func(*core.Engine, *core.Tensor, core.PoolOpti
 		t, err := f(env.Engine, x, opts)
 		return env.pushResult(L, t, err)
 	}
+}
+
+// nn.interpolate(x, {size= | scale_factor=, mode="nearest",
+// align_corners=false, recompute_scale_factor=false, antialias=false}):
+// F.interpolate of [N, C, L] or [N, C, H, W]. size and scale_factor are a
+// number for every spatial dim or a table of one each.
+func (env *Env) interpolate(L *lua.LState) int {
+	const fn = "interpolate"
+	x := checkTensor(L, fn, 1)
+	o := readOpts(L, fn, 2)
+	spatial := max(x.Dim()-2, 1) // core refuses other ranks
+	each := func(key string) []float64 {
+		switch v := o.get(key).(type) {
+		case *lua.LNilType:
+			return nil
+		case lua.LNumber:
+			out := make([]float64, spatial)
+			for i := range out {
+				out[i] = float64(v)
+			}
+			return out
+		case *lua.LTable:
+			var out []float64
+			for i := 1; i <= v.Len(); i++ {
+				n, ok := v.RawGetInt(i).(lua.LNumber)
+				if !ok {
+					argError(L, fn, "%s[%d] must be a number, got %s", key, i, luaTypeName(v.RawGetInt(i)))
+				}
+				out = append(out, float64(n))
+			}
+			return out
+		default:
+			argError(L, fn, "option %s must be a number or a table of numbers, got %s", key, luaTypeName(v))
+			return nil
+		}
+	}
+	opts := core.InterpolateOptions{Mode: o.str("mode", "nearest"), AlignCorners: o.boolean("align_corners", false), Scale: each("scale_factor")}
+	if size := each("size"); size != nil {
+		for _, n := range size {
+			if n != math.Trunc(n) || n < 0 || n > 1<<30 {
+				argError(L, fn, "option size must hold whole numbers, got %g", n)
+			}
+			opts.Size = append(opts.Size, int(n))
+		}
+	}
+	if o.boolean("recompute_scale_factor", false) {
+		if opts.Scale == nil || opts.Size != nil {
+			argError(L, fn, "recompute_scale_factor needs scale_factor (and no size)")
+		}
+		for i, f := range opts.Scale { // PyTorch's: the size from the factor, the coordinates from the size
+			if i < len(x.Shape())-2 {
+				opts.Size = append(opts.Size, int(math.Floor(float64(x.Shape()[i+2])*f)))
+			}
+		}
+		opts.Scale = nil
+	}
+	if o.boolean("antialias", false) {
+		argError(L, fn, "antialias=true is not supported")
+	}
+	o.done()
+	t, err := env.Engine.Interpolate(x, opts)
+	return env.pushResult(L, t, err)
 }
 
 // nn.adaptive_avg_pool2d(x, output_size): an integer or {h, w}.

@@ -1,6 +1,6 @@
 -- Functional forms and modules of torch.nn that reshape or mask rather
 -- than compute: nn.pad (F.pad), nn.dropout2d / nn.Dropout2d and
--- nn.interpolate / nn.Upsample.
+-- nn.Upsample (nn.interpolate is in nn_conv.go).
 local nn = nn
 
 -- check raises an error at the line of the script that called the
@@ -103,63 +103,23 @@ function nn.pad(x, pad, mode, value)
   return y
 end
 
--- nn.interpolate(x, {size= | scale_factor=, mode="nearest"}) is
--- F.interpolate for [N, C, L], [N, C, H, W] or [N, C, D, H, W]'s spatial
--- dims, by whole factors (a size that is a whole multiple of the input's):
--- each element repeated in place, PyTorch's nearest at whole factors.
--- Other modes (bilinear, ...) and fractional factors are refused: not
--- supported yet. nn.Upsample{size=, scale_factor=, mode=} is its module.
-local function interpolate_factors(fn, x, size, scale)
-  local spatial = x:dim() - 2
-  check(spatial >= 1 and spatial <= 3, fn, "expected an [N, C, ...] input with 1 to 3 spatial dims, got %d dims", x:dim())
-  check((size == nil) ~= (scale == nil), fn, "give exactly one of size and scale_factor")
-  local factors = {}
-  for i = 1, spatial do
-    local n = x:size(i + 2)
-    local f
-    if size ~= nil then
-      local want = type(size) == "table" and size[i] or size
-      check(type(want) == "number" and want >= n and want % n == 0, fn,
-        "size %s along spatial dim %d of size %d: only whole multiples are supported (nearest at whole factors)", tostring(want), i, n)
-      f = want / n
-    else
-      f = type(scale) == "table" and scale[i] or scale
-      check(type(f) == "number" and f >= 1 and f % 1 == 0, fn,
-        "scale_factor %s: only whole factors are supported (nearest at whole factors)", tostring(f))
-    end
-    factors[i] = f
-  end
-  return factors
-end
-
-function nn.interpolate(x, opts)
-  local fn = "nn.interpolate"
-  check(type(x) == "userdata", fn, "expected a tensor, got %s", type(x))
-  opts = opts or {}
-  check(type(opts) == "table", fn, "expected an options table {size=, scale_factor=, mode=}, got %s", type(opts))
-  for k in pairs(opts) do
-    check(k == "size" or k == "scale_factor" or k == "mode", fn, "unknown option %s (expected size, scale_factor, mode)", tostring(k))
-  end
-  local mode = opts.mode or "nearest"
-  check(mode == "nearest", fn, "mode %q is not supported (only \"nearest\")", tostring(mode))
-  local y = x
-  for i, f in ipairs(interpolate_factors(fn, x, opts.size, opts.scale_factor)) do
-    if f > 1 then y = y:repeat_interleave(f, i + 2) end
-  end
-  return y
-end
-
+-- nn.Upsample{size=, scale_factor=, mode="nearest", align_corners=false}
+-- is nn.interpolate's module (luabind/nn_conv.go), which checks them.
 nn.Upsample = nn.Module:extend("Upsample")
+local upsample_options = {size = true, scale_factor = true, mode = true, align_corners = true, recompute_scale_factor = true}
 function nn.Upsample:init(opts)
   opts = opts or {}
-  check(type(opts) == "table", "nn.Upsample", "expected an options table {size=, scale_factor=, mode=}, got %s", type(opts))
-  for k in pairs(opts) do
-    check(k == "size" or k == "scale_factor" or k == "mode", "nn.Upsample", "unknown option %s (expected size, scale_factor, mode)", tostring(k))
+  check(type(opts) == "table", "nn.Upsample", "expected an options table {size=, scale_factor=, mode=, align_corners=}, got %s", type(opts))
+  self.opts = {}
+  for k, v in pairs(opts) do
+    check(upsample_options[k], "nn.Upsample", "unknown option %s (expected size, scale_factor, mode, align_corners, recompute_scale_factor)", tostring(k))
+    self.opts[k] = v
   end
-  check((opts.mode or "nearest") == "nearest", "nn.Upsample", "mode %q is not supported (only \"nearest\")", tostring(opts.mode))
-  self.size, self.scale_factor, self.mode = opts.size, opts.scale_factor, "nearest"
+  self.opts.mode = self.opts.mode or "nearest"
+  self.size, self.scale_factor, self.mode = opts.size, opts.scale_factor, self.opts.mode
 end
-function nn.Upsample:forward(x) return nn.interpolate(x, {size = self.size, scale_factor = self.scale_factor}) end
+function nn.Upsample:forward(x) return nn.interpolate(x, self.opts) end
 function nn.Upsample:describe()
-  return string.format("Upsample(%s, mode=nearest)", self.size and "size=" .. tostring(self.size) or "scale_factor=" .. tostring(self.scale_factor))
+  local function show(v) return type(v) == "table" and "(" .. table.concat(v, ", ") .. ")" or tostring(v) end
+  return string.format("Upsample(%s, mode=%s)", self.size and "size=" .. show(self.size) or "scale_factor=" .. show(self.scale_factor), self.mode)
 end

@@ -111,6 +111,12 @@ case("transposed convolutions", function() return {P(seeded(2, 4, 5, 5)), P(seed
   local y1 = nn.conv_transpose1d(x[1], seeded(5, 2, 3), nil, {stride = 3, dilation = 2})
   return (y * y):sum() + (y1 * y1):sum(), {y, y1}
 end)
+case("interpolation", function() return {P(seeded(2, 3, 5, 6))} end, function(x)
+  local b = nn.interpolate(x, {scale_factor = {1.6, 2}, mode = "bilinear"})
+  local a = nn.interpolate(x, {size = {9, 4}, mode = "bilinear", align_corners = true})
+  local n = nn.interpolate(x, {size = {7, 10}})
+  return (b * b):sum() + (a * a):sum() + (n * n):sum(), {b, a, n}
+end)
 case("norms", function() return {P(seeded(4, 6, 3, 3))} end, function(x)
   local rm, rv = tensor.zeros(6), tensor.ones(6)
   local bn = nn.batch_norm(x, rm, rv, {training = true})

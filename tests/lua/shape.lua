@@ -276,25 +276,38 @@ do
   end
 end
 
--- nn.interpolate and nn.Upsample, nearest at whole factors, as torch
--- 1.13's (values on arange(6) as 1x1x2x3; the gradient of a (2, 1)
--- scale with the cotangent arange(12) is [3, 5, 7, 15, 17, 19]); other
--- modes and fractional factors are refused.
+-- nn.interpolate and nn.Upsample as torch 1.13's (values on arange(6) as
+-- 1x1x2x3; the gradient of a nearest (2, 1) scale with the cotangent
+-- arange(12) is [3, 5, 7, 15, 17, 19]; core/testdata/torch_interpolate.json
+-- holds 14 more cases of every mode).
 do
   local function s(t) return table.concat(t:reshape(t:numel()):totable(), ",") end
+  local function near(t, want)
+    local got = t:reshape(t:numel()):totable()
+    assert(#got == #want, #got .. " values")
+    for i, w in ipairs(want) do assert(math.abs(got[i] - w) < 1e-6, i .. ": " .. got[i] .. " vs " .. w) end
+  end
   local x = tensor.arange(6):reshape(1, 1, 2, 3)
   local want = "0,0,1,1,2,2,0,0,1,1,2,2,3,3,4,4,5,5,3,3,4,4,5,5"
   assert(s(nn.interpolate(x, {scale_factor = 2})) == want and s(nn.interpolate(x, {size = {4, 6}})) == want)
   assert(s(nn.Upsample{scale_factor = 2}(x)) == want and tostring(nn.Upsample{scale_factor = 2}) == "Upsample(scale_factor=2, mode=nearest)")
   assert(s(nn.interpolate(tensor.arange(3):reshape(1, 1, 3), {scale_factor = 3})) == "0,0,0,1,1,1,2,2,2")
+  assert(s(nn.interpolate(x, {scale_factor = 1.5})) == "0,0,1,2,0,0,1,2,3,3,4,5", "nearest at a fractional factor")
+  near(nn.interpolate(x, {scale_factor = 2, mode = "bilinear"}), {0, 0.25, 0.75, 1.25, 1.75, 2, 0.75, 1, 1.5, 2, 2.5, 2.75,
+    2.25, 2.5, 3, 3.5, 4, 4.25, 3, 3.25, 3.75, 4.25, 4.75, 5})
+  local up = nn.Upsample{size = {3, 5}, mode = "bilinear", align_corners = true}
+  near(up(x), {0, 0.5, 1, 1.5, 2, 1.5, 2, 2.5, 3, 3.5, 3, 3.5, 4, 4.5, 5})
+  assert(tostring(up) == "Upsample(size=(3, 5), mode=bilinear)", tostring(up))
+  near(nn.interpolate(tensor.arange(4):reshape(1, 1, 4), {size = 3, mode = "linear"}), {0.1666666865348816, 1.5, 2.8333334922790527})
   local p = tensor.param(x:clone())
   backward(with_grad_tape(function() return (nn.interpolate(p, {scale_factor = {2, 1}}) * tensor.arange(12):reshape(1, 1, 4, 3)):sum() end))
   assert(s(p.grad) == "3,5,7,15,17,19", s(p.grad))
   for _, c in ipairs{
-    {function() return nn.interpolate(x, {scale_factor = 2, mode = "bilinear"}) end, "mode \"bilinear\" is not supported"},
-    {function() return nn.interpolate(x, {scale_factor = 1.5}) end, "only whole factors are supported"},
-    {function() return nn.interpolate(x, {size = {3, 6}}) end, "only whole multiples are supported"},
+    {function() return nn.interpolate(x, {scale_factor = 2, mode = "bicubic"}) end, "mode \"bicubic\" is not supported"},
+    {function() return nn.interpolate(x, {scale_factor = 2, mode = "linear"}) end, "mode linear needs a 3-d input"},
+    {function() return nn.interpolate(x, {scale_factor = 2, align_corners = true}) end, "align_corners is for the interpolating modes"},
     {function() return nn.interpolate(x, {size = 4, scale_factor = 2}) end, "give exactly one of size and scale_factor"},
+    {function() return nn.interpolate(x, {size = 4, antialias = true}) end, "antialias=true is not supported"},
     {function() return nn.Upsample{scale = 2} end, "unknown option scale"},
   } do
     local ok, err = pcall(c[1])
