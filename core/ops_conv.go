@@ -137,6 +137,16 @@ func (e *Engine) col2im(op string, g *Tensor, shape []int, wd window) (*Tensor, 
 func (e *Engine) scatterPatches(op string, g *Tensor, shape []int, wd window) (*Tensor, error) {
 	n, ch, h, w := shape[0], shape[1], shape[2], shape[3]
 	oh, ow := g.shape[1], g.shape[2]
+	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	if e.backend.IsCPU() && g.Dtype() == ggmlcgo.F32 && win.Fits() && !forceComposedWindows {
+		return e.newOp(op+"_back", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+			p, err := e.packed(c, in[0])
+			if err != nil {
+				return node{}, err
+			}
+			return c.Col2imCPU(p, ch, h, w, win)
+		})
+	}
 	kh, kw := wd.k[0], wd.k[1]
 	hp, wp := h+2*wd.p[0], w+2*wd.p[1]
 	rows := n * oh * ow * kh * kw
@@ -416,6 +426,10 @@ func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 		return nil, shapeErrorf("%s: kernel %dx%d (dilation %v) is larger than the input %dx%d padded by %v (input shape %s): the output would be %dx%d",
 			op, wd.k[0], wd.k[1], wd.d, h, w, wd.p, ShapeString(x4.shape), oh, ow)
 	}
+	pw := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	if op == "max_pool2d" && e.backend.IsCPU() && x4.Dtype() == ggmlcgo.F32 && pw.Fits() && !forceComposedWindows {
+		return undo(e.maxPoolCPU(x4, oh, ow, pw))
+	}
 	// extra[i] is how far the last window runs past the padded input.
 	var extra [2]int
 	for i, size := range [2]int{oh, ow} {
@@ -466,6 +480,42 @@ func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 	y = do(func() (*Tensor, error) { return e.Permute(y, 0, 3, 1, 2) })
 	y = do(func() (*Tensor, error) { return e.Contiguous(y) })
 	return undo(y, c.err)
+}
+
+// forceComposedWindows makes max_pool2d and col2im compose ggml's ops on
+// the CPU too (as on a device), so that tests can compare the two.
+var forceComposedWindows bool
+
+// maxPoolCPU is max_pool2d of x [N, C, H, W] by gglua's CPU kernel
+// (ggmlcgo.MaxPoolCPU), and its gradient by the kernel's other half, which
+// reads the input again (the tape keeps x, not indices).
+func (e *Engine) maxPoolCPU(x *Tensor, oh, ow int, pw ggmlcgo.Window) (*Tensor, error) {
+	const op = "max_pool2d"
+	y, err := e.newOp(op, []int{x.shape[0], x.shape[1], oh, ow}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		a, err := e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
+		}
+		return c.MaxPoolCPU(a, oh, ow, pw)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.record(y, op, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
+		gx, err := e.newOp(op+"_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+			gp, err := e.packed(c, in[0])
+			if err != nil {
+				return node{}, err
+			}
+			xp, err := e.packed(c, in[1])
+			if err != nil {
+				return node{}, err
+			}
+			return c.MaxPoolBackCPU(gp, xp, pw)
+		})
+		return []*Tensor{gx}, err
+	})
+	return y, nil
 }
 
 // padPenalty is, for each of the oh×ow window positions and kernel

@@ -266,3 +266,38 @@ func TestConvUnbatched(t *testing.T) {
 	assert.Equal(t, []int{1, 1, 1}, p.Shape())
 	assert.Equal(t, []float32{4}, values(t, p))
 }
+
+// TestWindowsComposedPath runs the pooling and convolution cases on the
+// path a GPU takes (ggml's ops composed), which the CPU's kernels replace.
+func TestWindowsComposedPath(t *testing.T) {
+	runForced(t, &forceComposedWindows, TestPoolOptionsMatchTorch, TestConvMatchesTorch, TestConvTransposeMatchesTorch)
+}
+
+// TestMaxPoolTwoNaNs: with two NaNs in a window PyTorch's kernels (CPU and
+// CUDA: val > max || isnan(val)) send the gradient to the last; ties to
+// the first (torch 1.13: [[7, nan], [nan, 6]] -> grad [[0, 0], [1, 0]];
+// [[5, 5], [1, 5]] -> [[1, 0], [0, 0]]). The CPU kernel does both.
+func TestMaxPoolTwoNaNs(t *testing.T) {
+	e := newEngine(t)
+	nan := float32(math.NaN())
+	for _, c := range []struct {
+		x, want []float32
+	}{
+		{[]float32{7, nan, nan, 6}, []float32{0, 0, 1, 0}},
+		{[]float32{5, 5, 1, 5}, []float32{1, 0, 0, 0}},
+	} {
+		x := host(t, []int{1, 1, 2, 2}, c.x...)
+		require.NoError(t, x.SetRequiresGrad(true))
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			y, err := e.MaxPool2d(x, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}})
+			if err == nil {
+				loss, err = e.Sum(y)
+			}
+			return err
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, values(t, x.Grad()))
+	}
+}

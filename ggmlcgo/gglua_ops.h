@@ -85,6 +85,33 @@ void gglua_pad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 // (ne0) are contiguous, packed; the rows are split over nth threads.
 void gglua_copy_rows_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_window is a 2-d window (kernel, stride, padding, dilation, each
+// {h, w}) from the eight 8-bit fields ggmlcgo's Window packs into a
+// kernel's userdata, lowest byte first.
+struct gglua_window {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+static inline struct gglua_window gglua_window_of(void * userdata) {
+    const uint64_t c = (uint64_t) (uintptr_t) userdata;
+    struct gglua_window w = {(int64_t) (c & 255), (int64_t) (c >> 8 & 255), (int64_t) (c >> 16 & 255),
+                             (int64_t) (c >> 24 & 255), (int64_t) (c >> 32 & 255), (int64_t) (c >> 40 & 255),
+                             (int64_t) (c >> 48 & 255), (int64_t) (c >> 56 & 255)};
+    return w;
+}
+
+// gglua_max_pool_f32 writes dst [N, C, OH, OW] = PyTorch's max_pool2d of
+// dst->src[0] [N, C, H, W], and gglua_max_pool_back_f32 dst [N, C, H, W] =
+// its gradient from g (src[0]) and the input (src[1]); both contiguous f32
+// (pool.c).
+void gglua_max_pool_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+void gglua_max_pool_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
+// gglua_col2im_f32 writes dst [N, C, H, W] = the patches dst->src[0] [N,
+// OH, OW, C·KH·KW] (contiguous f32, im2col's layout) added where im2col
+// takes them from: im2col's adjoint (col2im.c).
+void gglua_col2im_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 // gglua_relu_f32 writes dst = max(x, 0) for x = dst->src[0], NaN kept;
 // gglua_relu_back_f32 writes dst = g where y > 0 or y is NaN, 0 elsewhere,
 // for g, y = dst->src[0..1] (contiguous, of dst's shape; g f32, y relu's

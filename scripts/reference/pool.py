@@ -88,5 +88,17 @@ pool1d_case("max_pool1d plain", "max_pool1d", (2, 9), 2)
 pool1d_case("avg_pool1d ceil_mode count_include_pad false", "avg_pool1d", (2, 2, 8), 3, 2, 1, ceil_mode=True, count_include_pad=False)
 pool1d_case("avg_pool1d padding", "avg_pool1d", (1, 2, 7), 4, 3, 2)
 
+# NaN and the infinities: a NaN is its window's maximum and takes the
+# gradient; +inf wins; a window of -inf gives -inf, its gradient to its
+# first element. (With two NaNs in a window PyTorch picks the last one,
+# val > max || isnan(val): core/ops_conv_test.go checks that on the CPU.)
+nan, inf = float("nan"), float("inf")
+special = torch.tensor([[[[1, nan, 3, inf, 0.5, -1],
+                          [2, 0, 4, 5, -2, -3],
+                          [-inf, -inf, 7, nan, 1, nan],
+                          [-inf, -inf, 6.5, 6, 2, 0]]]])
+args = {"kernel": [2, 2], "stride": [2, 2], "padding": [0, 0], "dilation": [1, 1], "ceil_mode": False}
+cases.append(make_case("max_pool2d nan and inf", "max_pool2d", lambda t: F.max_pool2d(t, 2), [special], args=args))
+
 path = write_cases("torch_pool.json", "scripts/reference/pool.py", cases)
 print("wrote", len(cases), "cases to", path)
