@@ -274,6 +274,13 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 	cg, og, kk := ch/g, oc/g, wd.k[0]*wd.k[1]
 	var c chain
 	do := c.do
+	if g == 1 && e.useBLAS && e.autocast == ggmlcgo.F32 && x.Dtype() == ggmlcgo.F32 && w.Dtype() == ggmlcgo.F32 && !forceComposedWindows {
+		cols := do(func() (*Tensor, error) { return e.im2col(op, x, wd) })
+		cols = do(func() (*Tensor, error) { return e.Reshape(cols, n, oh*ow, ch*kk) })
+		w2 := do(func() (*Tensor, error) { return e.Reshape(w, oc, ch*kk) })
+		y := do(func() (*Tensor, error) { return e.patchProduct(op, w2, cols, b) })
+		return do(func() (*Tensor, error) { return e.Reshape(y, n, oc, oh, ow) }), c.err
+	}
 	parts := make([]*Tensor, 0, g)
 	for i := range g {
 		xg, wg := x, w
@@ -297,6 +304,64 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 	y = do(func() (*Tensor, error) { return e.Permute(y, 0, 3, 1, 2) })
 	y = do(func() (*Tensor, error) { return e.Contiguous(y) })
 	return y, c.err
+}
+
+// patchProduct is a convolution's product on the CPU with OpenBLAS:
+// w [OC, K] times each image's patches cols [N, P, K] into [N, OC, P]
+// (NCHW, where a Linear gives [N·P, OC] and a permute copy), plus the
+// bias b [OC] (or nil) in the same pass; and its gradients without layout
+// copies either (ggmlcgo.ConvGemm), the bias's summed over each row.
+func (e *Engine) patchProduct(op string, w, cols, b *Tensor) (*Tensor, error) {
+	gemm := func(name string, mode ggmlcgo.ConvGemmMode, shape []int, in ...*Tensor) (*Tensor, error) {
+		return e.kernelOp(name, shape, in, func(c ctx, in []node) (node, error) {
+			var bias node
+			if len(in) > 2 {
+				bias = in[2]
+			}
+			return c.ConvGemm(mode, in[0], in[1], bias)
+		})
+	}
+	n, p, oc := cols.shape[0], cols.shape[1], w.shape[0]
+	inputs := []*Tensor{w, cols}
+	if b != nil {
+		if b.Dim() != 1 || b.shape[0] != oc {
+			return nil, shapeErrorf("%s: bias of shape %s, expected (%d) for %d output channels", op, ShapeString(b.shape), oc, oc)
+		}
+		inputs = append(inputs, b)
+	}
+	y, err := gemm(op, ggmlcgo.ConvForward, []int{n, oc, p}, inputs...)
+	if err != nil {
+		return nil, err
+	}
+	needB := b != nil && b.requiresGrad
+	needW, needCols, wShape, colsShape := w.requiresGrad, cols.requiresGrad, w.shape, cols.shape
+	wSaved, colsSaved := w, cols // each only where the other's gradient reads it
+	if !needW {
+		colsSaved = nil
+	}
+	if !needCols {
+		wSaved = nil
+	}
+	e.record(y, op, inputs, func(g *Tensor) ([]*Tensor, error) {
+		var gw, gc, gb *Tensor
+		var c chain
+		if needB { // each image's rows summed, then the images
+			gb = c.do(func() (*Tensor, error) { return e.SumDim(g, 2, false) })
+			gb = c.do(func() (*Tensor, error) { return e.SumDim(gb, 0, false) })
+		}
+		if needW {
+			gw = c.do(func() (*Tensor, error) { return gemm(op+"_back", ggmlcgo.ConvWeightGrad, wShape, g, colsSaved) })
+		}
+		if needCols {
+			gc = c.do(func() (*Tensor, error) { return gemm(op+"_back", ggmlcgo.ConvPatchGrad, colsShape, g, wSaved) })
+		}
+		grads := []*Tensor{gw, gc}
+		if len(inputs) > 2 {
+			grads = append(grads, gb)
+		}
+		return grads, c.err
+	})
+	return y, nil
 }
 
 // MaxPool2d is PyTorch's max_pool2d of x [N, C, H, W] (or [C, H, W]),

@@ -13,3 +13,8 @@ func BLASAvailable() bool { return false }
 func (c *Context) Gemm(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, error) {
 	return Tensor{}, errors.New("gemm: this build has no BLAS (build with -tags openblas)")
 }
+
+// ConvGemm needs the openblas build; see BLASAvailable.
+func (c *Context) ConvGemm(mode ConvGemmMode, a, b, bias Tensor) (Tensor, error) {
+	return Tensor{}, errors.New("conv_gemm: this build has no BLAS (build with -tags openblas)")
+}

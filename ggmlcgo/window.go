@@ -103,3 +103,13 @@ func (c *Context) Col2imCPU(g Tensor, ch, h, wd int, w Window) (Tensor, error) {
 	}
 	return result(C.gglua_col2im_node(c.p, g.p, C.int64_t(ch), C.int64_t(h), C.int64_t(wd), C.uint64_t(code)))
 }
+
+// ConvGemmMode is which of a convolution's products Context.ConvGemm
+// computes (openblas builds).
+type ConvGemmMode int
+
+const (
+	ConvForward    ConvGemmMode = iota // the output, in NCHW
+	ConvWeightGrad                     // the weight's gradient
+	ConvPatchGrad                      // the patches' gradient, in im2col's layout
+)
