@@ -65,7 +65,7 @@ func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *fl
 		setBase[g] = !ok
 		s.base = append(s.base, base)
 	}
-	lrs, err := s.ratesAt(0, false)
+	lrs, err := s.ratesAt(0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -79,13 +79,13 @@ func newScheduler(kind string, on Rated, params []SchedulerParam, setInitial *fl
 }
 
 // ratesAt computes every group's rate at epoch, checked, from the
-// current rates or (fromBase) from the bases.
-func (s *Scheduler) ratesAt(epoch int, fromBase bool) ([]float64, error) {
+// current rates or (where from is not nil) from those.
+func (s *Scheduler) ratesAt(epoch int, from []float64) ([]float64, error) {
 	lrs := make([]float64, len(s.rates))
 	for g, r := range s.rates {
 		cur := r.LR()
-		if fromBase {
-			cur = s.base[g]
+		if from != nil {
+			cur = from[g]
 		}
 		lr, err := s.at(epoch, g, cur, s.base[g])
 		if err == nil {
@@ -120,7 +120,7 @@ func (s *Scheduler) Step() error {
 	if err := s.checkGroups(); err != nil {
 		return err
 	}
-	lrs, err := s.ratesAt(s.epoch+1, false)
+	lrs, err := s.ratesAt(s.epoch+1, nil)
 	if err != nil {
 		return err
 	}
@@ -129,13 +129,17 @@ func (s *Scheduler) Step() error {
 	return nil
 }
 
-// restart takes step 0 again from the bases, as torch's step(0) does (the
-// closed forms at epoch 0): SequentialLR's start and milestones.
-func (s *Scheduler) restart() error {
+// restart takes step 0 again from the rates from (nil: the bases, as
+// torch's step(0), the closed forms at epoch 0): SequentialLR's start and
+// milestones.
+func (s *Scheduler) restart(from []float64) error {
 	if err := s.checkGroups(); err != nil {
 		return err
 	}
-	lrs, err := s.ratesAt(0, true)
+	if from == nil {
+		from = s.base
+	}
+	lrs, err := s.ratesAt(0, from)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,17 @@ func SequentialLR(r Rated, subs []*Scheduler, milestones []int) (*Sequential, er
 		}
 	}
 	q := &Sequential{subs: slices.Clone(subs), milestones: slices.Clone(milestones)}
-	if err := q.subs[0].restart(); err != nil {
+	// As torch: the rates back to the groups' initial_lr, then the first
+	// scheduler's step 0 from them.
+	first := q.subs[0]
+	cur := make([]float64, len(first.rates))
+	for g, r := range first.rates {
+		cur[g] = first.base[g]
+		if lr, ok := r.InitialLR(); ok {
+			cur[g] = lr
+		}
+	}
+	if err := first.restart(cur); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -57,7 +67,7 @@ func (q *Sequential) Step() error {
 	i, first := q.turn(q.epoch + 1)
 	var err error
 	if first {
-		err = q.subs[i].restart()
+		err = q.subs[i].restart(nil)
 	} else {
 		err = q.subs[i].Step()
 	}

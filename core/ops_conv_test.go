@@ -301,3 +301,30 @@ func TestMaxPoolTwoNaNs(t *testing.T) {
 		assert.Equal(t, c.want, values(t, x.Grad()))
 	}
 }
+
+// TestMaxPoolWindowInThePadding: a dilation can step a window over the
+// whole plane, into the padding only (torch 1.13 gives -inf, then its
+// backward corrupts the heap). gglua gives -inf and no gradient, on the
+// CPU's kernel and on the composed path.
+func TestMaxPoolWindowInThePadding(t *testing.T) {
+	e := newEngine(t)
+	for _, composed := range []bool{false, true} {
+		forceComposedWindows = composed
+		x := host(t, []int{1, 1, 2, 2}, 1, 2, 3, 4)
+		require.NoError(t, x.SetRequiresGrad(true))
+		var y, loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			y, err = e.MaxPool2d(x, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}, Padding: [2]int{1, 1}, Dilation: [2]int{3, 3}})
+			if err == nil {
+				loss, err = e.Sum(y)
+			}
+			return err
+		}))
+		assert.Equal(t, []float32{float32(math.Inf(-1))}, values(t, y), "composed %v", composed)
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		assert.Equal(t, []float32{0, 0, 0, 0}, values(t, x.Grad()), "composed %v", composed)
+	}
+	forceComposedWindows = false
+}

@@ -35,13 +35,16 @@ func (e *Engine) Interpolate(x *Tensor, o InterpolateOptions) (*Tensor, error) {
 	y := x
 	for i := spatial - 1; i >= 0 && err == nil; i-- {
 		in, out, d := x.shape[2+i], size[i], 2+i
+		if linear && in == out {
+			continue // PyTorch's kernel leaves a dim of unchanged size as it is, whatever the factor
+		}
 		if linear {
 			y, err = e.linearResize(y, d, in, out, scales[i], o.AlignCorners)
 			continue
 		}
 		idx := make([]int, out)
 		for j := range idx {
-			idx[j] = nearestIndex(j, in, out, scales[i], o.Mode == "nearest-exact")
+			idx[j] = nearestIndex(j, in, out, scales[i], o.Mode == "nearest-exact", spatial == 2)
 		}
 		y, err = e.IndexSelect(y, d, idx)
 	}
@@ -99,18 +102,23 @@ func scaleOf(in, out int, factor float64) float32 {
 	return float32(in) / float32(out)
 }
 
-// nearestIndex is PyTorch's nearest_idx (exact: nearest-exact's).
-func nearestIndex(j, in, out int, factor float64, exact bool) int {
+// nearestIndex is the source index of PyTorch 1.13's nearest kernels
+// (exact: nearest-exact's). Its 2-d kernel (nearest_idx) takes j for out
+// = in and j/2 for out = 2·in whatever the factor; its 1-d kernel
+// always computes from the scale (torch: a [1, 1, 3] input at 1.2 gives
+// [0, 0, 1], a [1, 1, 3, 3] one is unchanged).
+func nearestIndex(j, in, out int, factor float64, exact, shortcuts bool) int {
+	switch {
+	case shortcuts && !exact && out == in:
+		return j
+	case shortcuts && !exact && out == 2*in:
+		return j >> 1
+	}
 	scale := scaleOf(in, out, factor)
 	var src int
-	switch {
-	case exact: // floorf of the double (j + 0.5)·scale, as a float
+	if exact { // floorf of the double (j + 0.5)·scale, as a float
 		src = int(math.Floor(float64(float32((float64(j) + 0.5) * float64(scale)))))
-	case out == in:
-		return j
-	case out == 2*in:
-		return j >> 1
-	default:
+	} else {
 		src = int(float32(math.Floor(float64(float32(j) * scale))))
 	}
 	return min(src, in-1)

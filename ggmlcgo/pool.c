@@ -27,10 +27,14 @@ static inline void gglua_pool_window(struct gglua_window k, int64_t h, int64_t w
 
 // gglua_pool_argmax is the index in the plane of the window's maximum:
 // the first of ties, the last NaN (PyTorch's val > max || isnan(val)),
-// the window's first element when all are -inf.
+// the window's first element when all are -inf; -1 for a window wholly in
+// the padding (a dilation can step over the plane), whose maximum is -inf.
 static inline int64_t gglua_pool_argmax(const float * plane, struct gglua_window k, int64_t h, int64_t w, int64_t oy, int64_t ox) {
     int64_t y0, y1, x0, x1;
     gglua_pool_window(k, h, w, oy, ox, &y0, &y1, &x0, &x1);
+    if (y0 >= y1 || x0 >= x1) {
+        return -1;
+    }
     int64_t best = y0 * w + x0;
     float m = -INFINITY;
     for (int64_t y = y0; y < y1; y += k.dh) {
@@ -56,7 +60,8 @@ void gglua_max_pool_f32(struct ggml_tensor * dst, int ith, int nth, void * userd
         float * out = (float *) dst->data + p * oh * ow;
         for (int64_t oy = 0; oy < oh; oy++) {
             for (int64_t ox = 0; ox < ow; ox++) {
-                out[oy * ow + ox] = plane[gglua_pool_argmax(plane, k, h, w, oy, ox)];
+                const int64_t i = gglua_pool_argmax(plane, k, h, w, oy, ox);
+                out[oy * ow + ox] = i < 0 ? -INFINITY : plane[i];
             }
         }
     }
@@ -76,7 +81,10 @@ void gglua_max_pool_back_f32(struct ggml_tensor * dst, int ith, int nth, void * 
         memset(out, 0, (size_t) (h * w) * sizeof(float));
         for (int64_t oy = 0; oy < oh; oy++) {
             for (int64_t ox = 0; ox < ow; ox++) {
-                out[gglua_pool_argmax(plane, k, h, w, oy, ox)] += g[oy * ow + ox];
+                const int64_t i = gglua_pool_argmax(plane, k, h, w, oy, ox);
+                if (i >= 0) {
+                    out[i] += g[oy * ow + ox];
+                }
             }
         }
     }

@@ -156,10 +156,12 @@ func oneCycleLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 func (env *Env) lambdaLR(o *optReader) func(core.Rated) (*core.Scheduler, error) {
 	v := o.get("lr_lambda")
 	var fns []*lua.LFunction
+	list := false // a table must hold one for each group, as torch's list
 	switch x := v.(type) {
 	case *lua.LFunction:
 		fns = append(fns, x)
 	case *lua.LTable:
+		list = true
 		for i := 1; i <= x.Len(); i++ {
 			f, ok := x.RawGetInt(i).(*lua.LFunction)
 			if !ok {
@@ -171,12 +173,12 @@ func (env *Env) lambdaLR(o *optReader) func(core.Rated) (*core.Scheduler, error)
 		argError(o.L, o.fn, "option lr_lambda is required: a function of the epoch, or a table of one for each parameter group, got %s", luaTypeName(v))
 	}
 	return func(r core.Rated) (*core.Scheduler, error) {
-		if n := len(r.Rates()); len(fns) != 1 && len(fns) != n {
+		if n := len(r.Rates()); list && len(fns) != n {
 			return nil, &argumentError{fmt.Sprintf("%s: expected %d lr_lambdas (one for each parameter group), got %d", o.fn, n, len(fns))}
 		}
 		return core.LambdaLR(r, func(epoch, g int) (float64, error) {
 			f := fns[0]
-			if len(fns) > 1 {
+			if list {
 				f = fns[g]
 			}
 			L := env.schedL
@@ -230,6 +232,9 @@ func (env *Env) plateauLR(L *lua.LState) int {
 	case lua.LNumber:
 		po.MinLRs = []float64{float64(v)}
 	case *lua.LTable:
+		if groups := len(opt.o.Rates()); v.Len() != groups {
+			argError(L, fn, "expected %d min_lrs (one for each parameter group), got %d", groups, v.Len())
+		}
 		for i := 1; i <= v.Len(); i++ {
 			n, ok := v.RawGetInt(i).(lua.LNumber)
 			if !ok {

@@ -44,5 +44,14 @@ case("nearest down", (1, 1, 7, 9), "nearest", size=(3, 4))
 case("nearest 1d", (2, 1, 5), "nearest", size=12)
 case("nearest-exact", (1, 1, 5, 3), "nearest-exact", size=(8, 7))
 case("nearest-exact scale", (1, 2, 4), "nearest-exact", scale=1.75)
+case("nearest scale 1.2 keeps the size", (1, 1, 3, 3), "nearest", scale=1.2)
+case("nearest scale 2.3 doubles", (1, 1, 3, 3), "nearest", scale=2.3)
+# Not here: a 1-d nearest at a scale_factor whose output is the input's
+# size or twice it ((1, 2, 3) at 1.2 or 2.3). torch 1.13's forward
+# computes from the factor ([x0, x0, x1] at 1.2) but its backward takes
+# the 2-d kernel's shortcuts (the identity), so its gradient is not its
+# forward's; gglua's is (docs/PYTORCH.md).
+case("linear scale 1.2 keeps the size", (1, 1, 3), "linear", scale=1.2)
+case("bilinear scale 1.2, H kept", (1, 1, 3, 5), "bilinear", scale=1.2)
 
 print("wrote", write_cases("torch_interpolate.json", "scripts/reference/interpolate.py", cases))

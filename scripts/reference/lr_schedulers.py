@@ -88,6 +88,9 @@ SEQUENTIAL = [
     ("sequential_three", 0.2, [("step", {"step_size": 2, "gamma": 0.5}),
                                ("cosine", {"t_max": 4, "eta_min": 0.01}),
                                ("lambda", {"a": 0.8, "warm": 1, "b": 0})], [3, 7], 14),
+    ("sequential_one_cycle_later", 0.1, [("linear", {"start_factor": 0.5, "end_factor": 1.0, "total_iters": 2}),
+                                         ("one_cycle", {"max_lr": 1, "total": 10, "pct_start": 0.3, "div_factor": 25,
+                                                        "final_div_factor": 1e4})], [3], 8),
     ("sequential_restart_linear", 0.5, [("exponential", {"gamma": 0.5}),
                                         ("linear", {"start_factor": 0.5, "end_factor": 1.0, "total_iters": 2}),
                                         ("multi_step", {"milestone.1": 1, "milestone.2": 3, "gamma": 0.1})], [2, 4], 9),
@@ -105,6 +108,9 @@ def make_torch(o, kind, opts):
         return S.CosineAnnealingLR(o, T_max=opts["t_max"], eta_min=opts["eta_min"])
     if kind == "lambda":
         return S.LambdaLR(o, lam(opts))
+    if kind == "one_cycle":
+        return S.OneCycleLR(o, max_lr=opts["max_lr"], total_steps=opts["total"], pct_start=opts["pct_start"],
+                            div_factor=opts["div_factor"], final_div_factor=opts["final_div_factor"], cycle_momentum=False)
     if kind == "multi_step":
         ms = [opts[k] for k in sorted(k for k in opts if k.startswith("milestone."))]
         return S.MultiStepLR(o, milestones=ms, gamma=opts["gamma"])
