@@ -12,20 +12,35 @@ import (
 // reads are summed out first, then each pair is one batched matrix product
 // (letters in both that are still needed are its batch, the others its
 // inner dim), so the gradients are those of sum, permute, reshape and
-// matmul. Not supported, and refused: "..." and a letter repeated within
+// matmul. A dim of size 1 broadcasts against its letter's size elsewhere.
+// Not supported, and refused: "..." and a letter repeated within
 // one operand (a diagonal, "ii->i"); an intermediate of more than 4 dims.
 func (e *Engine) Einsum(eq string, ops ...*Tensor) (*Tensor, error) {
 	ins, out, err := parseEinsum(eq, ops)
 	if err != nil {
 		return nil, err
 	}
-	size := map[rune]int{}
+	size := map[rune]int{} // a letter's size: a dim of 1 broadcasts, as torch's
 	for k, spec := range ins {
 		for i, l := range spec {
-			if s, ok := size[l]; ok && s != ops[k].shape[i] {
+			if s, ok := size[l]; ok && s != ops[k].shape[i] && s != 1 && ops[k].shape[i] != 1 {
 				return nil, shapeErrorf("einsum %q: letter %c is %d in one operand and %d in operand %d (shape %s)", eq, l, s, ops[k].shape[i], k+1, ShapeString(ops[k].shape))
 			}
-			size[l] = ops[k].shape[i]
+			size[l] = max(size[l], ops[k].shape[i])
+		}
+	}
+	ops = slices.Clone(ops)
+	for k, spec := range ins {
+		want := make([]int, len(ops[k].shape))
+		for i, l := range []rune(spec) {
+			want[i] = size[l]
+		}
+		if !slices.Equal(want, ops[k].shape) {
+			x, err := e.Expand(ops[k], want)
+			if err != nil {
+				return nil, err
+			}
+			ops[k] = x
 		}
 	}
 	// needed(k) is what operands after k and the output read.

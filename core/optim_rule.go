@@ -186,10 +186,23 @@ func (o *RuleOptimizer) SetGroupOptions(g int, s Settings) error {
 	if err := o.rule.checkSettings(o.rule.Name, s); err != nil {
 		return err
 	}
-	if err := o.checkWhole(o.rule.Name, s, g); err != nil {
+	if err := o.checkFixed(o.rule.Name, s, g); err != nil {
 		return err
 	}
 	o.opts[g] = s
+	return nil
+}
+
+// checkFixed refuses a change of a whole-optimizer setting once made:
+// torch fills its state with it in the constructor (Adagrad's
+// initial_accumulator_value), so a later value never reaches it there.
+func (o *RuleOptimizer) checkFixed(fn string, s Settings, g int) error {
+	for _, st := range o.rule.Settings {
+		if st.Whole && s.Get(st.Name)[0] != o.opts[g].Get(st.Name)[0] {
+			return argErrorf("%s: %s is fixed when the optimizer is made (%g; torch fills the state with it then), got %g",
+				fn, st.Name, o.opts[g].Get(st.Name)[0], s.Get(st.Name)[0])
+		}
+	}
 	return nil
 }
 
@@ -307,6 +320,11 @@ func (o *RuleOptimizer) LoadState(st OptimizerState) error {
 		}
 		if err := o.rule.checkSettings(o.rule.Name, opts); err != nil {
 			return nil, err
+		}
+		if s == 0 { // a state that stepped holds the slots it filled: the value is spent
+			if err := o.checkFixed("load_state_dict", opts, g); err != nil {
+				return nil, err
+			}
 		}
 		return func() { o.opts[g] = opts }, nil
 	}, "step")

@@ -151,6 +151,16 @@ func TestRuleSettingsAreChecked(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorContains(t, o.SetGroupOptions(1, Adagrad.Defaults()), "initial_accumulator_value")
 	assert.ErrorContains(t, o.AddGroup(RuleGroup{Params: []*Tensor{host(t, []int{1}, 5)}, LR: 0.1, Opts: Adagrad.Defaults()}), "initial_accumulator_value")
+	// Nor may it change once made, even with one group: torch fills the
+	// state with it in its constructor, so a later value never counts.
+	one, err := NewRuleOptimizer(e, Adagrad, []RuleGroup{{Params: []*Tensor{q}, LR: 0.1, Opts: half}})
+	require.NoError(t, err)
+	assert.ErrorContains(t, one.SetGroupOptions(0, Adagrad.Defaults()), "initial_accumulator_value is fixed when the optimizer is made")
+	other, err := NewRuleOptimizer(e, Adagrad, []RuleGroup{{Params: []*Tensor{host(t, []int{2}, 1, 2)}, LR: 0.1, Opts: Adagrad.Defaults()}})
+	require.NoError(t, err)
+	st, err := other.State()
+	require.NoError(t, err)
+	assert.ErrorContains(t, one.LoadState(st), "initial_accumulator_value is fixed when the optimizer is made")
 }
 
 func nan32() float64 { var z float64; return z / z }

@@ -43,5 +43,7 @@ case("i,i", (5,), (5,))
 case("ij,kj->ik", (3, 4), (2, 4))
 case("i j , j -> i", (3, 4), (4,))
 case("bn,anm,bm->ba", (2, 3), (4, 3, 5), (2, 5))
+case("ij,jk->ik", (2, 1), (3, 4))
+case("ij,ij->ij", (2, 1), (2, 3))
 
 print("wrote", write_cases("torch_einsum.json", "scripts/reference/einsum.py", cases))
