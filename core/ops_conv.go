@@ -147,48 +147,52 @@ func (e *Engine) scatterPatches(op string, g *Tensor, shape []int, wd window) (*
 			return c.Col2imCPU(p, ch, h, w, win)
 		})
 	}
-	kh, kw := wd.k[0], wd.k[1]
-	hp, wp := h+2*wd.p[0], w+2*wd.p[1]
-	rows := n * oh * ow * kh * kw
-	idx := make([]int, 0, rows)
-	for in := range n {
-		for y := range oh {
-			for x := range ow {
-				for i := range kh {
-					for j := range kw {
-						iy, ix := y*wd.s[0]+i*wd.d[0], x*wd.s[1]+j*wd.d[1]
-						idx = append(idx, (in*hp+iy)*wp+ix)
-					}
+	// Elsewhere (a device): the patches' elements moved kernel position
+	// first, one contiguous [N·C, OH, OW] block each, and each block added
+	// into a zero padded output through a strided view (ggml_acc: the
+	// view's W stride is the convolution's, its rows stride·width apart),
+	// then the padding cut off. The buffer is large enough that no element
+	// outside a view's positions decomposes into one of them (ggml-cuda's
+	// acc finds each destination's source by division).
+	kk, planes, p := int64(wd.k[0]*wd.k[1]), int64(n*ch), int64(oh*ow)
+	hb := int64((wd.k[0]-1)*wd.d[0] + oh*wd.s[0] + 1)
+	wb := int64((wd.k[1]-1)*wd.d[1] + ow*wd.s[1] + 1)
+	hb, wb = max(hb, int64(h+2*wd.p[0])), max(wb, int64(w+2*wd.p[1]))
+	const f32 = 4
+	return e.newOp(op+"_back", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+		gp, err := e.packed(c, in[0])
+		var blocks, out node
+		if err == nil { // (C·KK, OW, OH, N) -> (P, C, N, KK)
+			gp, err = c.ReshapeView(gp, [4]int64{kk, int64(ch), p, int64(n)})
+		}
+		if err == nil {
+			blocks, err = c.Permute(gp, [4]int{3, 1, 0, 2})
+		}
+		if err == nil {
+			out, err = template(c, []int{int(planes), int(hb), int(wb)})
+		}
+		if err == nil {
+			out, err = c.Fill(out, 0)
+		}
+		for i := 0; i < wd.k[0] && err == nil; i++ {
+			for j := 0; j < wd.k[1] && err == nil; j++ {
+				k := int64(i*wd.k[1] + j)
+				var blk node
+				blk, err = c.View(blocks, [4]int64{1, int64(ow), int64(oh), planes}, [3]int64{f32, f32 * int64(ow), f32 * p}, f32*k*p*planes)
+				if err == nil {
+					nb := [3]int64{f32 * int64(wd.s[1]), f32 * int64(wd.s[0]) * wb, f32 * hb * wb}
+					out, err = c.Acc(out, blk, nb, f32*(int64(i*wd.d[0])*wb+int64(j*wd.d[1])))
 				}
 			}
 		}
-	}
-	var c chain
-	do := c.do
-	it := do(func() (*Tensor, error) { return e.uploadInts(idx) })
-	g3 := do(func() (*Tensor, error) { return e.Reshape(g, n*oh*ow, ch, kh*kw) })
-	gt := do(func() (*Tensor, error) { return e.Transpose(g3, 1, 2) })
-	gr := do(func() (*Tensor, error) { return e.Reshape(gt, rows, ch) }) // a packed copy
-	padded := do(func() (*Tensor, error) {
-		like := []int{n * hp * wp, ch}
-		return e.newOp(op+"_back", like, []*Tensor{gr, it}, func(c ctx, in []node) (node, error) {
-			l, err := template(c, like)
-			if err != nil {
-				return node{}, err
-			}
-			return c.GetRowsBack(in[0], in[1], l)
-		})
+		if err == nil { // the padding cut off: (W, H, C, N)
+			out, err = c.View(out, ne4(shape), [3]int64{f32 * wb, f32 * wb * hb, f32 * wb * hb * int64(ch)}, f32*(int64(wd.p[0])*wb+int64(wd.p[1])))
+		}
+		if err != nil {
+			return node{}, err
+		}
+		return c.Cont(out)
 	})
-	p4 := do(func() (*Tensor, error) { return e.Reshape(padded, n, hp, wp, ch) })
-	if wd.p[0] > 0 {
-		p4 = do(func() (*Tensor, error) { return e.Narrow(p4, 1, wd.p[0], h) })
-	}
-	if wd.p[1] > 0 {
-		p4 = do(func() (*Tensor, error) { return e.Narrow(p4, 2, wd.p[1], w) })
-	}
-	gx := do(func() (*Tensor, error) { return e.Permute(p4, 0, 3, 1, 2) })
-	gx = do(func() (*Tensor, error) { return e.Contiguous(gx) })
-	return gx, c.err
 }
 
 // batched gives a 3-d (unbatched) x a batch of 1, as PyTorch accepts; undo

@@ -128,6 +128,33 @@ func (c *Context) View(a Tensor, ne [MaxDims]int64, nb [MaxDims - 1]int64, offse
 		C.size_t(nb[0]), C.size_t(nb[1]), C.size_t(nb[2]), C.size_t(offset)))
 }
 
+// Acc is a copy of a with b added into the view of it that View(a,
+// b.Ne(), nb, offset) would be (ggml_acc): a and b contiguous f32, every
+// element the view reaches inside a.
+func (c *Context) Acc(a, b Tensor, nb [MaxDims - 1]int64, offset int64) (Tensor, error) {
+	if err := c.checkF32("acc", a, b); err != nil {
+		return Tensor{}, err
+	}
+	if !a.contiguous() || !b.contiguous() {
+		return Tensor{}, fmt.Errorf("acc: needs contiguous operands, got ne %v and %v", a.Ne(), b.Ne())
+	}
+	last := offset
+	for i, n := range b.Ne() {
+		if i > 0 {
+			if nb[i-1] < 0 || nb[i-1] > 1<<50 {
+				return Tensor{}, fmt.Errorf("acc: bad strides %v", nb)
+			}
+			last += (n - 1) * nb[i-1]
+		} else {
+			last += (n - 1) * a.Type().Size()
+		}
+	}
+	if offset < 0 || last < offset || last+a.Type().Size() > a.Nbytes() {
+		return Tensor{}, fmt.Errorf("acc: ne %v with strides %v from byte %d reaches past the %d bytes of ne %v", b.Ne(), nb, offset, a.Nbytes(), a.Ne())
+	}
+	return result(C.ggml_acc(c.p, a.p, b.p, C.size_t(nb[0]), C.size_t(nb[1]), C.size_t(nb[2]), C.size_t(offset)))
+}
+
 // Transpose swaps ne0 and ne1 of a, as a contiguous copy.
 func (c *Context) Transpose(a Tensor) (Tensor, error) {
 	if err := c.checkOp("transpose", a); err != nil {

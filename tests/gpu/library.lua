@@ -117,6 +117,12 @@ case("interpolation", function() return {P(seeded(2, 3, 5, 6))} end, function(x)
   local n = nn.interpolate(x, {size = {7, 10}})
   return (b * b):sum() + (a * a):sum() + (n * n):sum(), {b, a, n}
 end)
+case("einsum, masks and repeats", function() return {P(seeded(2, 3, 4)), P(seeded(2, 5, 4)), P(seeded(6))} end, function(q, k, v)
+  local s = tensor.einsum("bqd,bkd->bqk", q, k)
+  local o = tensor.einsum("ij,jk,kl->il", q[1], k[2]:t(), seeded(5, 2))
+  local m = q:masked_scatter(q:gt(0), v:repeat_interleave(tensor{1, 2, 3, 4, 5, 9}))
+  return (s * s):sum() + (o * o):sum() + (m * m):sum(), {s, o, m}
+end)
 case("norms", function() return {P(seeded(4, 6, 3, 3))} end, function(x)
   local rm, rv = tensor.zeros(6), tensor.ones(6)
   local bn = nn.batch_norm(x, rm, rv, {training = true})
