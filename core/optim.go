@@ -395,6 +395,34 @@ func (o *optimizer) stateDict(slotNames []string, opts func(g int) any) (Optimiz
 	return OptimizerState{Tensors: out, Nums: nums, Groups: groups}, nil
 }
 
+// countedState is stateDict plus "step", the number of steps that ran,
+// for the optimizers that count them (Adam's and the rules' bias
+// corrections).
+func (o *optimizer) countedState(slotNames []string, opts func(g int) any) (OptimizerState, error) {
+	st, err := o.stateDict(slotNames, opts)
+	if err != nil {
+		return st, err
+	}
+	st.Nums["step"] = float64(o.steps)
+	return st, nil
+}
+
+// loadCountedState is loadState for such an optimizer: "step", where
+// given, must be a whole number >= 0 and becomes the step count.
+func (o *optimizer) loadCountedState(slotNames []string, st OptimizerState, setOpts func(g int, opts any) (func(), error)) error {
+	s, hasStep := st.Nums["step"]
+	if hasStep && (s < 0 || s != math.Trunc(s) || math.IsInf(s, 0) || s > 1<<53) {
+		return argErrorf("load_state_dict: step must be an integer >= 0, got %g", s)
+	}
+	if err := o.loadState(slotNames, st, setOpts, "step"); err != nil {
+		return err
+	}
+	if hasStep {
+		o.steps = int(s)
+	}
+	return nil
+}
+
 // loadState copies saved state tensors into the optimizer's own and
 // restores every group's rates (initial_lr too: absent, it is unset, as
 // torch's param_groups are replaced whole) and settings. extra are the

@@ -261,22 +261,13 @@ var adamSlots = []string{"exp_avg", "exp_avg_sq"}
 // moments, the number of steps that ran, group 1's lr and initial_lr, and
 // every group.
 func (a *Adam) State() (OptimizerState, error) {
-	st, err := a.stateDict(adamSlots, func(g int) any { return *a.opts[g] })
-	if err != nil {
-		return st, err
-	}
-	st.Nums["step"] = float64(a.steps)
-	return st, nil
+	return a.countedState(adamSlots, func(g int) any { return *a.opts[g] })
 }
 
 // LoadState restores what State returned (or its older flat form, for an
 // optimizer of one group), settings included.
 func (a *Adam) LoadState(st OptimizerState) error {
-	s, hasStep := st.Nums["step"]
-	if hasStep && (s < 0 || s != math.Trunc(s) || math.IsInf(s, 0) || s > 1<<53) {
-		return argErrorf("load_state_dict: step must be an integer >= 0, got %g", s)
-	}
-	err := a.loadState(adamSlots, st, func(g int, v any) (func(), error) {
+	return a.loadCountedState(adamSlots, st, func(g int, v any) (func(), error) {
 		o, ok := v.(AdamOptions)
 		if !ok {
 			return nil, argErrorf("the settings are a %T, expected Adam's", v)
@@ -285,14 +276,7 @@ func (a *Adam) LoadState(st OptimizerState) error {
 			return nil, err
 		}
 		return func() { o.LR, o.Decoupled = a.opts[g].LR, a.decoupled; *a.opts[g] = o }, nil
-	}, "step")
-	if err != nil {
-		return err
-	}
-	if hasStep {
-		a.steps = int(s)
-	}
-	return nil
+	})
 }
 
 // StateDict is State without the groups: the moments, the number of steps

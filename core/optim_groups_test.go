@@ -83,6 +83,34 @@ type groupsRun struct {
 // newGroupsRun makes the case's optimizer on fresh copies of w and b (or
 // on w and b, given); plain makes every group of the default settings
 // (torch's own defaults), as a fresh optimizer about to load a state.
+// straightRun is a run of case c through all its steps, each checked.
+func straightRun(t *testing.T, c torchGroupCase) *groupsRun {
+	r := newGroupsRun(t, newEngine(t), c, f32s(c.W.Values), f32s(c.B.Values), false)
+	for i := 1; i <= len(c.Steps); i++ {
+		r.step(t, c, i)
+		r.check(t, c, i)
+	}
+	return r
+}
+
+// resumedRun is a run of case c stopped after stop steps: a fresh run of
+// the default settings (plain), at the weights reached, loaded with the
+// optimizer's and the scheduler's state.
+func resumedRun(t *testing.T, c torchGroupCase, stop int) *groupsRun {
+	e := newEngine(t)
+	r := newGroupsRun(t, e, c, f32s(c.W.Values), f32s(c.B.Values), false)
+	for i := 1; i <= stop; i++ {
+		r.step(t, c, i)
+	}
+	st, err := r.opt.State()
+	require.NoError(t, err)
+	sst := r.sched.StateDict()
+	r2 := newGroupsRun(t, e, c, values(t, r.w), values(t, r.b), true)
+	require.NoError(t, r2.opt.LoadState(st))
+	require.NoError(t, r2.sched.LoadStateDict(sst))
+	return r2
+}
+
 func newGroupsRun(t *testing.T, e *Engine, c torchGroupCase, w, b []float32, plain bool) *groupsRun {
 	r := &groupsRun{e: e, w: host(t, c.W.Shape, w...), b: host(t, c.B.Shape, b...), x: host(t, c.X.Shape, f32s(c.X.Values)...)}
 	groups, defaults := c.Groups, c.Defaults
@@ -198,12 +226,7 @@ func (r *groupsRun) check(t *testing.T, c torchGroupCase, i int) {
 func TestOptimizerGroupsMatchTorch(t *testing.T) {
 	for _, c := range loadTorchGroups(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			e := newEngine(t)
-			r := newGroupsRun(t, e, c, f32s(c.W.Values), f32s(c.B.Values), false)
-			for i := 1; i <= len(c.Steps); i++ {
-				r.step(t, c, i)
-				r.check(t, c, i)
-			}
+			r := straightRun(t, c)
 			st, err := r.opt.State()
 			require.NoError(t, err)
 			require.Len(t, st.Groups, len(c.ParamGroups))
@@ -231,18 +254,8 @@ func TestOptimizerGroupsMatchTorch(t *testing.T) {
 			}
 		})
 		t.Run(c.Name+" resumed", func(t *testing.T) {
-			e := newEngine(t)
-			r := newGroupsRun(t, e, c, f32s(c.W.Values), f32s(c.B.Values), false)
 			const stop = 2
-			for i := 1; i <= stop; i++ {
-				r.step(t, c, i)
-			}
-			st, err := r.opt.State()
-			require.NoError(t, err)
-			sst := r.sched.StateDict()
-			r2 := newGroupsRun(t, e, c, values(t, r.w), values(t, r.b), true)
-			require.NoError(t, r2.opt.LoadState(st))
-			require.NoError(t, r2.sched.LoadStateDict(sst))
+			r2 := resumedRun(t, c, stop)
 			for g, rate := range r2.opt.Rates() {
 				assert.InDelta(t, c.Steps[stop-1].LRs[g], rate.LR(), 1e-15, "group %d's rate restored", g+1)
 			}

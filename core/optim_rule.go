@@ -120,9 +120,18 @@ type RuleGroup struct {
 type RuleOptimizer struct {
 	optimizer
 	rule *Rule
-	// lrs[g] is what group g's rate drives; opts[g] its other settings.
-	lrs  []*float32
-	opts []Settings
+	// lrs[g] is what group g's rate drives; opts[g] its other settings;
+	// products[g] its running product (ruleStep.product).
+	lrs      []*float32
+	opts     []Settings
+	products []runningProduct
+}
+
+// runningProduct is ∏ f(t) for t = 1..step, of the f that key names.
+type runningProduct struct {
+	key  [2]float64
+	step int
+	v    float64
 }
 
 // NewRuleOptimizer makes rule's optimizer of parameter groups: none empty,
@@ -136,6 +145,7 @@ func NewRuleOptimizer(e *Engine, rule *Rule, groups []RuleGroup) (*RuleOptimizer
 		}
 		lr := gr.LR
 		o.lrs, o.opts, params[g] = append(o.lrs, &lr), append(o.opts, gr.Opts), gr.Params
+		o.products = append(o.products, runningProduct{})
 	}
 	opt, err := newOptimizer(e, rule.Name, params, o.lrs)
 	if err != nil {
@@ -223,7 +233,7 @@ func (o *RuleOptimizer) AddGroup(gr RuleGroup) error {
 	if err := o.addGroup(fn, gr.Params, &lr); err != nil {
 		return err
 	}
-	o.lrs, o.opts = append(o.lrs, &lr), append(o.opts, gr.Opts)
+	o.lrs, o.opts, o.products = append(o.lrs, &lr), append(o.opts, gr.Opts), append(o.products, runningProduct{})
 	return nil
 }
 
@@ -235,7 +245,28 @@ type ruleStep struct {
 	first   bool // the parameter's state starts with this step
 	lr      float32
 	s       Settings
-	step    int // this step's number, from 1
+	step    int             // this step's number, from 1
+	prod    *runningProduct // the group's
+}
+
+// product is ∏ f(t) for t = 1..step (NAdam's momentum coefficients), f
+// named by key (the settings it reads). The group's parameters share it
+// within a step, and the next step multiplies in one more factor, in the
+// order a fresh product would: the work does not grow with the step count.
+func (u *ruleStep) product(key [2]float64, f func(t int) float64) float64 {
+	p := u.prod
+	switch {
+	case p.key == key && p.step == u.step:
+	case p.key == key && p.step == u.step-1:
+		p.v *= f(u.step)
+	default:
+		p.key, p.v = key, 1
+		for t := 1; t <= u.step; t++ {
+			p.v *= f(t)
+		}
+	}
+	p.step = u.step
+	return p.v
 }
 
 // withWeightDecay is the gradient plus weight_decay times the parameter
@@ -278,7 +309,7 @@ func (o *RuleOptimizer) Step() error {
 		for g, ps := range withGrad {
 			for _, p := range ps {
 				u := &ruleStep{calc: calc{e: e}, p: p, grad: p.Grad(), state: o.state[p], first: first[p],
-					lr: *o.lrs[g], s: o.opts[g], step: n}
+					lr: *o.lrs[g], s: o.opts[g], step: n, prod: &o.products[g]}
 				if err := o.rule.update(u); err != nil {
 					return err
 				}
@@ -299,21 +330,13 @@ func (o *RuleOptimizer) Step() error {
 // tensors, the number of steps that ran, group 1's lr and initial_lr, and
 // every group.
 func (o *RuleOptimizer) State() (OptimizerState, error) {
-	st, err := o.stateDict(o.rule.Slots, func(g int) any { return o.opts[g] })
-	if err != nil {
-		return st, err
-	}
-	st.Nums["step"] = float64(o.steps)
-	return st, nil
+	return o.countedState(o.rule.Slots, func(g int) any { return o.opts[g] })
 }
 
 // LoadState restores what State returned, settings included.
 func (o *RuleOptimizer) LoadState(st OptimizerState) error {
-	s, hasStep := st.Nums["step"]
-	if hasStep && (s < 0 || s != math.Trunc(s) || math.IsInf(s, 0) || s > 1<<53) {
-		return argErrorf("load_state_dict: step must be an integer >= 0, got %g", s)
-	}
-	err := o.loadState(o.rule.Slots, st, func(g int, v any) (func(), error) {
+	stepped := st.Nums["step"] > 0
+	return o.loadCountedState(o.rule.Slots, st, func(g int, v any) (func(), error) {
 		opts, ok := v.(Settings)
 		if !ok {
 			return nil, argErrorf("the settings are a %T, expected %s's", v, o.rule.Name)
@@ -321,36 +344,20 @@ func (o *RuleOptimizer) LoadState(st OptimizerState) error {
 		if err := o.rule.checkSettings(o.rule.Name, opts); err != nil {
 			return nil, err
 		}
-		if s == 0 { // a state that stepped holds the slots it filled: the value is spent
+		if !stepped { // a state that stepped holds the slots it filled: the value is spent
 			if err := o.checkFixed("load_state_dict", opts, g); err != nil {
 				return nil, err
 			}
 		}
 		return func() { o.opts[g] = opts }, nil
-	}, "step")
-	if err != nil {
-		return err
-	}
-	if hasStep {
-		o.steps = int(s)
-	}
-	return nil
+	})
 }
 
-// calc chains elementwise ops, keeping the first error: each op on a
-// failed chain does nothing and returns nil.
+// calc is a chain (shape.go: the first error kept, each later op a no-op)
+// of an engine's elementwise ops, named for the rules' formulas.
 type calc struct {
-	e   *Engine
-	err error
-}
-
-func (c *calc) do(f func() (*Tensor, error)) *Tensor {
-	if c.err != nil {
-		return nil
-	}
-	t, err := f()
-	c.err = err
-	return t
+	chain
+	e *Engine
 }
 
 func (c *calc) axpby(a float32, x *Tensor, b float32, y *Tensor) *Tensor {

@@ -155,20 +155,15 @@ func adamax(u *ruleStep) error {
 
 // nadam: Adam with Nesterov momentum, whose momentum coefficient μ_t =
 // β1·(1 - ½·0.96^(t·momentum_decay)) warms up; μ's product over the steps
-// is computed from the step count (torch keeps it per parameter). This is
+// is the group's running product (torch keeps it per parameter). This is
 // torch 2's form: 1.13's single-tensor NAdam multiplied μ_t in twice.
 func nadam(u *ruleStep) error {
 	g := u.withWeightDecay()
 	b1, b2 := u.s.betas()
 	md := float64(u.s.num("momentum_decay"))
 	mu := func(t int) float64 { return float64(b1) * (1 - 0.5*math.Pow(0.96, float64(t)*md)) }
-	product := 1.0
-	for t := 1; t <= u.step; t++ {
-		product *= mu(t)
-	}
-	m, v := u.state[0], u.state[1]
-	u.set(m, u.axpby(b1, m, 1-b1, g))
-	u.set(v, u.axpby(b2, v, 1-b2, u.mul(g, g)))
+	product := u.product([2]float64{float64(b1), md}, mu)
+	m, v := u.adamMoments(g, b1, b2)
 	bc2 := 1 - math.Pow(float64(b2), float64(u.step))
 	denom := u.plus(u.sqrt(u.scale(v, float32(1/bc2))), u.s.num("eps"))
 	lr, now, next := float64(u.lr), mu(u.step), mu(u.step+1)
@@ -177,14 +172,21 @@ func nadam(u *ruleStep) error {
 	return nil
 }
 
+// adamMoments updates Adam's moments, state 0 and 1, with gradient g:
+// exp_avg = β1·exp_avg + (1-β1)·g, exp_avg_sq = β2·exp_avg_sq + (1-β2)·g².
+func (u *ruleStep) adamMoments(g *Tensor, b1, b2 float32) (m, v *Tensor) {
+	m, v = u.state[0], u.state[1]
+	u.set(m, u.axpby(b1, m, 1-b1, g))
+	u.set(v, u.axpby(b2, v, 1-b2, u.mul(g, g)))
+	return m, v
+}
+
 // radam: Adam whose adaptive step is rectified by the variance's
 // tractability ρ_t, and plain momentum SGD while ρ_t <= 5.
 func radam(u *ruleStep) error {
 	g := u.withWeightDecay()
 	b1, b2 := u.s.betas()
-	m, v := u.state[0], u.state[1]
-	u.set(m, u.axpby(b1, m, 1-b1, g))
-	u.set(v, u.axpby(b2, v, 1-b2, u.mul(g, g)))
+	m, v := u.adamMoments(g, b1, b2)
 	t := float64(u.step)
 	bc1, bc2 := 1-math.Pow(float64(b1), t), 1-math.Pow(float64(b2), t)
 	rhoInf := 2/(1-float64(b2)) - 1

@@ -79,12 +79,7 @@ func TestRuleOptimizersMatchTorch(t *testing.T) {
 	for _, c := range ref.Cases {
 		kinds[c.Kind] = true
 		t.Run(c.Name, func(t *testing.T) {
-			e := newEngine(t)
-			r := newGroupsRun(t, e, c, f32s(c.W.Values), f32s(c.B.Values), false)
-			for i := 1; i <= len(c.Steps); i++ {
-				r.step(t, c, i)
-				r.check(t, c, i)
-			}
+			r := straightRun(t, c)
 			st, err := r.opt.State()
 			require.NoError(t, err)
 			assert.Equal(t, float64(len(c.Steps)), st.Nums["step"])
@@ -92,18 +87,8 @@ func TestRuleOptimizersMatchTorch(t *testing.T) {
 			assert.Equal(t, ruleSettings(ruleNamed(t, c.Kind), c.Groups[1], c.Defaults), st.Groups[1].Options)
 		})
 		t.Run(c.Name+" resumed", func(t *testing.T) {
-			e := newEngine(t)
-			r := newGroupsRun(t, e, c, f32s(c.W.Values), f32s(c.B.Values), false)
 			const stop = 4
-			for i := 1; i <= stop; i++ {
-				r.step(t, c, i)
-			}
-			st, err := r.opt.State()
-			require.NoError(t, err)
-			sst := r.sched.StateDict()
-			r2 := newGroupsRun(t, e, c, values(t, r.w), values(t, r.b), true)
-			require.NoError(t, r2.opt.LoadState(st))
-			require.NoError(t, r2.sched.LoadStateDict(sst))
+			r2 := resumedRun(t, c, stop)
 			for i := stop + 1; i <= len(c.Steps); i++ {
 				r2.step(t, c, i)
 				r2.check(t, c, i)
