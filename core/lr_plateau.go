@@ -104,8 +104,8 @@ func (p *Plateau) better(a float64) bool {
 
 // Step takes one step with the metric's latest value.
 func (p *Plateau) Step(metric float64) error {
-	if n := len(p.on.Rates()); n != len(p.rates) {
-		return argErrorf("reduce_on_plateau scheduler: the optimizer now has %d parameter groups, the scheduler was made for %d (add_param_group after it was made); make the scheduler after adding the group", n, len(p.rates))
+	if err := checkGroups("reduce_on_plateau", p.on, p.rates); err != nil {
+		return err
 	}
 	p.epoch++
 	if p.better(metric) {

@@ -148,13 +148,16 @@ func (s *Scheduler) restart(from []float64) error {
 	return nil
 }
 
-func (s *Scheduler) checkGroups() error {
-	// torch's schedulers treat a group added by add_param_group after they
-	// were made in ways of their own (StepLR scales it, OneCycleLR fails on
-	// its missing initial_lr, CosineAnnealingLR skips it at restarts): gglua
-	// refuses rather than differ.
-	if n := len(s.on.Rates()); n != len(s.rates) {
-		return argErrorf("%s scheduler: the optimizer now has %d parameter groups, the scheduler was made for %d (add_param_group after it was made); make the scheduler after adding the group", s.kind, n, len(s.rates))
+func (s *Scheduler) checkGroups() error { return checkGroups(s.kind, s.on, s.rates) }
+
+// checkGroups refuses to step a scheduler made for rates once on has more
+// groups. torch's schedulers treat a group added by add_param_group after
+// they were made in ways of their own (StepLR scales it, OneCycleLR fails
+// on its missing initial_lr, CosineAnnealingLR skips it at restarts): gglua
+// refuses rather than differ.
+func checkGroups(kind string, on Rated, rates []*Rate) error {
+	if n := len(on.Rates()); n != len(rates) {
+		return argErrorf("%s scheduler: the optimizer now has %d parameter groups, the scheduler was made for %d (add_param_group after it was made); make the scheduler after adding the group", kind, n, len(rates))
 	}
 	return nil
 }

@@ -282,7 +282,7 @@ func (env *Env) sequentialLR(L *lua.LState) int {
 	}
 	var subs []*core.Scheduler
 	for i := 1; i <= list.Len(); i++ {
-		s, ok := toScheduler(list.RawGetInt(i)).(*core.Scheduler)
+		s, ok := objectOf(list.RawGetInt(i), schedulerField).(*core.Scheduler)
 		if !ok {
 			argError(L, fn, "schedulers[%d] must be a scheduler of optim.lr_scheduler other than reduce_on_plateau and sequential, got %s", i, luaTypeName(list.RawGetInt(i)))
 		}
@@ -300,27 +300,9 @@ func (env *Env) sequentialLR(L *lua.LState) int {
 // the scheduler (for sequential to find its schedulers).
 const schedulerField = "__scheduler"
 
-func toScheduler(v lua.LValue) core.LRScheduler {
-	if tbl, ok := v.(*lua.LTable); ok {
-		if mt, ok := tbl.Metatable.(*lua.LTable); ok {
-			if ud, ok := mt.RawGetString(schedulerField).(*lua.LUserData); ok {
-				s, _ := ud.Value.(core.LRScheduler)
-				return s
-			}
-		}
-	}
-	return nil
-}
-
 // pushScheduler pushes the Lua face of s, whose step is step.
 func (env *Env) pushScheduler(L *lua.LState, s core.LRScheduler, step lua.LGFunction) int {
-	tbl := L.NewTable()
-	ud := L.NewUserData()
-	ud.Value = s
-	mt := L.NewTable()
-	mt.RawSetString("__name", lua.LString("scheduler"))
-	mt.RawSetString(schedulerField, ud)
-	tbl.Metatable = mt
+	tbl := objectTable(L, "scheduler", schedulerField, s)
 	L.SetFuncs(tbl, functions("scheduler:", map[string]lua.LGFunction{
 		"get_last_lr":     func(L *lua.LState) int { return pushRates(L, s.LastLRs()) },
 		"get_lr":          func(L *lua.LState) int { L.Push(lua.LNumber(s.LR())); return 1 },

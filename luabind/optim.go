@@ -123,8 +123,9 @@ func readSettings(r *optReader, cur any) any {
 			v := c.Get(st.Name)
 			switch {
 			case st.Flag:
+				on := r.boolean(st.Name, v[0] != 0)
 				v[0] = 0
-				if r.boolean(st.Name, c.Get(st.Name)[0] != 0) {
+				if on {
 					v[0] = 1
 				}
 			case len(v) == 2:
@@ -385,17 +386,37 @@ type optimizer struct {
 // optimizer, so it and its state go when the script drops the table.
 const optimizerField = "__optimizer"
 
+// objectTable is a new table whose metatable, named name, holds value in
+// a userdata at field: the Lua face of a Go object (an optimizer, a
+// scheduler). Nothing but the table keeps the object alive.
+func objectTable(L *lua.LState, name, field string, value any) *lua.LTable {
+	ud := L.NewUserData()
+	ud.Value = value
+	mt := L.NewTable()
+	mt.RawSetString("__name", lua.LString(name))
+	mt.RawSetString(field, ud)
+	tbl := L.NewTable()
+	tbl.Metatable = mt
+	return tbl
+}
+
+// objectOf is the value objectTable stored at field, or nil.
+func objectOf(v lua.LValue, field string) any {
+	if tbl, ok := v.(*lua.LTable); ok {
+		if mt, ok := tbl.Metatable.(*lua.LTable); ok {
+			if ud, ok := mt.RawGetString(field).(*lua.LUserData); ok {
+				return ud.Value
+			}
+		}
+	}
+	return nil
+}
+
 // pushOptimizer pushes the Lua face of o: a table of methods and
 // param_groups.
 func (env *Env) pushOptimizer(L *lua.LState, o stepper, defLR float64, defaults any) int {
-	tbl := L.NewTable()
 	opt := optimizer{o: o, defLR: defLR, defaults: defaults}
-	ud := L.NewUserData()
-	ud.Value = opt
-	mt := L.NewTable()
-	mt.RawSetString("__name", lua.LString("optimizer"))
-	mt.RawSetString(optimizerField, ud)
-	tbl.Metatable = mt
+	tbl := objectTable(L, "optimizer", optimizerField, opt)
 	L.SetFuncs(tbl, functions("optimizer:", map[string]lua.LGFunction{
 		"add_param_group": env.addParamGroup(opt),
 		"get_lr":          opt.getLR,
@@ -660,15 +681,7 @@ func (env *Env) optimParameters(o stepper) lua.LGFunction {
 
 // checkOptimizer finds the optimizer behind a Lua optimizer table.
 func (env *Env) checkOptimizer(L *lua.LState, fn string, n int) optimizer {
-	var o optimizer
-	found := false
-	if tbl, ok := L.Get(n).(*lua.LTable); ok {
-		if mt, ok := tbl.Metatable.(*lua.LTable); ok {
-			if ud, ok := mt.RawGetString(optimizerField).(*lua.LUserData); ok {
-				o, found = ud.Value.(optimizer)
-			}
-		}
-	}
+	o, found := objectOf(L.Get(n), optimizerField).(optimizer)
 	if !found {
 		argError(L, fn, "argument %d: expected an optimizer (optim.sgd, optim.adam, ...), got %s", n, luaTypeName(L.Get(n)))
 	}
