@@ -139,12 +139,8 @@ func (e *Engine) scatterPatches(op string, g *Tensor, shape []int, wd window) (*
 	oh, ow := g.shape[1], g.shape[2]
 	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
 	if e.backend.IsCPU() && g.Dtype() == ggmlcgo.F32 && win.Fits() && !forceComposedWindows {
-		return e.newOp(op+"_back", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
-			p, err := e.packed(c, in[0])
-			if err != nil {
-				return node{}, err
-			}
-			return c.Col2imCPU(p, ch, h, w, win)
+		return e.kernelOp(op+"_back", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
+			return c.Col2imCPU(in[0], ch, h, w, win)
 		})
 	}
 	// Elsewhere (a device): the patches' elements moved kernel position
@@ -218,34 +214,43 @@ func (e *Engine) batched(op string, x *Tensor, dims int, what string) (*Tensor, 
 // Conv2d is PyTorch's conv2d: x [N, C, H, W] (or [C, H, W]), w [OC,
 // C/groups, KH, KW], b [OC] or nil.
 func (e *Engine) Conv2d(x, w, b *Tensor, o ConvOptions) (*Tensor, error) {
-	x4, undo, err := e.batched("conv2d", x, 4, "(N, C, H, W) or (C, H, W)")
-	if err != nil {
-		return nil, err
-	}
-	if w.Dim() != 4 {
-		return nil, shapeErrorf("conv2d: weight of shape %s, expected (out_channels, in_channels/groups, kH, kW)", ShapeString(w.shape))
-	}
-	return undo(e.conv("conv2d", x4, w, b, o))
+	return e.convFamily("conv2d", x, w, 4, "(out_channels, in_channels/groups, kH, kW)", func(x4, w4 *Tensor) (*Tensor, error) {
+		return e.conv("conv2d", x4, w4, b, o)
+	})
 }
 
 // Conv1d is PyTorch's conv1d: x [N, C, L] (or [C, L]), w [OC, C/groups,
 // K], b [OC] or nil; o's W entries are used.
 func (e *Engine) Conv1d(x, w, b *Tensor, o ConvOptions) (*Tensor, error) {
-	x3, undo, err := e.batched("conv1d", x, 3, "(N, C, L) or (C, L)")
+	o.Stride[0], o.Padding[0], o.Dilation[0] = 1, 0, 1
+	return e.convFamily("conv1d", x, w, 3, "(out_channels, in_channels/groups, k)", func(x4, w4 *Tensor) (*Tensor, error) {
+		return e.conv("conv1d", x4, w4, b, o)
+	})
+}
+
+// convFamily runs one of the convolutions, run, on x and w as 4-d
+// tensors: an unbatched x gets a batch of 1 (taken off the result again),
+// w must have dims dims (its layout in the message, weight), and a 1-d op
+// (dims 3) runs as a 2-d one of height 1.
+func (e *Engine) convFamily(op string, x, w *Tensor, dims int, weight string, run func(x4, w4 *Tensor) (*Tensor, error)) (*Tensor, error) {
+	what := "(N, C, H, W) or (C, H, W)"
+	if dims == 3 {
+		what = "(N, C, L) or (C, L)"
+	}
+	xb, undo, err := e.batched(op, x, dims, what)
 	if err != nil {
 		return nil, err
 	}
-	if w.Dim() != 3 {
-		return nil, shapeErrorf("conv1d: weight of shape %s, expected (out_channels, in_channels/groups, k)", ShapeString(w.shape))
+	if w.Dim() != dims {
+		return nil, shapeErrorf("%s: weight of shape %s, expected %s", op, ShapeString(w.shape), weight)
+	}
+	if dims == 4 {
+		return undo(run(xb, w))
 	}
 	var c chain
-	x4 := c.do(func() (*Tensor, error) { return e.Reshape(x3, x3.shape[0], x3.shape[1], 1, x3.shape[2]) })
+	x4 := c.do(func() (*Tensor, error) { return e.Reshape(xb, xb.shape[0], xb.shape[1], 1, xb.shape[2]) })
 	w4 := c.do(func() (*Tensor, error) { return e.Reshape(w, w.shape[0], w.shape[1], 1, w.shape[2]) })
-	if c.err != nil {
-		return nil, c.err
-	}
-	o.Stride[0], o.Padding[0], o.Dilation[0] = 1, 0, 1
-	y := c.do(func() (*Tensor, error) { return e.conv("conv1d", x4, w4, b, o) })
+	y := c.do(func() (*Tensor, error) { return run(x4, w4) })
 	y = c.do(func() (*Tensor, error) { return e.Reshape(y, y.shape[0], y.shape[1], y.shape[3]) })
 	return undo(y, c.err)
 }
@@ -327,10 +332,7 @@ func (e *Engine) patchProduct(op string, w, cols, b *Tensor) (*Tensor, error) {
 	}
 	n, p, oc := cols.shape[0], cols.shape[1], w.shape[0]
 	inputs := []*Tensor{w, cols}
-	if b != nil {
-		if b.Dim() != 1 || b.shape[0] != oc {
-			return nil, shapeErrorf("%s: bias of shape %s, expected (%d) for %d output channels", op, ShapeString(b.shape), oc, oc)
-		}
+	if b != nil { // [OC]: conv checked it
 		inputs = append(inputs, b)
 	}
 	y, err := gemm(op, ggmlcgo.ConvForward, []int{n, oc, p}, inputs...)
@@ -560,27 +562,15 @@ var forceComposedWindows bool
 // reads the input again (the tape keeps x, not indices).
 func (e *Engine) maxPoolCPU(x *Tensor, oh, ow int, pw ggmlcgo.Window) (*Tensor, error) {
 	const op = "max_pool2d"
-	y, err := e.newOp(op, []int{x.shape[0], x.shape[1], oh, ow}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		a, err := e.packed(c, in[0])
-		if err != nil {
-			return node{}, err
-		}
-		return c.MaxPoolCPU(a, oh, ow, pw)
+	y, err := e.kernelOp(op, []int{x.shape[0], x.shape[1], oh, ow}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		return c.MaxPoolCPU(in[0], oh, ow, pw)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.record(y, op, []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-		gx, err := e.newOp(op+"_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
-			gp, err := e.packed(c, in[0])
-			if err != nil {
-				return node{}, err
-			}
-			xp, err := e.packed(c, in[1])
-			if err != nil {
-				return node{}, err
-			}
-			return c.MaxPoolBackCPU(gp, xp, pw)
+		gx, err := e.kernelOp(op+"_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+			return c.MaxPoolBackCPU(in[0], in[1], pw)
 		})
 		return []*Tensor{gx}, err
 	})

@@ -20,33 +20,18 @@ type ConvTransposeOptions struct {
 // W]), w [C, OC/groups, KH, KW], b [OC] or nil. The output is [N, OC,
 // (H-1)·stride - 2·padding + dilation·(KH-1) + output_padding + 1, ...].
 func (e *Engine) ConvTranspose2d(x, w, b *Tensor, o ConvTransposeOptions) (*Tensor, error) {
-	x4, undo, err := e.batched("conv_transpose2d", x, 4, "(N, C, H, W) or (C, H, W)")
-	if err != nil {
-		return nil, err
-	}
-	if w.Dim() != 4 {
-		return nil, shapeErrorf("conv_transpose2d: weight of shape %s, expected (in_channels, out_channels/groups, kH, kW)", ShapeString(w.shape))
-	}
-	return undo(e.convTranspose("conv_transpose2d", x4, w, b, o))
+	return e.convFamily("conv_transpose2d", x, w, 4, "(in_channels, out_channels/groups, kH, kW)", func(x4, w4 *Tensor) (*Tensor, error) {
+		return e.convTranspose("conv_transpose2d", x4, w4, b, o)
+	})
 }
 
 // ConvTranspose1d is PyTorch's conv_transpose1d: x [N, C, L] (or [C, L]),
 // w [C, OC/groups, K], b [OC] or nil; o's W entries are used.
 func (e *Engine) ConvTranspose1d(x, w, b *Tensor, o ConvTransposeOptions) (*Tensor, error) {
-	x3, undo, err := e.batched("conv_transpose1d", x, 3, "(N, C, L) or (C, L)")
-	if err != nil {
-		return nil, err
-	}
-	if w.Dim() != 3 {
-		return nil, shapeErrorf("conv_transpose1d: weight of shape %s, expected (in_channels, out_channels/groups, k)", ShapeString(w.shape))
-	}
-	var c chain
-	x4 := c.do(func() (*Tensor, error) { return e.Reshape(x3, x3.shape[0], x3.shape[1], 1, x3.shape[2]) })
-	w4 := c.do(func() (*Tensor, error) { return e.Reshape(w, w.shape[0], w.shape[1], 1, w.shape[2]) })
 	o.Stride[0], o.Padding[0], o.Dilation[0], o.OutputPadding[0] = 1, 0, 1, 0
-	y := c.do(func() (*Tensor, error) { return e.convTranspose("conv_transpose1d", x4, w4, b, o) })
-	y = c.do(func() (*Tensor, error) { return e.Reshape(y, y.shape[0], y.shape[1], y.shape[3]) })
-	return undo(y, c.err)
+	return e.convFamily("conv_transpose1d", x, w, 3, "(in_channels, out_channels/groups, k)", func(x4, w4 *Tensor) (*Tensor, error) {
+		return e.convTranspose("conv_transpose1d", x4, w4, b, o)
+	})
 }
 
 // convTranspose is the transposed convolution of x [N, C, H, W] by w [C,

@@ -53,13 +53,15 @@ func (e *Engine) Interpolate(x *Tensor, o InterpolateOptions) (*Tensor, error) {
 
 // InterpolateOptions are F.interpolate's: the output's spatial Size, or
 // a Scale factor for each spatial dim (the output size its floor, the
-// factor itself used for the coordinates, as PyTorch's without
-// recompute_scale_factor); Mode; AlignCorners for the linear modes.
+// factor itself used for the coordinates, or with RecomputeScale, PyTorch's
+// recompute_scale_factor, in/out as for a size); Mode; AlignCorners for
+// the linear modes.
 type InterpolateOptions struct {
-	Size         []int
-	Scale        []float64
-	Mode         string
-	AlignCorners bool
+	Size           []int
+	Scale          []float64
+	RecomputeScale bool
+	Mode           string
+	AlignCorners   bool
 }
 
 // sizes checks the options against the spatial dims and returns the
@@ -68,6 +70,9 @@ func (o InterpolateOptions) sizes(in []int) ([]int, []float64, error) {
 	const op = "interpolate"
 	if (o.Size == nil) == (o.Scale == nil) {
 		return nil, nil, argErrorf("%s: give exactly one of size and scale_factor", op)
+	}
+	if o.RecomputeScale && o.Scale == nil {
+		return nil, nil, argErrorf("%s: recompute_scale_factor needs scale_factor (and no size)", op)
 	}
 	size, scales := make([]int, len(in)), make([]float64, len(in))
 	for i, n := range in {
@@ -85,6 +90,9 @@ func (o InterpolateOptions) sizes(in []int) ([]int, []float64, error) {
 				return nil, nil, argErrorf("%s: scale_factor %g must be a positive finite number", op, f)
 			}
 			size[i], scales[i] = int(float64(n)*f), f
+			if o.RecomputeScale {
+				scales[i] = 0 // the coordinates from in/out
+			}
 		}
 		if size[i] < 1 || size[i] > 1<<30 {
 			return nil, nil, shapeErrorf("%s: output size %d along spatial dim %d (input %d): sizes are from 1 (gglua has no empty tensors)", op, size[i], i+1, n)

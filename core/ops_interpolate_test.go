@@ -16,6 +16,7 @@ var interpolateOps = map[string]torchOp{
 		c.arg(t, "align_corners", &o.AlignCorners)
 		c.arg(t, "size", &o.Size)
 		c.arg(t, "scale", &o.Scale)
+		c.arg(t, "recompute", &o.RecomputeScale)
 		return e.Interpolate(in[0], o)
 	},
 }
@@ -38,6 +39,7 @@ func TestInterpolateRefusals(t *testing.T) {
 		{InterpolateOptions{Mode: "nearest", Size: []int{3}}, "size [3] for 2 spatial dims"},
 		{InterpolateOptions{Mode: "nearest", Scale: []float64{0.2, 1}}, "output size 0"},
 		{InterpolateOptions{Mode: "bilinear", Scale: []float64{-1, 1}}, "positive finite"},
+		{InterpolateOptions{Mode: "nearest", Size: []int{3, 3}, RecomputeScale: true}, "recompute_scale_factor needs scale_factor"},
 	} {
 		_, err := e.Interpolate(x, c.o)
 		assert.ErrorContains(t, err, c.want)

@@ -107,22 +107,8 @@ func (c *Context) View(a Tensor, ne [MaxDims]int64, nb [MaxDims - 1]int64, offse
 	if err := c.checkOp("view", a); err != nil {
 		return Tensor{}, err
 	}
-	last := offset // the byte offset of the last element reached
-	for i, n := range ne {
-		if n < 1 || n > 1<<40 {
-			return Tensor{}, fmt.Errorf("view: bad ne %v", ne)
-		}
-		if i > 0 {
-			if nb[i-1] < 0 || nb[i-1] > 1<<50 {
-				return Tensor{}, fmt.Errorf("view: bad strides %v", nb)
-			}
-			last += (n - 1) * nb[i-1]
-		} else {
-			last += (n - 1) * a.Type().Size()
-		}
-	}
-	if offset < 0 || last < offset || last+a.Type().Size() > a.Nbytes() {
-		return Tensor{}, fmt.Errorf("view: ne %v with strides %v from byte %d reaches past the %d bytes of ne %v", ne, nb, offset, a.Nbytes(), a.Ne())
+	if err := inside("view", a, ne, nb, offset); err != nil {
+		return Tensor{}, err
 	}
 	return result(C.ggml_view_4d(c.p, a.p, C.int64_t(ne[0]), C.int64_t(ne[1]), C.int64_t(ne[2]), C.int64_t(ne[3]),
 		C.size_t(nb[0]), C.size_t(nb[1]), C.size_t(nb[2]), C.size_t(offset)))
@@ -138,11 +124,23 @@ func (c *Context) Acc(a, b Tensor, nb [MaxDims - 1]int64, offset int64) (Tensor,
 	if !a.contiguous() || !b.contiguous() {
 		return Tensor{}, fmt.Errorf("acc: needs contiguous operands, got ne %v and %v", a.Ne(), b.Ne())
 	}
-	last := offset
-	for i, n := range b.Ne() {
+	if err := inside("acc", a, b.Ne(), nb, offset); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.ggml_acc(c.p, a.p, b.p, C.size_t(nb[0]), C.size_t(nb[1]), C.size_t(nb[2]), C.size_t(offset)))
+}
+
+// inside refuses a view of a (ne elements, nb the byte strides of dims
+// 1..3, dim 0 packed, from offset bytes in) that reaches outside a's data.
+func inside(op string, a Tensor, ne [MaxDims]int64, nb [MaxDims - 1]int64, offset int64) error {
+	last := offset // the byte offset of the last element reached
+	for i, n := range ne {
+		if n < 1 || n > 1<<40 {
+			return fmt.Errorf("%s: bad ne %v", op, ne)
+		}
 		if i > 0 {
 			if nb[i-1] < 0 || nb[i-1] > 1<<50 {
-				return Tensor{}, fmt.Errorf("acc: bad strides %v", nb)
+				return fmt.Errorf("%s: bad strides %v", op, nb)
 			}
 			last += (n - 1) * nb[i-1]
 		} else {
@@ -150,9 +148,9 @@ func (c *Context) Acc(a, b Tensor, nb [MaxDims - 1]int64, offset int64) (Tensor,
 		}
 	}
 	if offset < 0 || last < offset || last+a.Type().Size() > a.Nbytes() {
-		return Tensor{}, fmt.Errorf("acc: ne %v with strides %v from byte %d reaches past the %d bytes of ne %v", b.Ne(), nb, offset, a.Nbytes(), a.Ne())
+		return fmt.Errorf("%s: ne %v with strides %v from byte %d reaches past the %d bytes of ne %v", op, ne, nb, offset, a.Nbytes(), a.Ne())
 	}
-	return result(C.ggml_acc(c.p, a.p, b.p, C.size_t(nb[0]), C.size_t(nb[1]), C.size_t(nb[2]), C.size_t(offset)))
+	return nil
 }
 
 // Transpose swaps ne0 and ne1 of a, as a contiguous copy.

@@ -215,17 +215,7 @@ func (env *Env) interpolate(L *lua.LState) int {
 			opts.Size = append(opts.Size, int(n))
 		}
 	}
-	if o.boolean("recompute_scale_factor", false) {
-		if opts.Scale == nil || opts.Size != nil {
-			argError(L, fn, "recompute_scale_factor needs scale_factor (and no size)")
-		}
-		for i, f := range opts.Scale { // PyTorch's: the size from the factor, the coordinates from the size
-			if i < len(x.Shape())-2 {
-				opts.Size = append(opts.Size, int(math.Floor(float64(x.Shape()[i+2])*f)))
-			}
-		}
-		opts.Scale = nil
-	}
+	opts.RecomputeScale = o.boolean("recompute_scale_factor", false)
 	if o.boolean("antialias", false) {
 		argError(L, fn, "antialias=true is not supported")
 	}

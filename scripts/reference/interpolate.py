@@ -18,11 +18,12 @@ torch.manual_seed(38)
 cases = []
 
 
-def case(name, shape, mode, size=None, scale=None, align=None):
+def case(name, shape, mode, size=None, scale=None, align=None, recompute=None):
     def f(x):
-        return F.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align)
+        return F.interpolate(x, size=size, scale_factor=scale, mode=mode, align_corners=align,
+                             recompute_scale_factor=recompute)
     dims = len(shape) - 2
-    args = {"mode": mode, "align_corners": bool(align)}
+    args = {"mode": mode, "align_corners": bool(align), "recompute": bool(recompute)}
     if size is not None:
         args["size"] = list(size) if isinstance(size, (list, tuple)) else [size] * dims
     else:
@@ -46,6 +47,7 @@ case("nearest-exact", (1, 1, 5, 3), "nearest-exact", size=(8, 7))
 case("nearest-exact scale", (1, 2, 4), "nearest-exact", scale=1.75)
 case("nearest scale 1.2 keeps the size", (1, 1, 3, 3), "nearest", scale=1.2)
 case("nearest scale 2.3 doubles", (1, 1, 3, 3), "nearest", scale=2.3)
+case("bilinear recompute_scale_factor", (1, 1, 5, 6), "bilinear", scale=(1.7, 0.6), recompute=True)
 # Not here: a 1-d nearest at a scale_factor whose output is the input's
 # size or twice it ((1, 2, 3) at 1.2 or 2.3). torch 1.13's forward
 # computes from the factor ([x0, x0, x1] at 1.2) but its backward takes
