@@ -447,9 +447,11 @@ func (e *Engine) linearGemm(x, w, b *Tensor, shape []int, f gemmForm) (*Tensor, 
 	if !needW {
 		xo = nil
 	}
+	weight := e.savedOperand(w, wo, f.operand)
 	if !needX {
-		wo = nil
+		weight = nil
 	}
+	wo = nil
 	e.record(y, "matmul", inputs, func(g *Tensor) ([]*Tensor, error) {
 		var gx, gw, gb *Tensor
 		var c chain
@@ -459,6 +461,7 @@ func (e *Engine) linearGemm(x, w, b *Tensor, shape []int, f gemmForm) (*Tensor, 
 		if needX || needW {
 			gop := c.do(func() (*Tensor, error) { return f.operand(g) })
 			if needX {
+				wo := c.do(weight)
 				gx = c.do(func() (*Tensor, error) { return op("matmul_back", xShape, gop, wo, false, false) })
 			}
 			if needW {
@@ -471,6 +474,18 @@ func (e *Engine) linearGemm(x, w, b *Tensor, shape []int, f gemmForm) (*Tensor, 
 		y.gradFn.roundsGrad = f.bf16
 	}
 	return y, nil
+}
+
+// savedOperand is how a product's gradient gets operand t as the forward
+// read it, o (its bf16 copy under autocast): a resident weight's copy is
+// made again by the backward, from the weight the tape checks unchanged,
+// rather than kept in the pass pool until then (PyTorch's autocast keeps
+// it: 14 MB a GPT layer at d=768); anything else keeps o.
+func (e *Engine) savedOperand(t, o *Tensor, operand func(*Tensor) (*Tensor, error)) func() (*Tensor, error) {
+	if o != t && t.base == nil && t.persistent() {
+		return func() (*Tensor, error) { return operand(t) }
+	}
+	return func() (*Tensor, error) { return o, nil }
 }
 
 // LinearBias is x·wᵀ + b, a Linear layer with its bias, for x [.., k], w

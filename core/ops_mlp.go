@@ -49,11 +49,13 @@ func (e *Engine) MLP(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 	if !need[1] {
 		xo = nil // dw1 = dhᵀ·x: only w1's gradient reads x
 	}
+	weight1, weight2 := e.savedOperand(w1, w1o, bf16.operand), e.savedOperand(w2, w2o, bf16.operand)
 	if !need[0] && !need[1] && !need[2] {
-		w1o = nil // dh feeds only the first layer's gradients
+		weight1 = nil // dh feeds only the first layer's gradients
 	}
+	w1o, w2o = nil, nil
 	e.record(y, "mlp", inputs, func(g *Tensor) ([]*Tensor, error) {
-		grads := make([]*Tensor, len(inputs))
+		grads := make([]*Tensor, len(need)) // (not inputs: the closure would keep x)
 		var c chain
 		mm := func(name string, shape []int, p, q *Tensor, tp bool) *Tensor {
 			return c.do(func() (*Tensor, error) {
@@ -73,7 +75,7 @@ func (e *Engine) MLP(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 		if !need[0] && !need[1] && !need[2] {
 			return grads, c.err
 		}
-		da := mm("matmul_back", []int{rows, hidden}, gop, w2o, false)
+		da := mm("matmul_back", []int{rows, hidden}, gop, c.do(weight2), false)
 		// dh in bf16: each of its readers, a product and the bias's sum,
 		// reads it so (PyTorch's autocast sums the bias's gradient from the
 		// bf16 one too).
@@ -95,7 +97,7 @@ func (e *Engine) MLP(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 			grads[1] = mm("matmul_back", shapes[1], dh, xo, true)
 		}
 		if need[0] {
-			grads[0] = mm("matmul_back", shapes[0], dh, w1o, false)
+			grads[0] = mm("matmul_back", shapes[0], dh, c.do(weight1), false)
 		}
 		e.Transient(da, dh)
 		return grads, c.err
