@@ -95,13 +95,18 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 	return c.Cast(n, ggmlcgo.F32)
 }
 
-// storedInput is input with t's values in the type t stores them in (a
-// view's are f32).
+// storedInput is input with t's values in the type t stores them in: a
+// bf16 view's too where it is a packed run of its base's elements
+// (attention's output that a projection reads), any other view's in f32.
 func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
-	if st := t.storage(); st.dtype == ggmlcgo.I32 && !st.indices {
+	st := t.storage()
+	if st.dtype == ggmlcgo.I32 && !st.indices {
 		return ggmlcgo.Tensor{}, errIntOperand(t)
 	}
 	if t.base != nil {
+		if st.dtype == ggmlcgo.BF16 && t.contiguous() && readsRowsInPlace(t) {
+			return e.rowsRead(t, e.storedInput)
+		}
 		return e.viewInput(t)
 	}
 	if t.host != nil {

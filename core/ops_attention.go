@@ -307,18 +307,29 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 	if q.dtype == ggmlcgo.BF16 {
 		read = e.storedRowsInput
 	}
-	run, err := e.newOpReading("scaled_dot_product_attention", []int{flashRun(q, 0)}, []*Tensor{q, k, v}, read, func(c ctx, in []node) (node, error) {
+	run, err := e.newOpReading("scaled_dot_product_attention", []int{flashRun(q, fo)}, []*Tensor{q, k, v}, read, func(c ctx, in []node) (node, error) {
 		return c.FlashAttention(in[0], in[1], in[2], fo)
 	})
 	if err != nil {
 		return nil, err
 	}
+	run.dtype = ggmlcgo.FlashRunType(fo) // bf16 under autocast, as PyTorch's
 	out := headsView(run, q.shape, 0)
 	// The backward reads run (the output and its log-sum-exp): recorded
 	// as an input, so that a write into it (through out:detach()) is
 	// refused at backward as a change of a saved tensor.
 	e.record(out, "scaled_dot_product_attention", []*Tensor{q, k, v, run}, func(g *Tensor) ([]*Tensor, error) {
-		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{flashRun(q, 2*int(k.Numel()))}, []*Tensor{q, k, v, run, g}, read,
+		// The run as stored, g in f32 (the kernel's sums read it so).
+		readBack := func(t *Tensor) (node, error) {
+			switch t {
+			case run:
+				return e.storedInput(t)
+			case g:
+				return e.rowsInput(t)
+			}
+			return read(t)
+		}
+		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{int(q.Numel() + 2*k.Numel())}, []*Tensor{q, k, v, run, g}, readBack,
 			func(c ctx, in []node) (node, error) {
 				return c.FlashAttentionBack(in[0], in[1], in[2], in[3], in[4], fo)
 			})
@@ -342,14 +353,14 @@ func bf16Heads(q, k, v *Tensor) bool {
 	return true
 }
 
-// flashRun is the elements of a fused node's run: q's and its extra (the
-// forward's log-sum-exp, one a query row; the backward's dk and dv).
-func flashRun(q *Tensor, extra int) int {
-	n := int(q.Numel())
-	if extra == 0 {
-		return n + n/q.shape[q.Dim()-1]
+// flashRun is the elements of a fused forward node's run: the output's,
+// then the log-sum-exp's f32, one a query row (ggmlcgo.FlashOutput).
+func flashRun(q *Tensor, fo ggmlcgo.FlashOptions) int {
+	n, rows := int(q.Numel()), int(q.Numel())/q.shape[q.Dim()-1]
+	if fo.BF16 {
+		return n + 2*rows
 	}
-	return n + extra
+	return n + rows
 }
 
 // headsView is the [.., H, T, D] tensor of shape that lies at element off

@@ -155,7 +155,13 @@ func (e *Engine) matmul(a, b *Tensor) (*Tensor, error) {
 // [b·t, n] result seen as [b, t, n] again.
 func (e *Engine) overRows(x *Tensor, n int, f func(x2 *Tensor) (*Tensor, error)) (*Tensor, error) {
 	var c chain
-	x2 := c.do(func() (*Tensor, error) { return e.reshapeOp(x, []int{x.shape[0] * x.shape[1], x.shape[2]}) })
+	rows := []int{x.shape[0] * x.shape[1], x.shape[2]}
+	x2 := c.do(func() (*Tensor, error) {
+		if x.base != nil && x.contiguous() { // a packed view (LayerNorm's result, attention's) read in place
+			return e.View(x, rows...)
+		}
+		return e.reshapeOp(x, rows)
+	})
 	y2 := c.do(func() (*Tensor, error) { return f(x2) })
 	y := c.do(func() (*Tensor, error) { return e.reshapeOp(y2, []int{x.shape[0], x.shape[1], n}) })
 	if c.err == nil {
@@ -397,9 +403,10 @@ func asItIs(t *Tensor) (*Tensor, error) { return t, nil }
 // bf16Operand is t rounded to bf16, a tensor of its own (not on the tape:
 // the gradient goes to t), so that a product and its gradient's product
 // round it once, as PyTorch's autocast keeps one cast copy of a weight,
-// and an input, for the backward; t itself where it is stored in bf16.
+// and an input, for the backward; t itself where it is stored in bf16 and
+// read in place (storedInput).
 func (e *Engine) bf16Operand(t *Tensor) (*Tensor, error) {
-	if t.dtype == ggmlcgo.BF16 && t.base == nil {
+	if t.storage().dtype == ggmlcgo.BF16 && (t.base == nil || t.contiguous() && readsRowsInPlace(t)) {
 		return t, nil
 	}
 	r, err := e.kernelOp("to_bf16", t.shape, []*Tensor{t}, func(c ctx, in []node) (node, error) { return c.RoundBF16Kernel(in[0]) })

@@ -421,3 +421,124 @@ func TestABackwardFreesEachWeightsGradientWhereItIsFinal(t *testing.T) {
 		assert.LessOrEqual(t, l.BufferBytes, int64(mib), "clip %v: pass memory %d bytes: the gradients and clip's terms are scratch", clip, l.BufferBytes)
 	}
 }
+
+// gptBlock is one GPT layer under a device's autocast paths (the bf16
+// gemm, the fused attention and MLP), pre-norm as nanoGPT's, over
+// resident weights; copyAttention makes attention's output a tensor of its
+// own before the projection reads it.
+type gptBlock struct {
+	ln, qkv, qkvBias, proj, projBias, w1, b1, w2, b2 *Tensor
+	heads                                            int
+}
+
+func newGPTBlock(t *testing.T, e *Engine, d, heads int) *gptBlock {
+	rng := rand.New(rand.NewSource(5))
+	param := func(shape ...int) *Tensor {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * 0.1)
+		}
+		p, err := host(t, shape, v...).ToDevice(e, residency.Persistent, ggmlcgo.F32)
+		require.NoError(t, err)
+		require.NoError(t, p.SetRequiresGrad(true))
+		return p
+	}
+	return &gptBlock{ln: param(d), qkv: param(3*d, d), qkvBias: param(3 * d), proj: param(d, d), projBias: param(d),
+		w1: param(4*d, d), b1: param(4 * d), w2: param(d, 4*d), b2: param(d), heads: heads}
+}
+
+func (m *gptBlock) forward(e *Engine, x *Tensor, copyAttention bool) (*Tensor, error) {
+	b, tt, d := x.shape[0], x.shape[1], x.shape[2]
+	var c chain
+	h := c.do(func() (*Tensor, error) { return e.LayerNorm(x, m.ln, nil, 1e-5) })
+	qkv := c.do(func() (*Tensor, error) { return e.LinearBias(h, m.qkv, m.qkvBias) })
+	if c.err != nil {
+		return nil, c.err
+	}
+	parts, err := e.Chunk(qkv, 3, 2)
+	if err != nil {
+		return nil, err
+	}
+	heads := func(z *Tensor) *Tensor {
+		return c.do(func() (*Tensor, error) {
+			return e.Transpose(c.do(func() (*Tensor, error) { return e.Reshape(z, b, tt, m.heads, d/m.heads) }), 1, 2)
+		})
+	}
+	q, k, v := heads(parts[0]), heads(parts[1]), heads(parts[2])
+	y := c.do(func() (*Tensor, error) { return e.ScaledDotProductAttention(q, k, v, AttentionOptions{Causal: true}) })
+	y = c.do(func() (*Tensor, error) {
+		return e.Reshape(c.do(func() (*Tensor, error) { return e.Transpose(y, 1, 2) }), b, tt, d)
+	})
+	if copyAttention {
+		y = c.do(func() (*Tensor, error) { return e.Contiguous(y) })
+	}
+	x = c.do(func() (*Tensor, error) {
+		return e.Add(x, c.do(func() (*Tensor, error) { return e.LinearBias(y, m.proj, m.projBias) }))
+	})
+	h = c.do(func() (*Tensor, error) { return e.LayerNorm(x, m.ln, nil, 1e-5) })
+	return c.do(func() (*Tensor, error) {
+		return e.Add(x, c.do(func() (*Tensor, error) { return e.MLP(h, m.w1, m.b1, m.w2, m.b2) }))
+	}), c.err
+}
+
+// A GPT layer under autocast keeps what PyTorch's autocast keeps, less its
+// weights' bf16 copies: the residual stream LayerNorm reads (f32) and its
+// statistics, bf16 copies of the LayerNorms' results (the products' inputs),
+// the bf16 q, k, v, attention's bf16 output with its log-sum-exp (read in
+// place by the projection), and the MLP's bf16 hidden layer. Attention's
+// output read in place computes what its copy computes, bit for bit.
+func TestAGPTLayerKeepsWhatAutocastKeeps(t *testing.T) {
+	defer func(g, f bool) { forceGemmBF16, forceFlashBF16 = g, f }(forceGemmBF16, forceFlashBF16)
+	forceGemmBF16, forceFlashBF16 = true, true
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const B, T, D, H = 2, 32, 64, 4
+	run := func(copyAttention bool) (placed int64, loss float32, grads [][]float32) {
+		e := newEngine(t)
+		m := newGPTBlock(t, e, D, H)
+		xv := make([]float32, B*T*D)
+		for i := range xv {
+			xv[i] = float32(i%13) / 13
+		}
+		x, err := host(t, []int{B, T, D}, xv...).ToDevice(e, residency.Persistent, ggmlcgo.F32)
+		require.NoError(t, err)
+		var out *Tensor
+		placed = forwardPlaced(t, e, ggmlcgo.BF16, func() (*Tensor, error) {
+			y, err := m.forward(e, x, copyAttention)
+			if err != nil {
+				return nil, err
+			}
+			out = y
+			return e.Sum(e.must(e.Mul(y, y)))
+		})
+		loss = values(t, e.must(e.Sum(out)))[0]
+		for _, p := range []*Tensor{m.ln, m.qkv, m.qkvBias, m.proj, m.projBias, m.w1, m.b1, m.w2, m.b2} {
+			require.NotNil(t, p.Grad())
+			grads = append(grads, values(t, p.Grad()))
+		}
+		return placed, loss, grads
+	}
+	inPlace, loss, grads := run(false)
+	copied, loss2, grads2 := run(true)
+	assert.Equal(t, loss, loss2)
+	for i := range grads {
+		assert.Equal(t, bitsOfFloats(grads[i]), bitsOfFloats(grads2[i]), "gradient %d", i)
+	}
+	const rows = B * T
+	f32, bf16 := int64(4), int64(2)
+	want := rows*D*f32 + // the residual stream after attention (the second LayerNorm's input)
+		2*2*rows*f32 + // the LayerNorms' statistics
+		2*rows*D*bf16 + // their results' bf16 copies
+		rows*3*D*bf16 + // q, k, v
+		(rows*D+2*B*H*T)*bf16 + // attention's output and log-sum-exp
+		rows*4*D*bf16 + // the MLP's hidden layer
+		rows*D*f32 + // the layer's output, which the loss's y·y keeps
+		f32 // the loss
+	assert.Equal(t, want, inPlace, "placed by the forward")
+	assert.Equal(t, want+rows*D*bf16, copied, "with attention's output copied (its bf16 copy kept)")
+}

@@ -40,12 +40,27 @@ const FlashMaxHeadDim = 128
 // FlashDeviceHeadDim reports whether a GPU's kernel takes heads of d dims.
 func FlashDeviceHeadDim(d int) bool { return d == 16 || d == 32 || d == 64 || d == 128 }
 
-// FlashOutput locates a forward node's parts in its one f32 run: the
-// output as [B][Tq][H][D] from element 0, then the log-sum-exp of the
-// scaled scores as [B][H][Tq] from element LSE.
-func FlashOutput(q Tensor) (lse int64) {
+// FlashOutput locates a forward node's parts in its one run: the output
+// as [B][Tq][H][D] from element 0, then the log-sum-exp of the scaled
+// scores as [B][H][Tq] f32 from element lse; the run has n elements. The
+// run is f32, or bf16 in the BF16 form (the output in bf16, as PyTorch's
+// autocast writes attention's; each f32 of the log-sum-exp takes two
+// elements).
+func FlashOutput(q Tensor, o FlashOptions) (lse, n int64) {
 	ne := q.Ne()
-	return ne[0] * ne[1] * ne[2] * ne[3]
+	lse, rows := ne[0]*ne[1]*ne[2]*ne[3], ne[1]*ne[2]*ne[3]
+	if o.BF16 {
+		return lse, lse + 2*rows
+	}
+	return lse, lse + rows
+}
+
+// FlashRunType is the type of a forward node's run (FlashOutput).
+func FlashRunType(o FlashOptions) Type {
+	if o.BF16 {
+		return BF16
+	}
+	return F32
 }
 
 // FlashAttention is one node computing attention for q with ne (D, Tq, H,
@@ -73,13 +88,13 @@ func (c *Context) FlashAttentionBack(q, k, v, fwd, g Tensor, o FlashOptions) (Te
 	if err := checkFlash("flash_attn_back", q, k, v, o); err != nil {
 		return Tensor{}, err
 	}
-	if err := c.checkF32("flash_attn_back", fwd, g); err != nil {
+	if err := c.checkF32("flash_attn_back", g); err != nil {
 		return Tensor{}, err
 	}
-	qn := q.Ne()
-	if !sameShape(g, q) || !g.contiguousRows() || !fwd.contiguous() || fwd.Nelements() != FlashOutput(q)+qn[1]*qn[2]*qn[3] {
-		return Tensor{}, fmt.Errorf("flash_attn_back: the output's gradient (ne %v) must have q's ne %v with packed rows, and the forward %d elements (got %d)",
-			g.Ne(), qn, FlashOutput(q)+qn[1]*qn[2]*qn[3], fwd.Nelements())
+	_, n := FlashOutput(q, o)
+	if !sameShape(g, q) || !g.contiguousRows() || !fwd.contiguous() || fwd.Nelements() != n || fwd.Type() != FlashRunType(o) {
+		return Tensor{}, fmt.Errorf("flash_attn_back: the output's gradient (ne %v) must have q's ne %v with packed rows, and the forward %d elements of %s (got %d of %s)",
+			g.Ne(), q.Ne(), n, FlashRunType(o), fwd.Nelements(), fwd.Type())
 	}
 	return result(C.gglua_flash_attn_back_node(c.p, q.p, k.p, v.p, fwd.p, g.p, o.code()))
 }

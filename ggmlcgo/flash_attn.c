@@ -7,9 +7,12 @@
 //
 // Layouts (flash_attn.go): q, k, v are f32 with ne (D, T, H, B) and
 // contiguous rows (nb0 = 4), any other strides. The forward's dst is one
-// f32 run: the output as [B][Tq][H][D] (the heads already side by side, as
-// a projection reads them), then the log-sum-exp as [B][H][Tq]. The
-// backward's dst is dq [B][Tq][H][D], dk and dv [B][Tk][H][D], in a run.
+// run: the output as [B][Tq][H][D] (the heads already side by side, as a
+// projection reads them), then the log-sum-exp as [B][H][Tq] f32; the run
+// is f32, or bf16 in the bf16 form (the output written in bf16, as
+// PyTorch's autocast writes attention's, each f32 of the log-sum-exp in
+// two of its elements). The backward's dst is f32: dq [B][Tq][H][D], dk
+// and dv [B][Tk][H][D], in a run.
 //
 // Both work on a block of FA_ROWS queries against a block of FA_KEYS keys
 // (a [D][keys] transposed copy of the keys, so that a query's scores are
@@ -52,6 +55,12 @@ static inline const float * fa_row(const struct ggml_tensor * x, int64_t t, int6
 }
 
 static inline float fa_round(float x, int bf16) { return bf16 ? gglua_round_bf16(x) : x; }
+
+// fa_lse is the log-sum-exp in a forward's run (after the output, whose
+// elements are f32 or bf16).
+static inline float * fa_lse(const struct ggml_tensor * run, const fa_shape * s) {
+    return (float *) ((char *) run->data + s->B * s->Tq * s->H * s->D * (int64_t) ggml_type_size(run->type));
+}
 
 // fa_block copies rows t0..t0+n of head (h, b) of x (f32, or bf16: a
 // product's result under autocast) into rows [n][D] (and, if t is not
@@ -182,8 +191,7 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
     const struct ggml_tensor * q = dst->src[0];
     const struct ggml_tensor * k = dst->src[1];
     const struct ggml_tensor * v = dst->src[2];
-    float * out = (float *) dst->data;
-    float * lse = out + s.B * s.Tq * s.H * s.D;
+    float * lse = fa_lse(dst, &s);
     const int64_t D = s.D, nblocks = (s.Tq + FA_ROWS - 1) / FA_ROWS;
     float qs[FA_ROWS * FA_MAX_D], ks[FA_KEYS * FA_MAX_D], kt[FA_MAX_D * FA_KEYS], vs[FA_KEYS * FA_MAX_D];
     float acc[FA_ROWS * FA_MAX_D], m[FA_ROWS], l[FA_ROWS], sc[FA_KEYS];
@@ -238,9 +246,14 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
             }
         }
         for (int64_t r = 0; r < rows; r++) {
-            float * o = out + ((b * s.Tq + i0 + r) * s.H + h) * D;
+            const int64_t at = ((b * s.Tq + i0 + r) * s.H + h) * D;
             for (int64_t d = 0; d < D; d++) {
-                o[d] = l[r] > 0.0f ? acc[r * D + d] / l[r] : NAN;
+                const float o = l[r] > 0.0f ? acc[r * D + d] / l[r] : NAN;
+                if (dst->type == GGML_TYPE_BF16) {
+                    ((uint16_t *) dst->data)[at + d] = gglua_bf16_bits(o);
+                } else {
+                    ((float *) dst->data)[at + d] = o;
+                }
             }
             lse[(b * s.H + h) * s.Tq + i0 + r] = m[r] + logf(l[r]);
         }
@@ -256,9 +269,9 @@ void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
     const struct ggml_tensor * q = dst->src[0];
     const struct ggml_tensor * k = dst->src[1];
     const struct ggml_tensor * v = dst->src[2];
-    const float * fwd = (const float *) dst->src[3]->data;
+    const struct ggml_tensor * fwd = dst->src[3];
     const struct ggml_tensor * go = dst->src[4];
-    const float * lse = fwd + s.B * s.Tq * s.H * s.D;
+    const float * lse = fa_lse(fwd, &s);
     const int64_t D = s.D, H = s.H;
     float * dq = (float *) dst->data;
     float * dk = dq + s.B * s.Tq * H * D;
@@ -278,10 +291,10 @@ void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
             fa_block(qs, NULL, q, i0, rows, h, b, &s);
             for (int64_t r = 0; r < rows; r++) {
                 const float * g = fa_row(go, i0 + r, h, b);
-                const float * o = fwd + ((b * s.Tq + i0 + r) * H + h) * D;
+                const int64_t o = ((b * s.Tq + i0 + r) * H + h) * D;
                 delta[r] = 0.0f;
                 for (int64_t d = 0; d < D; d++) {
-                    delta[r] += g[d] * o[d];
+                    delta[r] += g[d] * gglua_element(fwd, o + d);
                 }
                 memset(dq + ((b * s.Tq + i0 + r) * H + h) * D, 0, sizeof(float) * D);
             }
@@ -341,8 +354,10 @@ void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
 struct ggml_tensor * gglua_flash_attn_node(struct ggml_context * ctx, struct ggml_tensor * q, struct ggml_tensor * k,
                                            struct ggml_tensor * v, uint64_t code) {
     struct ggml_tensor * args[3] = {q, k, v};
-    const int64_t n = q->ne[0] * q->ne[1] * q->ne[2] * q->ne[3] + q->ne[1] * q->ne[2] * q->ne[3];
-    struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, n, 1, 1, 1, args, 3, gglua_flash_attn_f32, -1, (void *) (uintptr_t) code);
+    const int bf16 = (code >> 33) & 1; // the log-sum-exp's f32s take two bf16 elements each
+    const int64_t n = q->ne[0] * q->ne[1] * q->ne[2] * q->ne[3] + (bf16 ? 2 : 1) * q->ne[1] * q->ne[2] * q->ne[3];
+    struct ggml_tensor * t = ggml_custom_4d(ctx, bf16 ? GGML_TYPE_BF16 : GGML_TYPE_F32, n, 1, 1, 1, args, 3, gglua_flash_attn_f32, -1,
+                                            (void *) (uintptr_t) code);
     ggml_set_name(t, "flash_attn");
     return t;
 }

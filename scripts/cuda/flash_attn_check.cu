@@ -28,11 +28,12 @@ static bool run(const Case & c, bool timeit) {
     srand(7);
     for (auto & v : x) v = (float) rand() / RAND_MAX * 2 - 1;
     for (auto & v : g) v = (float) rand() / RAND_MAX * 2 - 1;
-    float *dx, *dg, *fwd, *grads, *delta;
+    float *dx, *dg, *grads, *delta;
+    __nv_bfloat16 * fwd; // the output in bf16, then the log-sum-exp's f32s
     const size_t nq = (size_t) B * c.Tq * H * D, nk = (size_t) B * c.Tk * H * D;
     CHECK(cudaMalloc(&dx, n * 4));
     CHECK(cudaMalloc(&dg, g.size() * 4));
-    CHECK(cudaMalloc(&fwd, (nq + (size_t) B * H * c.Tq) * 4));
+    CHECK(cudaMalloc(&fwd, nq * 2 + (size_t) B * H * c.Tq * 4));
     CHECK(cudaMalloc(&grads, (nq + 2 * nk) * 4));
     CHECK(cudaMalloc(&delta, (size_t) B * H * c.Tq * 4));
     CHECK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
@@ -44,7 +45,7 @@ static bool run(const Case & c, bool timeit) {
     p.v = {(const char *) (dx + 2 * H * D), nb1, nb2, nb3, true};
     p.go = {(const char *) dg, (int64_t) H * D * 4, D * 4, (int64_t) c.Tq * H * D * 4, true};
     p.out = fwd;
-    p.lse = fwd + nq;
+    p.lse = (float *) (fwd + nq);
     p.dq = grads;
     p.dk = grads + nq;
     p.dv = grads + nq + nk;
@@ -55,8 +56,10 @@ static bool run(const Case & c, bool timeit) {
     gglua_fa_forward(D, p, 0);
     gglua_fa_backward(D, p, 0);
     CHECK(cudaDeviceSynchronize());
+    std::vector<__nv_bfloat16> ob(nq);
     std::vector<float> o(nq), gr(nq + 2 * nk);
-    CHECK(cudaMemcpy(o.data(), fwd, nq * 4, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(ob.data(), fwd, nq * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < nq; i++) o[i] = __bfloat162float(ob[i]);
     CHECK(cudaMemcpy(gr.data(), grads, gr.size() * 4, cudaMemcpyDeviceToHost));
     double worst[4] = {0, 0, 0, 0};
     if (!timeit) {

@@ -38,7 +38,7 @@ struct gglua_fa_rows {
 
 struct gglua_fa_params {
     gglua_fa_rows q, k, v, go; // go: the output's gradient (backward)
-    float * out;               // [B][Tq][H][D] (the backward reads it)
+    __nv_bfloat16 * out;       // [B][Tq][H][D] (the backward reads it)
     float * lse;               // [B][H][Tq]
     float * dq, * dk, * dv;    // [B][Tq][H][D], [B][Tk][H][D] twice
     float * delta;             // [B][H][Tq] scratch: Σ dO·O per row
@@ -221,15 +221,19 @@ __device__ __forceinline__ void rows_of(a_t * a, const __nv_bfloat16 * t) {
     }
 }
 
+// pair writes two neighbouring elements.
+__device__ __forceinline__ void pair(float * at, float a, float b) { *(float2 *) at = make_float2(a, b); }
+__device__ __forceinline__ void pair(__nv_bfloat16 * at, float a, float b) { *(__nv_bfloat162 *) at = __floats2bfloat162_rn(a, b); }
+
 // store_rows writes the warp's 16 rows of acc (times scale), rows t0.. of
-// head (h, b) of dst ([B][T][H][D]), two columns a store.
-template <int D>
-__device__ __forceinline__ void store_rows(float * dst, const acc_t * acc, float scale, int t0, int T, int H, int h, int b) {
+// head (h, b) of dst ([B][T][H][D], f32 or bf16), two columns a store.
+template <int D, typename T_out>
+__device__ __forceinline__ void store_rows(T_out * dst, const acc_t * acc, float scale, int t0, int T, int H, int h, int b) {
     for (int n = 0; n < D / 16; n++) {
         for (int i = 0; i < 8; i += 2) {
             const int t = t0 + frow(i);
             if (t < T) {
-                *(float2 *) (dst + (((int64_t) b * T + t) * H + h) * D + n * 16 + fcol(i)) = make_float2(acc[n].x[i] * scale, acc[n].x[i + 1] * scale);
+                pair(dst + (((int64_t) b * T + t) * H + h) * D + n * 16 + fcol(i), acc[n].x[i] * scale, acc[n].x[i + 1] * scale);
             }
         }
     }
@@ -362,10 +366,10 @@ __global__ void delta(const gglua_fa_params p) {
     }
     const int t = (int) (row % p.Tq), h = (int) ((row / p.Tq) % p.H), b = (int) (row / ((int64_t) p.Tq * p.H));
     const float * g = (const float *) (p.go.data + (int64_t) b * p.go.nb3 + (int64_t) h * p.go.nb2 + (int64_t) t * p.go.nb1);
-    const float * o = p.out + (((int64_t) b * p.Tq + t) * p.H + h) * D;
+    const __nv_bfloat16 * o = p.out + (((int64_t) b * p.Tq + t) * p.H + h) * D;
     float s = 0.0f;
     for (int d = lane; d < D; d += 32) {
-        s += g[d] * o[d];
+        s += g[d] * __bfloat162float(o[d]);
     }
     for (int off = 16; off > 0; off /= 2) {
         s += __shfl_xor_sync(0xffffffffu, s, off);
@@ -593,7 +597,8 @@ static inline size_t gglua_fa_smem(int64_t d) {
     }
 }
 
-// gglua_fa_forward fills p.out and p.lse from p.q, p.k, p.v;
+// gglua_fa_forward fills p.out (bf16, as PyTorch's autocast writes it) and
+// p.lse from p.q, p.k, p.v;
 // gglua_fa_backward fills p.dq, p.dk and p.dv (p.delta: B*H*Tq floats of
 // scratch) from those, p.out, p.lse and p.go.
 static inline void gglua_fa_forward(int d, const gglua_fa_params & p, cudaStream_t stream) {

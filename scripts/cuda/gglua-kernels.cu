@@ -458,7 +458,8 @@ static void gglua_all_reduce_join(cudaStream_t stream, ggml_tensor * dst) {
 // checked the shapes, and they are checked again here, as ggml would
 // otherwise run a kernel out of bounds).
 static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params * p) {
-    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, back ? "flash_attn_back" : "flash_attn") != 0 || dst->type != GGML_TYPE_F32 ||
+    if (dst->op != GGML_OP_CUSTOM || strcmp(dst->name, back ? "flash_attn_back" : "flash_attn") != 0 ||
+        dst->type != (back ? GGML_TYPE_F32 : GGML_TYPE_BF16) ||
         !ggml_is_contiguous(dst) || !gglua_only_srcs(dst, back ? 5 : 3)) {
         return false;
     }
@@ -490,24 +491,26 @@ static bool gglua_flash_of(const ggml_tensor * dst, bool back, gglua_fa_params *
         *out[i] = {(const char *) t->data, (int64_t) t->nb[1], (int64_t) t->nb[2], (int64_t) t->nb[3],
                    (uintptr_t) t->data % vec == 0 && t->nb[1] % vec == 0 && t->nb[2] % vec == 0 && t->nb[3] % vec == 0, bf16};
     }
+    // The forward's run: the output in bf16, then the log-sum-exp's f32s,
+    // two bf16 elements each.
     const int64_t nq = D * Tq * H * B, nk = D * Tk * H * B;
     if (back) {
         const ggml_tensor * fwd = dst->src[3];
-        if (!ggml_are_same_shape(dst->src[4], q) || fwd->type != GGML_TYPE_F32 || !ggml_is_contiguous(fwd) ||
-            ggml_nelements(fwd) != nq + Tq * H * B || ggml_nelements(dst) != nq + 2 * nk) {
+        if (!ggml_are_same_shape(dst->src[4], q) || fwd->type != GGML_TYPE_BF16 || !ggml_is_contiguous(fwd) ||
+            ggml_nelements(fwd) != nq + 2 * Tq * H * B || ggml_nelements(dst) != nq + 2 * nk) {
             return false;
         }
-        p->out = (float *) fwd->data;
+        p->out = (__nv_bfloat16 *) fwd->data;
         p->dq = (float *) dst->data;
         p->dk = p->dq + nq;
         p->dv = p->dk + nk;
     } else {
-        if (ggml_nelements(dst) != nq + Tq * H * B) {
+        if (ggml_nelements(dst) != nq + 2 * Tq * H * B) {
             return false;
         }
-        p->out = (float *) dst->data;
+        p->out = (__nv_bfloat16 *) dst->data;
     }
-    p->lse = p->out + nq;
+    p->lse = (float *) (p->out + nq);
     p->Tq = (int) Tq;
     p->Tk = (int) Tk;
     p->H = (int) H;
