@@ -12,40 +12,71 @@ import (
 // positions 0..len(ids)-1): a [T, Vocab] f32 tensor, as llama.cpp's
 // llama_get_logits_ith gives each position's.
 func (m *Model) Logits(ids []int) (*core.Tensor, error) {
-	return m.forward(ids, nil)
+	return m.forward([][]int{ids}, nil)
 }
 
-// forward runs ids at the positions after those cache holds (0 without a
-// cache), adding their keys and values to it.
-func (m *Model) forward(ids []int, cache *kvCache) (*core.Tensor, error) {
-	if len(ids) == 0 {
+// LogitsBatch is Logits of B sequences of one length T at once (a batch's
+// rows, as Hugging Face's input_ids [B, T]): a [B, T, Vocab] tensor whose
+// row b is Logits(batch[b]). One pass's products then take B·T rows.
+func (m *Model) LogitsBatch(batch [][]int) (*core.Tensor, error) {
+	y, err := m.forward(batch, nil)
+	if err != nil || len(batch) > 1 {
+		return y, err
+	}
+	return m.e.Reshape(y, 1, len(batch[0]), m.Vocab)
+}
+
+// forward runs a batch of sequences of one length at the positions after
+// those cache holds (0 without a cache; a cache takes one sequence),
+// adding their keys and values to it: [T, Vocab] logits for one sequence,
+// [B, T, Vocab] for more.
+func (m *Model) forward(batch [][]int, cache *kvCache) (*core.Tensor, error) {
+	if len(batch) == 0 || len(batch[0]) == 0 {
 		return nil, fmt.Errorf("logits: no tokens")
 	}
-	for i, id := range ids {
-		if id < 0 || id >= m.Vocab {
-			return nil, fmt.Errorf("logits: token %d (id %d) is outside the vocabulary of %d", i+1, id, m.Vocab)
+	if cache != nil && len(batch) > 1 {
+		return nil, fmt.Errorf("logits: a key/value cache takes one sequence, not %d", len(batch))
+	}
+	T := len(batch[0])
+	ids := make([]int, 0, len(batch)*T)
+	for b, seq := range batch {
+		if len(seq) != T {
+			return nil, fmt.Errorf("logits: sequence %d has %d tokens where the first has %d (a batch's sequences have one length)", b+1, len(seq), T)
 		}
+		for i, id := range seq {
+			if id < 0 || id >= m.Vocab {
+				where := fmt.Sprintf("token %d", i+1)
+				if len(batch) > 1 {
+					where += fmt.Sprintf(" of sequence %d", b+1)
+				}
+				return nil, fmt.Errorf("logits: %s (id %d) is outside the vocabulary of %d", where, id, m.Vocab)
+			}
+		}
+		ids = append(ids, seq...)
 	}
 	start := 0
 	if cache != nil {
 		start = cache.n
-		if start+len(ids) > cache.size {
-			return nil, fmt.Errorf("logits: %d positions past the %d the cache holds", start+len(ids), cache.size)
+		if start+T > cache.size {
+			return nil, fmt.Errorf("logits: %d positions past the %d the cache holds", start+T, cache.size)
 		}
 	}
-	pos := make([]int, len(ids))
+	pos := make([]int, T)
 	for i := range pos {
 		pos[i] = start + i
 	}
-	f := forward{m: m, e: m.e, pos: pos, cache: cache}
+	f := forward{m: m, e: m.e, batch: len(batch), pos: pos, cache: cache}
 	x := f.do(func() (*core.Tensor, error) { return f.e.IndexSelect(m.tokens, 0, ids) })
 	for i := range m.layers {
 		x = f.block(i, x)
 	}
 	x = f.norm(x, m.outNorm)
 	y := f.do(func() (*core.Tensor, error) { return f.e.Linear(x, m.output) })
+	if f.batch > 1 {
+		y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, f.batch, T, m.Vocab) })
+	}
 	if f.err == nil && cache != nil {
-		cache.n += len(ids)
+		cache.n += T
 	}
 	return y, f.err
 }
@@ -54,7 +85,8 @@ func (m *Model) forward(ids []int, cache *kvCache) (*core.Tensor, error) {
 type forward struct {
 	m     *Model
 	e     *core.Engine
-	pos   []int
+	batch int   // sequences, each of len(pos) rows of x
+	pos   []int // a sequence's positions
 	cache *kvCache
 	err   error
 	made  []*core.Tensor // the results of the current layer's ops
@@ -104,13 +136,19 @@ func (f *forward) block(i int, x *core.Tensor) *core.Tensor {
 // attention is causal self-attention with rotary positions; each of the
 // HeadsKV key and value heads serves Heads/HeadsKV query heads in turn
 // (grouped-query attention, as llama.cpp groups them). With a cache, the
-// new keys and values join those of the earlier positions.
+// new keys and values join those of the earlier positions. A batch's
+// sequences attend each to its own: heads are [B, n, T, D] then.
 func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 	c, T := f.m.Config, len(f.pos)
 	rope := ggmlcgo.RopeOptions{Dims: c.RopeDims, Base: c.RopeBase, Scale: c.RopeScale}
+	lead := []int{} // the batch dim, where there is one
+	if f.batch > 1 {
+		lead = []int{f.batch}
+	}
+	rows := func(tk, n int) []int { return append(append([]int{}, lead...), tk, n, c.HeadDim) } // [(B,) Tk, n, D]
 	project := func(target string, n int, rotate bool) *core.Tensor {
 		y := f.adapted(i, target, h)
-		y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, n, c.HeadDim) })
+		y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, rows(T, n)...) })
 		if rotate {
 			y = f.do(func() (*core.Tensor, error) { return f.e.Rope(y, f.pos, rope) })
 		}
@@ -120,17 +158,21 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 	if f.cache != nil {
 		k, v = f.remember(f.cache.k[i], k), f.remember(f.cache.v[i], v)
 	}
-	heads := func(y *core.Tensor) *core.Tensor { // [Tk, n, D] -> [Heads, Tk, D]
+	at := len(lead)                              // the T dim
+	heads := func(y *core.Tensor) *core.Tensor { // [(B,) Tk, n, D] -> [(B,) Heads, Tk, D]
 		if y == nil {
 			return nil
 		}
-		if tk, n := y.Shape()[0], y.Shape()[1]; n < c.Heads { // kv head j serves query heads jg..jg+g-1
+		if tk, n := y.Shape()[at], y.Shape()[at+1]; n < c.Heads { // kv head j serves query heads jg..jg+g-1
 			g := c.Heads / n
+			if f.batch > 1 { // the batch and positions as one dim: 4 dims at most
+				y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, f.batch*tk, n, c.HeadDim) })
+			}
 			y = f.do(func() (*core.Tensor, error) { return f.e.Unsqueeze(y, 2) })
-			y = f.do(func() (*core.Tensor, error) { return f.e.Expand(y, []int{tk, n, g, c.HeadDim}) })
-			y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, tk, c.Heads, c.HeadDim) })
+			y = f.do(func() (*core.Tensor, error) { return f.e.Expand(y, []int{f.batch * tk, n, g, c.HeadDim}) })
+			y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, rows(tk, c.Heads)...) })
 		}
-		return f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, 0, 1) })
+		return f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, at, at+1) })
 	}
 	o := core.AttentionOptions{Causal: T > 1, Scale: 1 / math.Sqrt(float64(c.HeadDim))}
 	if start := f.pos[0]; start > 0 && T > 1 { // causal below the diagonal that starts at column start
@@ -146,8 +188,8 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 	y := f.do(func() (*core.Tensor, error) {
 		return f.e.ScaledDotProductAttention(heads(q), heads(k), heads(v), o)
 	})
-	y = f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, 0, 1) })
-	y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, T, c.Embd) })
+	y = f.do(func() (*core.Tensor, error) { return f.e.Transpose(y, at, at+1) })
+	y = f.do(func() (*core.Tensor, error) { return f.e.Reshape(y, f.batch*T, c.Embd) })
 	return f.adapted(i, "attn_output", y)
 }
 

@@ -96,7 +96,7 @@ func (m *Model) Generate(prompt []int, o GenerateOptions) ([]int, error) {
 		if ctx := m.e.Context(); ctx != nil && ctx.Err() != nil {
 			return out, fmt.Errorf("generate: %w", ctx.Err())
 		}
-		logits, err := m.forward(next, cache)
+		logits, err := m.forward([][]int{next}, cache)
 		if err != nil {
 			return out, err
 		}

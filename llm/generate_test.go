@@ -55,7 +55,7 @@ func TestCachedPartsAsOneForward(t *testing.T) {
 	require.NoError(t, err)
 	var got []float32
 	for _, part := range [][]int{ids[:4], ids[4:7], ids[7:8], ids[8:]} {
-		y, err := m.forward(part, cache)
+		y, err := m.forward([][]int{part}, cache)
 		require.NoError(t, err)
 		v, err := y.Float32s()
 		require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestCachedPartsAsOneForward(t *testing.T) {
 	for i := range want {
 		require.InDelta(t, want[i], got[i], 1e-4, "logit %d (position %d)", i, i/m.Vocab)
 	}
-	_, err = m.forward([]int{5}, cache)
+	_, err = m.forward([][]int{{5}}, cache)
 	assert.ErrorContains(t, err, "past the 9 the cache holds")
 }
 

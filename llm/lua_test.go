@@ -48,6 +48,9 @@ func TestLuaLLM(t *testing.T) {
 	vals, err := rt.DoString(ctx, `
 local m = llm.load(path)
 local y = m:logits({2, 261, 262, 4, m.vocab})
+local batch = m:logits({{9, 8, 7, 6, 5}, {2, 261, 262, 4, m.vocab}})
+assert(batch:dim() == 3 and batch:size(1) == 2 and batch:size(2) == 5 and batch:size(3) == m.vocab)
+assert((batch[2] - y):abs():max():item() < 1e-5, "a batch's row is its sequence's logits")
 local f = llm.load(path, {dtype = "f16", device = "cpu"})
 assert(#f:parameters() == 3 + 9 * f.layers and f:state_dict()["blk.1.ffn_up.weight"]:dtype() == "f16")
 assert(f:parameters()[1]:requires_grad())
@@ -67,6 +70,9 @@ return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.hea
 		`m:logits({"a"})`:                   "token 1 is a string, not an id",
 		`m:logits({})`:                      "model:logits: expected 1 to",
 		`m:logits(5)`:                       "model:logits: expected a text or a table of token ids, got number",
+		`m:logits({{1, 2}, {3}})`:           "sequence 2 has 1 tokens where the first has 2",
+		`m:logits({{1, 2}, 3})`:             "model:logits: sequence 2 of the batch is a number, not a table of token ids",
+		`m:logits({{1, 2}, {3, 0}})`:        "model:logits: sequence 2: token 2 is 0, not an id from 1",
 		`m.logits(5, {1})`:                  "expected a model (llm.load's) as self",
 		`return m.nothing`:                  "no method or field named 'nothing'",
 		`llm.load(path, {device = "cuda"})`: `llm.load: device "cuda" is not the current device "cpu": call device.use("cuda") first`,

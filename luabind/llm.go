@@ -125,11 +125,37 @@ func objectMetatable(L *lua.LState, typeName, what string, methods map[string]lu
 }
 
 // m:logits(text or ids) is a [T, vocab] tensor of each position's logits
-// for a text (tokenized as m:tokenize does) or a table of 1-based ids.
+// for a text (tokenized as m:tokenize does) or a table of 1-based ids; for
+// a batch, a table of B tables of T ids each, a [B, T, vocab] tensor.
 func (env *Env) llmLogits(L *lua.LState) int {
-	m := checkModel(L, "model:logits")
-	t, err := m.Logits(checkPrompt(L, "model:logits", m))
+	const fn = "model:logits"
+	m := checkModel(L, fn)
+	if tbl, ok := L.Get(2).(*lua.LTable); ok {
+		if _, nested := tbl.RawGetInt(1).(*lua.LTable); nested {
+			t, err := m.LogitsBatch(checkBatch(L, fn, tbl, m.Vocab))
+			return env.pushResult(L, t, err)
+		}
+	}
+	t, err := m.Logits(checkPrompt(L, fn, m))
 	return env.pushResult(L, t, err)
+}
+
+// checkBatch reads tbl, a table of tables of 1-based token ids (a batch's
+// sequences), as 0-based ids.
+func checkBatch(L *lua.LState, fn string, tbl *lua.LTable, vocab int) [][]int {
+	n := tbl.Len()
+	if n > 1<<16 {
+		argError(L, fn, "expected at most %d sequences, got %d", 1<<16, n)
+	}
+	batch := make([][]int, n)
+	for b := range batch {
+		seq, ok := tbl.RawGetInt(b + 1).(*lua.LTable)
+		if !ok {
+			argError(L, fn, "sequence %d of the batch is a %s, not a table of token ids", b+1, luaTypeName(tbl.RawGetInt(b+1)))
+		}
+		batch[b] = readIDs(L, fmt.Sprintf("%s: sequence %d", fn, b+1), seq, vocab)
+	}
+	return batch
 }
 
 // checkPrompt reads argument 2, a text (tokenized with the BOS token and
@@ -157,6 +183,11 @@ func checkIDs(L *lua.LState, fn string, n, vocab int) []int {
 	if !ok {
 		argError(L, fn, "expected a table of token ids, got %s", luaTypeName(L.Get(n)))
 	}
+	return readIDs(L, fn, tbl, vocab)
+}
+
+// readIDs reads tbl, a table of 1-based token ids, as 0-based ids.
+func readIDs(L *lua.LState, fn string, tbl *lua.LTable, vocab int) []int {
 	count := tbl.Len()
 	if count == 0 || count > 1<<20 {
 		argError(L, fn, "expected 1 to %d token ids, got %d", 1<<20, count)

@@ -3,15 +3,16 @@
 -- tg, G tokens generated one at a time (greedy, each read back and chosen
 -- on the host, the key/value cache on the device); then a LoRA step.
 --
---   gglua [--device cuda] scripts/bench/llm_bench.lua MODEL.gguf [P=512] [G=128] [reps=3] [lora_T=0]
+--   gglua [--device cuda] scripts/bench/llm_bench.lua MODEL.gguf [P=512] [G=128] [reps=3] [lora_T=0] [lora_B=1]
 --
 -- The prompt is llama_bench_mini's (shared/llama-ref): token (i*7919+13)
 -- mod vocab. lora_T > 0 also times LoRA steps (r=8 on attn_q and attn_v,
--- AdamW) on one sequence of lora_T tokens. Prints lines of the form
+-- AdamW) on a batch of lora_B sequences of lora_T tokens (PEFT's
+-- peft_lora_bench.py B T: lora_B=8, lora_T=512). Prints lines of the form
 --   gglua pp512=NNN tok/s tg128=NNN tok/s (best of 3) ...
-local path = assert(arg[1], "usage: llm_bench.lua MODEL.gguf [P] [G] [reps] [lora_T]")
+local path = assert(arg[1], "usage: llm_bench.lua MODEL.gguf [P] [G] [reps] [lora_T] [lora_B]")
 local P, G = tonumber(arg[2]) or 512, tonumber(arg[3]) or 128
-local reps, loraT = tonumber(arg[4]) or 3, tonumber(arg[5]) or 0
+local reps, loraT, loraB = tonumber(arg[4]) or 3, tonumber(arg[5]) or 0, tonumber(arg[6]) or 1
 
 local t0 = device.clock()
 local m = llm.load(path)
@@ -38,19 +39,25 @@ if loraT > 0 then
   local lora = m:lora({r = 8, alpha = 16, targets = {"attn_q", "attn_v"}})
   local opt = optim.adamw(lora:parameters(), {lr = 1e-4, weight_decay = 0})
   m:train()
-  local x, y = {}, {}
-  for i = 1, loraT do x[i], y[i] = ids[(i - 1) % P + 1], ids[i % P + 1] end
+  local x, y = {}, {} -- sequence b starts b tokens into the prompt
+  for b = 1, loraB do
+    x[b] = {}
+    for i = 1, loraT do
+      x[b][i], y[#y + 1] = ids[(i + b - 2) % P + 1], ids[(i + b - 1) % P + 1]
+    end
+  end
+  if loraB == 1 then x = x[1] end
   local best = math.huge
   for step = 0, reps + 1 do
     t0 = device.clock()
     opt:zero_grad()
-    local loss = with_grad_tape(function() return nn.cross_entropy(m:logits(x), y) end)
+    local loss = with_grad_tape(function() return nn.cross_entropy(m:logits(x):reshape(loraB * loraT, m.vocab), y) end)
     backward(loss)
     opt:step()
     loss:item()
     if step > 1 then best = math.min(best, device.clock() - t0) end -- two warm-up steps
   end
   s = residency.stats()
-  print(string.format("gglua LoRA r=8 q,v T=%d: %.0f tok/s (%.1f ms a step), pass peak %.0f MiB, all held %.0f MiB",
-    loraT, loraT / best, best * 1e3, s.peak_bytes / 2^20, s.total_buffer_bytes / 2^20))
+  print(string.format("gglua LoRA r=8 q,v B=%d T=%d: %.0f tok/s (%.1f ms a step), pass peak %.0f MiB, all held %.0f MiB",
+    loraB, loraT, loraB * loraT / best, best * 1e3, s.peak_bytes / 2^20, s.total_buffer_bytes / 2^20))
 end
