@@ -96,15 +96,15 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 }
 
 // storedInput is input with t's values in the type t stores them in: a
-// bf16 view's too where it is a packed run of its base's elements
-// (attention's output that a projection reads), any other view's in f32.
+// packed bf16 view's too (packedBF16View: attention's output that a
+// projection reads), any other view's in f32.
 func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
 	st := t.storage()
 	if st.dtype == ggmlcgo.I32 && !st.indices {
 		return ggmlcgo.Tensor{}, errIntOperand(t)
 	}
 	if t.base != nil {
-		if st.dtype == ggmlcgo.BF16 && t.contiguous() && readsRowsInPlace(t) {
+		if packedBF16View(t) {
 			return e.rowsRead(t, e.storedInput)
 		}
 		return e.viewInput(t)
@@ -133,6 +133,14 @@ func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
 		n, err = t.handle.Tensor()
 	}
 	return n, err
+}
+
+// packedBF16View reports whether t is a view of bf16 storage that a
+// product reads where it lies: a packed run of its base's elements that
+// starts 256 bytes into it at a time (cuBLASLt's products assume operands
+// aligned so, as every buffer of ggml's is).
+func packedBF16View(t *Tensor) bool {
+	return t.base != nil && t.storage().dtype == ggmlcgo.BF16 && t.offset%128 == 0 && t.contiguous() && readsRowsInPlace(t)
 }
 
 // passCopy is t's upload into the current pass, made from raw (bytes of

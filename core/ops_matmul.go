@@ -157,7 +157,10 @@ func (e *Engine) overRows(x *Tensor, n int, f func(x2 *Tensor) (*Tensor, error))
 	var c chain
 	rows := []int{x.shape[0] * x.shape[1], x.shape[2]}
 	x2 := c.do(func() (*Tensor, error) {
-		if x.base != nil && x.contiguous() { // a packed view (LayerNorm's result, attention's) read in place
+		// Under autocast's bf16 products a packed view (LayerNorm's result,
+		// attention's) is read in place, by its bf16 copy or as it lies
+		// (bf16Operand), not copied first.
+		if x.base != nil && x.contiguous() && e.autocast == ggmlcgo.BF16 && e.gemmBF16() {
 			return e.View(x, rows...)
 		}
 		return e.reshapeOp(x, rows)
@@ -406,7 +409,7 @@ func asItIs(t *Tensor) (*Tensor, error) { return t, nil }
 // and an input, for the backward; t itself where it is stored in bf16 and
 // read in place (storedInput).
 func (e *Engine) bf16Operand(t *Tensor) (*Tensor, error) {
-	if t.storage().dtype == ggmlcgo.BF16 && (t.base == nil || t.contiguous() && readsRowsInPlace(t)) {
+	if t.dtype == ggmlcgo.BF16 && t.base == nil || packedBF16View(t) {
 		return t, nil
 	}
 	r, err := e.kernelOp("to_bf16", t.shape, []*Tensor{t}, func(c ctx, in []node) (node, error) { return c.RoundBF16Kernel(in[0]) })

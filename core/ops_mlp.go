@@ -50,8 +50,8 @@ func (e *Engine) MLP(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 		xo = nil // dw1 = dhᵀ·x: only w1's gradient reads x
 	}
 	weight1, weight2 := e.savedOperand(w1, w1o, bf16.operand), e.savedOperand(w2, w2o, bf16.operand)
-	if !need[0] && !need[1] && !need[2] {
-		weight1 = nil // dh feeds only the first layer's gradients
+	if !need[0] {
+		weight1 = nil // only x's gradient reads w1
 	}
 	w1o, w2o = nil, nil
 	e.record(y, "mlp", inputs, func(g *Tensor) ([]*Tensor, error) {

@@ -542,3 +542,97 @@ func TestAGPTLayerKeepsWhatAutocastKeeps(t *testing.T) {
 	assert.Equal(t, want, inPlace, "placed by the forward")
 	assert.Equal(t, want+rows*D*bf16, copied, "with attention's output copied (its bf16 copy kept)")
 }
+
+// Under autocast a resident weight's bf16 copy is made again by the
+// backward: a weight written in place between the forward and the
+// backward is refused, as PyTorch refuses a changed saved tensor (its
+// copy would be the new weight's). The bf16 attention output that the
+// projection reads in place is refused when written too.
+func TestAutocastRefusesWhatChangedBeforeTheBackward(t *testing.T) {
+	defer func(g, f bool) { forceGemmBF16, forceFlashBF16 = g, f }(forceGemmBF16, forceFlashBF16)
+	forceGemmBF16, forceFlashBF16 = true, true
+	const B, T, D, H = 2, 8, 32, 2
+	cases := map[string]func(e *Engine, m *gptBlock) *Tensor{
+		"a product's weight": func(e *Engine, m *gptBlock) *Tensor { return m.proj },
+		"an MLP's weight":    func(e *Engine, m *gptBlock) *Tensor { return m.w1 },
+	}
+	for name, changed := range cases {
+		e := newEngine(t)
+		m := newGPTBlock(t, e, D, H)
+		x := host(t, []int{B, T, D}, make([]float32, B*T*D)...)
+		err := e.WithGradTape(func() error {
+			return e.Autocast(ggmlcgo.BF16, func() error {
+				y, err := m.forward(e, x, false)
+				if err != nil {
+					return err
+				}
+				loss := e.must(e.Sum(y))
+				w := changed(e, m)
+				if err := e.NoGrad(func() error { return e.Assign(w, e.must(e.Scale(w, 2))) }); err != nil {
+					return err
+				}
+				_, err = e.Backward(loss)
+				return err
+			})
+		})
+		require.ErrorContains(t, err, "changed in place after the forward used it", name)
+	}
+	e := newEngine(t)
+	m := newGPTBlock(t, e, D, H)
+	qkv := host(t, []int{B, H, T, D / H}, make([]float32, B*T*D)...)
+	require.NoError(t, qkv.SetRequiresGrad(true))
+	err := e.WithGradTape(func() error {
+		return e.Autocast(ggmlcgo.BF16, func() error {
+			a := e.must(e.ScaledDotProductAttention(qkv, qkv, qkv, AttentionOptions{Causal: true}))
+			require.Equal(t, ggmlcgo.BF16, a.storage().dtype, "attention's output is bf16 under autocast")
+			flat := e.must(e.Reshape(e.must(e.Transpose(a, 1, 2)), B, T, D))
+			loss := e.must(e.Sum(e.must(e.LinearBias(flat, m.proj, m.projBias)))) // reads the run in place
+			zeros := host(t, a.Shape(), make([]float32, a.Numel())...)
+			require.NoError(t, e.Assign(a.Detach(), e.must(e.Add(zeros, zeros))))
+			_, err := e.Backward(loss)
+			return err
+		})
+	})
+	require.ErrorContains(t, err, "changed in place after the forward used it", "attention's output")
+}
+
+// A bf16 view read in place at an offset (rows of a product's result)
+// gives what its copy gives, bit for bit; one whose offset is not
+// 256-byte aligned is copied (cuBLASLt assumes aligned operands).
+func TestABF16ViewIsReadWhereItLies(t *testing.T) {
+	defer func(g bool) { forceGemmBF16 = g }(forceGemmBF16)
+	forceGemmBF16 = true
+	e := newEngine(t)
+	m := newGPTBlock(t, e, 64, 2)
+	xv := make([]float32, 6*64)
+	for i := range xv {
+		xv[i] = float32(i%17) / 17
+	}
+	x := host(t, []int{6, 64}, xv...)
+	run := func(start int, copied bool) ([]float32, []float32) {
+		var y *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			return e.Autocast(ggmlcgo.BF16, func() error {
+				h := e.must(e.LinearBias(x, m.proj, m.projBias)) // bf16, [6, 64]
+				rows := e.must(e.Narrow(h, 0, start, 2))
+				if copied {
+					rows = e.must(e.Contiguous(rows))
+				} else {
+					require.Equal(t, start%2 == 0, packedBF16View(rows), "rows from %d", start)
+				}
+				y = e.must(e.Sum(e.must(e.LinearBias(rows, m.proj, m.projBias))))
+				return nil
+			})
+		}))
+		m.proj.grad = nil
+		_, err := e.Backward(y)
+		require.NoError(t, err)
+		return values(t, y), values(t, m.proj.Grad())
+	}
+	for _, start := range []int{2, 3} {
+		y, g := run(start, false)
+		y2, g2 := run(start, true)
+		assert.Equal(t, bitsOfFloats(y2), bitsOfFloats(y), "rows from %d", start)
+		assert.Equal(t, bitsOfFloats(g2), bitsOfFloats(g), "rows from %d", start)
+	}
+}

@@ -56,10 +56,11 @@ static inline const float * fa_row(const struct ggml_tensor * x, int64_t t, int6
 
 static inline float fa_round(float x, int bf16) { return bf16 ? gglua_round_bf16(x) : x; }
 
-// fa_lse is the log-sum-exp in a forward's run (after the output, whose
-// elements are f32 or bf16).
-static inline float * fa_lse(const struct ggml_tensor * run, const fa_shape * s) {
-    return (float *) ((char *) run->data + s->B * s->Tq * s->H * s->D * (int64_t) ggml_type_size(run->type));
+// fa_lse is where the log-sum-exp lies in a forward's run: after the
+// output, whose elements are f32 or bf16 (then the f32s may lie 2 bytes off
+// their alignment: read and written with memcpy).
+static inline char * fa_lse(const struct ggml_tensor * run, const fa_shape * s) {
+    return (char *) run->data + s->B * s->Tq * s->H * s->D * (int64_t) ggml_type_size(run->type);
 }
 
 // fa_block copies rows t0..t0+n of head (h, b) of x (f32, or bf16: a
@@ -191,7 +192,7 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
     const struct ggml_tensor * q = dst->src[0];
     const struct ggml_tensor * k = dst->src[1];
     const struct ggml_tensor * v = dst->src[2];
-    float * lse = fa_lse(dst, &s);
+    char * lse = fa_lse(dst, &s);
     const int64_t D = s.D, nblocks = (s.Tq + FA_ROWS - 1) / FA_ROWS;
     float qs[FA_ROWS * FA_MAX_D], ks[FA_KEYS * FA_MAX_D], kt[FA_MAX_D * FA_KEYS], vs[FA_KEYS * FA_MAX_D];
     float acc[FA_ROWS * FA_MAX_D], m[FA_ROWS], l[FA_ROWS], sc[FA_KEYS];
@@ -255,7 +256,8 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
                     ((float *) dst->data)[at + d] = o;
                 }
             }
-            lse[(b * s.H + h) * s.Tq + i0 + r] = m[r] + logf(l[r]);
+            const float v = m[r] + logf(l[r]);
+            memcpy(lse + sizeof(float) * ((b * s.H + h) * s.Tq + i0 + r), &v, sizeof v);
         }
     }
 }
@@ -271,7 +273,7 @@ void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
     const struct ggml_tensor * v = dst->src[2];
     const struct ggml_tensor * fwd = dst->src[3];
     const struct ggml_tensor * go = dst->src[4];
-    const float * lse = fa_lse(fwd, &s);
+    const char * lse = fa_lse(fwd, &s);
     const int64_t D = s.D, H = s.H;
     float * dq = (float *) dst->data;
     float * dk = dq + s.B * s.Tq * H * D;
@@ -306,7 +308,8 @@ void gglua_flash_attn_back_f32(struct ggml_tensor * dst, int ith, int nth, void 
                 fa_block(vs, vt, v, j0, n, h, b, &s);
                 for (int64_t r = 0; r < rows; r++) {
                     const int64_t keys = fa_keys(&s, i0 + r) - j0;
-                    const float li = lse[(b * H + h) * s.Tq + i0 + r];
+                    float li;
+                    memcpy(&li, lse + sizeof(float) * ((b * H + h) * s.Tq + i0 + r), sizeof li);
                     float * pr = pw + r * FA_KEYS;
                     float * dr = ds + r * FA_KEYS;
                     fa_scores(pr, qs + r * D, kt, D);

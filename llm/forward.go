@@ -41,7 +41,7 @@ func (m *Model) forward(batch [][]int, cache *kvCache) (*core.Tensor, error) {
 	ids := make([]int, 0, len(batch)*T)
 	for b, seq := range batch {
 		if len(seq) != T {
-			return nil, fmt.Errorf("logits: sequence %d has %d tokens where the first has %d (a batch's sequences have one length)", b+1, len(seq), T)
+			return nil, fmt.Errorf("logits: sequence %d has %d token(s) where the first has %d (a batch's sequences have one length)", b+1, len(seq), T)
 		}
 		for i, id := range seq {
 			if id < 0 || id >= m.Vocab {

@@ -134,7 +134,7 @@ func TestLogitsBatchRefusals(t *testing.T) {
 	m, err := Load(newEngine(t), path)
 	require.NoError(t, err)
 	_, err = m.LogitsBatch([][]int{{1, 2, 3}, {1, 2}})
-	assert.ErrorContains(t, err, "sequence 2 has 2 tokens where the first has 3")
+	assert.ErrorContains(t, err, "sequence 2 has 2 token(s) where the first has 3")
 	_, err = m.LogitsBatch([][]int{{1, 2}, {1, 1 << 20}})
 	assert.ErrorContains(t, err, "token 2 of sequence 2")
 	_, err = m.LogitsBatch(nil)

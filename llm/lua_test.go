@@ -70,7 +70,7 @@ return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.hea
 		`m:logits({"a"})`:                   "token 1 is a string, not an id",
 		`m:logits({})`:                      "model:logits: expected 1 to",
 		`m:logits(5)`:                       "model:logits: expected a text or a table of token ids, got number",
-		`m:logits({{1, 2}, {3}})`:           "sequence 2 has 1 tokens where the first has 2",
+		`m:logits({{1, 2}, {3}})`:           "sequence 2 has 1 token(s) where the first has 2",
 		`m:logits({{1, 2}, 3})`:             "model:logits: sequence 2 of the batch is a number, not a table of token ids",
 		`m:logits({{1, 2}, {3, 0}})`:        "model:logits: sequence 2: token 2 is 0, not an id from 1",
 		`m.logits(5, {1})`:                  "expected a model (llm.load's) as self",

@@ -154,6 +154,9 @@ func checkBatch(L *lua.LState, fn string, tbl *lua.LTable, vocab int) [][]int {
 			argError(L, fn, "sequence %d of the batch is a %s, not a table of token ids", b+1, luaTypeName(tbl.RawGetInt(b+1)))
 		}
 		batch[b] = readIDs(L, fmt.Sprintf("%s: sequence %d", fn, b+1), seq, vocab)
+		if n*len(batch[b]) > 1<<20 {
+			argError(L, fn, "a batch of %d sequences of %d ids is more than %d ids", n, len(batch[b]), 1<<20)
+		}
 	}
 	return batch
 }
