@@ -46,7 +46,7 @@ func TestFullFineTune(t *testing.T) {
 	t.Logf("full fine-tune: loss %.4f -> %.4f", first, last)
 	assert.Less(t, last, first-0.5)
 	path := filepath.Join(t.TempDir(), "tuned.gguf")
-	require.NoError(t, m.Save(path, 0))
+	require.NoError(t, m.Save(path, SaveType{}))
 	y, err := m.Logits(ids)
 	require.NoError(t, err)
 	got := floats(t, y)

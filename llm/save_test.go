@@ -40,13 +40,13 @@ func TestSaveAsLlamaCpp(t *testing.T) {
 		return diff, scale
 	}
 	merged := filepath.Join(dir, "merged.gguf")
-	require.NoError(t, m.Save(merged, 0))
+	require.NoError(t, m.Save(merged, SaveType{}))
 	diff, scale := largest(ref.logits(t, merged, ids), want)
 	t.Logf("merged f32: llama.cpp within %.3g of gglua with adapters (largest logit %.3g)", diff, scale)
 	assert.Less(t, diff, 1e-4*scale)
 
 	q8 := filepath.Join(dir, "merged-q8_0.gguf")
-	require.NoError(t, m.Save(q8, ggmlcgo.Q8_0))
+	require.NoError(t, m.Save(q8, SaveType{Type: ggmlcgo.Q8_0}))
 	m8, err := Load(newEngine(t), q8)
 	require.NoError(t, err)
 	y8, err := m8.Logits(ids)
@@ -64,7 +64,7 @@ func TestSaveAsLlamaCpp(t *testing.T) {
 	mq, err := Load(newEngine(t), q4)
 	require.NoError(t, err)
 	same := filepath.Join(dir, "same.gguf")
-	require.NoError(t, mq.Save(same, 0))
+	require.NoError(t, mq.Save(same, SaveType{}))
 	a, err := ggmlcgo.OpenGGUF(q4)
 	require.NoError(t, err)
 	defer a.Close()
@@ -94,6 +94,58 @@ func TestSaveAsLlamaCpp(t *testing.T) {
 	typesAgain, _ := b.Ints("tokenizer.ggml.token_type")
 	assert.Equal(t, types, typesAgain)
 	assert.NotEmpty(t, types)
-	_, err = ParseSaveType("q3_K")
-	assert.ErrorContains(t, err, `dtype "q3_K" is not one gglua writes`)
+	_, err = ParseSaveType("q3_K_m")
+	assert.ErrorContains(t, err, `dtype "q3_K_m" is not one gglua writes`)
+}
+
+// Saved as q4_k_m, a model is llama.cpp's own q4_k_m file of it: each
+// tensor in the type llama_model_quantize gives it (q6_K for the output
+// and for the value and down projections of the layers it gives more
+// bits, q4_K for the rest, its fallbacks where rows are not whole K-quant
+// blocks), with the same bytes, and the same file type.
+func TestSaveQ4KMAsLlamaCpp(t *testing.T) {
+	ref := findLlamaRef(t)
+	narrow := TestShape // rows of 160 and 320: q4_K and q6_K fall back to q5_0 and q8_0
+	narrow.Embd, narrow.Heads, narrow.HeadsKV, narrow.FFN = 160, 5, 5, 320
+	wide := TestShape
+	wide.Layers = 9 // use_more_bits picks layers 0, 3, 6, 7 and 8 of 9
+	for name, shape := range map[string]Config{"test shape": TestShape, "narrow rows": narrow, "nine layers": wide} {
+		dir := t.TempDir()
+		f32, theirs, ours := filepath.Join(dir, "f32.gguf"), filepath.Join(dir, "theirs.gguf"), filepath.Join(dir, "ours.gguf")
+		require.NoError(t, WriteRandom(f32, shape, 3), name)
+		ref.run(t, "--quantize", f32, theirs, "q4_k_m")
+		m, err := Load(newEngine(t), f32)
+		require.NoError(t, err, name)
+		st, err := ParseSaveType("q4_k_m")
+		require.NoError(t, err)
+		require.NoError(t, m.Save(ours, st), name)
+		a, err := ggmlcgo.OpenGGUF(theirs)
+		require.NoError(t, err)
+		b, err := ggmlcgo.OpenGGUF(ours)
+		require.NoError(t, err)
+		written := map[string]ggmlcgo.GGUFTensorInfo{}
+		for _, info := range b.Tensors() {
+			written[info.Name] = info
+		}
+		require.Len(t, written, len(a.Tensors()), name)
+		types := map[ggmlcgo.Type]int{}
+		for _, info := range a.Tensors() {
+			w, ok := written[info.Name]
+			require.True(t, ok, "%s: %s", name, info.Name)
+			require.Equal(t, info.Type, w.Type, "%s: %s", name, info.Name)
+			types[info.Type]++
+			x, err := a.ReadTensor(info)
+			require.NoError(t, err)
+			z, err := b.ReadTensor(w)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(x, z), "%s: %s: llama.cpp's bytes", name, info.Name)
+		}
+		t.Logf("%s: types %v", name, types)
+		ft, ok := a.U32("general.file_type")
+		require.True(t, ok, name)
+		ft2, _ := b.U32("general.file_type")
+		assert.Equal(t, ft, ft2, name)
+		a.Close()
+		b.Close()
+	}
 }

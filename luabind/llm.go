@@ -8,7 +8,6 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/gglua/gglua/core"
-	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/gglua/gglua/llm"
 )
 
@@ -387,13 +386,13 @@ func (env *Env) llmSave(L *lua.LState) int {
 	o := readOpts(L, fn, 3)
 	name := o.str("dtype", "")
 	o.done()
-	var dtype ggmlcgo.Type
+	var st llm.SaveType
 	if name != "" {
 		var err error
-		dtype, err = llm.ParseSaveType(name)
+		st, err = llm.ParseSaveType(name)
 		raise(L, err)
 	}
-	raise(L, m.Save(path, dtype))
+	raise(L, m.Save(path, st))
 	return 0
 }
 
