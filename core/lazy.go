@@ -137,8 +137,9 @@ func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
 
 // packedBF16View reports whether t is a view of bf16 storage that a
 // product reads where it lies: a packed run of its base's elements that
-// starts 256 bytes into it at a time (cuBLASLt's products assume operands
-// aligned so, as every buffer of ggml's is).
+// starts a multiple of 256 bytes into it, so no less aligned than the base
+// itself (ggml-cuda places tensors 128 bytes apart; cuBLASLt's products
+// read such operands today).
 func packedBF16View(t *Tensor) bool {
 	return t.base != nil && t.storage().dtype == ggmlcgo.BF16 && t.offset%128 == 0 && t.contiguous() && readsRowsInPlace(t)
 }

@@ -256,8 +256,8 @@ void gglua_flash_attn_f32(struct ggml_tensor * dst, int ith, int nth, void * use
                     ((float *) dst->data)[at + d] = o;
                 }
             }
-            const float v = m[r] + logf(l[r]);
-            memcpy(lse + sizeof(float) * ((b * s.H + h) * s.Tq + i0 + r), &v, sizeof v);
+            const float row_lse = m[r] + logf(l[r]);
+            memcpy(lse + sizeof(float) * ((b * s.H + h) * s.Tq + i0 + r), &row_lse, sizeof row_lse);
         }
     }
 }

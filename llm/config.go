@@ -24,6 +24,9 @@ type Config struct {
 	// for linear scaling (llama.rope.scaling.type "linear").
 	RopeScale float32
 	NormEps   float32 // llama.attention.layer_norm_rms_epsilon
+	// Tied: the file has no output.weight, the output is the token
+	// embedding (read from the tensors, not the metadata).
+	Tied bool
 }
 
 // limit bounds every count a file may claim: past it, sizes computed from

@@ -166,7 +166,7 @@ func Load(e *core.Engine, path string, opts ...LoadOptions) (*Model, error) {
 	if _, ok := infos["output.weight"]; ok {
 		m.output = must(read("output.weight", c.Vocab, c.Embd))
 	} else {
-		m.output = m.tokens // tied
+		m.output, m.Tied = m.tokens, true
 	}
 	for i := 0; i < c.Layers && len(errs) == 0; i++ {
 		p := fmt.Sprintf("blk.%d.", i)

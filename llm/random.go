@@ -98,7 +98,9 @@ func WriteRandom(path string, c Config, seed int64) error {
 		add(p+"ffn_down.weight", 0, 0.05, c.Embd, c.FFN)
 	}
 	add("output_norm.weight", 1, 0.1, c.Embd)
-	add("output.weight", 0, 0.06, c.Vocab, c.Embd)
+	if !c.Tied {
+		add("output.weight", 0, 0.06, c.Vocab, c.Embd)
+	}
 	if err != nil {
 		return err
 	}

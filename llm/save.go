@@ -13,49 +13,60 @@ import (
 var saveTypes = map[ggmlcgo.Type]uint32{ggmlcgo.F32: 0, ggmlcgo.F16: 1, ggmlcgo.Q4_0: 2, ggmlcgo.Q4_1: 3, ggmlcgo.Q8_0: 7,
 	ggmlcgo.Q5_0: 8, ggmlcgo.Q5_1: 9, ggmlcgo.Q4_K: 14, ggmlcgo.Q5_K: 16, ggmlcgo.Q6_K: 18, ggmlcgo.BF16: 32}
 
-// SaveType is what Save writes each matrix in: one type for all (Type; 0:
-// each in the type it was read in), or, with Q4KM, llama.cpp's q4_k_m
-// mixture, the type its llama_model_quantize gives each.
+// SaveType is what Save writes each matrix in: each in the type it was
+// read in (the zero SaveType), every one in one type (SaveAs), or
+// llama.cpp's q4_k_m mixture (Q4KM: the type its llama_model_quantize
+// gives each).
 type SaveType struct {
-	Type ggmlcgo.Type
+	Type ggmlcgo.Type // with Set
+	Set  bool
 	Q4KM bool
 }
+
+// SaveAs is the SaveType of one type for every matrix.
+func SaveAs(t ggmlcgo.Type) SaveType { return SaveType{Type: t, Set: true} }
 
 // fileTypeQ4KM is llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M.
 const fileTypeQ4KM = 15
 
 // ParseSaveType reads a Save type's name: f32, f16, bf16, q8_0, q4_0,
-// q4_1, q5_0, q5_1, q4_K, q5_K, q6_K or q4_k_m.
+// q4_1, q5_0, q5_1, q4_K, q5_K, q6_K (every matrix in that type) or
+// q4_k_m (llama-quantize's mixture; its Q4_K is that mixture too, gglua's
+// q4_K is not).
 func ParseSaveType(name string) (SaveType, error) {
 	if strings.EqualFold(name, "q4_k_m") {
 		return SaveType{Q4KM: true}, nil
 	}
 	for t := range saveTypes {
 		if strings.EqualFold(t.String(), name) {
-			return SaveType{Type: t}, nil
+			return SaveAs(t), nil
 		}
 	}
 	return SaveType{}, fmt.Errorf("save: dtype %q is not one gglua writes (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, q4_k_m)", name)
 }
 
-// typeOf is the type Save writes matrix name of ne0 columns in (of a
-// model of layers layers, its output tied to its embedding or not).
-func (st SaveType) typeOf(name string, ne0 int64, layers int, tied bool) ggmlcgo.Type {
-	if !st.Q4KM {
+// typeOf is the type Save writes matrix name of ne0 columns, stored as
+// stored, in.
+func (st SaveType) typeOf(c Config, name string, ne0 int64, stored ggmlcgo.Type) ggmlcgo.Type {
+	switch {
+	case st.Q4KM:
+		return q4KMType(c, name, ne0)
+	case st.Set:
 		return st.Type
 	}
-	return q4KMType(name, ne0, layers, tied)
+	return stored
 }
 
 // q4KMType is llama.cpp's choice for a llama-architecture matrix under
 // q4_k_m (llama_tensor_get_type, no importance matrix): q6_K for the
 // output (q8_0 where its rows are not whole q6_K blocks), and for the
 // value projections and down projections of the layers use_more_bits
-// picks (the first and last eighth, and every third between), q4_K for
-// the rest; a type whose blocks do not divide the rows falls back as
-// llama.cpp's tensor_type_fallback does.
-func q4KMType(name string, ne0 int64, layers int, tied bool) ggmlcgo.Type {
-	moreBits := func(i int) bool { return i < layers/8 || i >= 7*layers/8 || (i-layers/8)%3 == 2 }
+// picks (the first and last eighth, and every third between), q5_K for
+// the other value projections of a 70B (80 layers, grouped-query), q4_K
+// for the rest; a type whose blocks do not divide the rows falls back as
+// llama.cpp's tensor_type_fallback does, to f16 at last.
+func q4KMType(c Config, name string, ne0 int64) ggmlcgo.Type {
+	moreBits := func(i int) bool { return i < c.Layers/8 || i >= 7*c.Layers/8 || (i-c.Layers/8)%3 == 2 }
 	layer := -1
 	var role string
 	if _, err := fmt.Sscanf(name, "blk.%d.", &layer); err == nil {
@@ -63,34 +74,35 @@ func q4KMType(name string, ne0 int64, layers int, tied bool) ggmlcgo.Type {
 	}
 	typ := ggmlcgo.Q4_K
 	switch {
-	case name == "output.weight" || tied && name == "token_embd.weight":
-		if ne0%ggmlcgo.Q6_K.BlockSize() != 0 {
-			return ggmlcgo.Q8_0
-		}
+	case name == "output.weight" || c.Tied && name == "token_embd.weight":
 		typ = ggmlcgo.Q6_K
+		if ne0%typ.BlockSize() != 0 {
+			typ = ggmlcgo.Q8_0
+		}
 	case (role == "attn_v" || role == "ffn_down") && moreBits(layer):
 		typ = ggmlcgo.Q6_K
+	case role == "attn_v" && c.Layers == 80 && c.HeadsKV != c.Heads: // llama.cpp's LLM_TYPE_70B
+		typ = ggmlcgo.Q5_K
 	}
 	if ne0%typ.BlockSize() == 0 {
 		return typ
 	}
-	fallback := map[ggmlcgo.Type]ggmlcgo.Type{ggmlcgo.Q4_K: ggmlcgo.Q5_0, ggmlcgo.Q6_K: ggmlcgo.Q8_0}[typ]
-	if ne0%fallback.BlockSize() != 0 {
-		return ggmlcgo.F16
+	if fallback, ok := map[ggmlcgo.Type]ggmlcgo.Type{ggmlcgo.Q4_K: ggmlcgo.Q5_0, ggmlcgo.Q5_K: ggmlcgo.Q5_1, ggmlcgo.Q6_K: ggmlcgo.Q8_0}[typ]; ok && ne0%fallback.BlockSize() == 0 {
+		return fallback
 	}
-	return fallback
+	return ggmlcgo.F16
 }
 
 // Save writes the model as a GGUF file llama.cpp loads: its shape, its
 // tokenizer and its weights, with any LoRA adapters merged into the
-// weights they adapt (W + alpha/r·B·A). Each matrix is written in dtype
-// (quantized by ggml's quantizer, as llama_model_quantize does without an
-// importance matrix), or, for dtype 0, in the type it was read in: a
+// weights they adapt (W + alpha/r·B·A). Each matrix is written in the
+// type st gives it (quantized by ggml's quantizer, as llama_model_quantize
+// does without an importance matrix); kept in the type it was read in, a
 // weight neither merged nor converted is written as its very bytes. The
 // norms' vectors stay f32, as llama.cpp keeps them.
 func (m *Model) Save(path string, st SaveType) error {
-	if _, ok := saveTypes[st.Type]; !ok && st.Type != 0 {
-		return fmt.Errorf("save: dtype %v is not one gglua writes", st.Type)
+	if _, ok := saveTypes[st.Type]; st.Set && (!ok || st.Q4KM) {
+		return fmt.Errorf("save: dtype %v is not one gglua writes (or is given beside q4_k_m)", st.Type)
 	}
 	w := ggmlcgo.NewGGUFWriter()
 	defer w.Free()
@@ -112,26 +124,20 @@ func (m *Model) Save(path string, st SaveType) error {
 		w.SetString("llama.rope.scaling.type", "linear")
 		w.SetF32("llama.rope.scaling.factor", 1/c.RopeScale)
 	}
-	if ft, ok := saveTypes[st.Type]; ok && !st.Q4KM {
-		w.SetU32("general.file_type", ft)
-	} else if st.Q4KM {
+	switch {
+	case st.Q4KM:
 		w.SetU32("general.file_type", fileTypeQ4KM)
-	}
-	tied := true
-	for _, t := range m.weights {
-		tied = tied && t.Name != "output.weight"
+	case st.Set:
+		w.SetU32("general.file_type", saveTypes[st.Type])
 	}
 	if m.Tokenizer != nil {
 		m.Tokenizer.write(w)
 	}
 	for _, t := range m.weights { // every tensor Load read, by its name
-		shape := t.Tensor.Shape()
-		typ, stored := st.typeOf(t.Name, int64(shape[len(shape)-1]), m.Layers, tied), t.Tensor.Dtype()
+		shape, stored := t.Tensor.Shape(), t.Tensor.Dtype()
+		typ := st.typeOf(m.Config, t.Name, int64(shape[len(shape)-1]), stored)
 		if t.Tensor.Dim() == 1 {
 			typ = ggmlcgo.F32
-		}
-		if typ == 0 {
-			typ = stored
 		}
 		merged, err := m.merged(t)
 		var raw []byte

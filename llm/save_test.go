@@ -46,7 +46,7 @@ func TestSaveAsLlamaCpp(t *testing.T) {
 	assert.Less(t, diff, 1e-4*scale)
 
 	q8 := filepath.Join(dir, "merged-q8_0.gguf")
-	require.NoError(t, m.Save(q8, SaveType{Type: ggmlcgo.Q8_0}))
+	require.NoError(t, m.Save(q8, SaveAs(ggmlcgo.Q8_0)))
 	m8, err := Load(newEngine(t), q8)
 	require.NoError(t, err)
 	y8, err := m8.Logits(ids)
@@ -87,6 +87,15 @@ func TestSaveAsLlamaCpp(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(x, z), "%s: the bytes read are the bytes written", info.Name)
 	}
+	// dtype f32 (ggml's type 0) writes f32, not the types read.
+	wide := filepath.Join(dir, "f32-again.gguf")
+	require.NoError(t, mq.Save(wide, SaveAs(ggmlcgo.F32)))
+	c, err := ggmlcgo.OpenGGUF(wide)
+	require.NoError(t, err)
+	defer c.Close()
+	for _, info := range c.Tensors() {
+		assert.Equal(t, ggmlcgo.F32, info.Type, info.Name)
+	}
 	tokens, _ := a.Strings("tokenizer.ggml.tokens")
 	again, _ := b.Strings("tokenizer.ggml.tokens")
 	assert.Equal(t, tokens, again)
@@ -113,7 +122,14 @@ func TestSaveQ4KMAsLlamaCpp(t *testing.T) {
 	narrow.Embd, narrow.Heads, narrow.HeadsKV, narrow.FFN = 160, 5, 5, 320
 	wide := TestShape
 	wide.Layers = 9 // use_more_bits picks layers 0, 3, 6, 7 and 8 of 9
-	for name, shape := range map[string]Config{"test shape": TestShape, "narrow rows": narrow, "nine layers": wide} {
+	tied := TestShape
+	tied.Tied = true // the embedding is the output: q6_K
+	odd := TestShape // rows of 100 and 200: no K-quant or q8_0 block fits, f16
+	odd.Embd, odd.Heads, odd.HeadsKV, odd.HeadDim, odd.RopeDims, odd.FFN = 100, 5, 5, 20, 20, 200
+	seventy := TestShape // llama.cpp's 70B: 80 grouped-query layers, value projections q5_K (here q5_1)
+	seventy.Layers, seventy.Embd, seventy.Heads, seventy.HeadsKV, seventy.HeadDim, seventy.RopeDims, seventy.FFN = 80, 32, 2, 1, 16, 16, 64
+	for name, shape := range map[string]Config{"test shape": TestShape, "narrow rows": narrow, "nine layers": wide, "tied": tied,
+		"odd rows": odd, "a 70B's layers": seventy} {
 		dir := t.TempDir()
 		f32, theirs, ours := filepath.Join(dir, "f32.gguf"), filepath.Join(dir, "theirs.gguf"), filepath.Join(dir, "ours.gguf")
 		require.NoError(t, WriteRandom(f32, shape, 3), name)
@@ -177,4 +193,47 @@ func TestSaveQ4KMAsLlamaCpp(t *testing.T) {
 		ft2, _ := files[2].U32("general.file_type")
 		assert.Equal(t, ft, ft2, name)
 	}
+}
+
+// q4KMType's rules one by one, without llama.cpp (llama-quant.cpp's
+// llama_tensor_get_type_impl and tensor_type_fallback give these).
+func TestQ4KMTypes(t *testing.T) {
+	c := TestShape
+	c.Layers = 16 // use_more_bits: 0, 1, 4, 7, 10, 14, 15
+	seventy := c
+	seventy.Layers = 80
+	tied := c
+	tied.Tied = true
+	for _, tc := range []struct {
+		c    Config
+		name string
+		ne0  int64
+		want ggmlcgo.Type
+	}{
+		{c, "output.weight", 256, ggmlcgo.Q6_K},
+		{c, "output.weight", 160, ggmlcgo.Q8_0},
+		{c, "output.weight", 100, ggmlcgo.F16},
+		{c, "token_embd.weight", 256, ggmlcgo.Q4_K},
+		{tied, "token_embd.weight", 256, ggmlcgo.Q6_K},
+		{c, "blk.0.attn_v.weight", 256, ggmlcgo.Q6_K},
+		{c, "blk.2.attn_v.weight", 256, ggmlcgo.Q4_K},
+		{c, "blk.4.attn_v.weight", 256, ggmlcgo.Q6_K},
+		{c, "blk.15.ffn_down.weight", 512, ggmlcgo.Q6_K},
+		{c, "blk.5.ffn_down.weight", 512, ggmlcgo.Q4_K},
+		{c, "blk.5.ffn_down.weight", 320, ggmlcgo.Q5_0},
+		{c, "blk.4.ffn_down.weight", 320, ggmlcgo.Q8_0},
+		{c, "blk.4.attn_q.weight", 256, ggmlcgo.Q4_K},
+		{c, "blk.4.ffn_up.weight", 100, ggmlcgo.F16},
+		{seventy, "blk.10.attn_v.weight", 256, ggmlcgo.Q5_K},
+		{seventy, "blk.2.attn_v.weight", 256, ggmlcgo.Q6_K},
+		{seventy, "blk.10.attn_v.weight", 160, ggmlcgo.Q5_1},
+		{seventy, "blk.10.attn_k.weight", 256, ggmlcgo.Q4_K},
+	} {
+		assert.Equal(t, tc.want, q4KMType(tc.c, tc.name, tc.ne0), "%s of %d columns, %d layers, tied %v", tc.name, tc.ne0, tc.c.Layers, tc.c.Tied)
+	}
+	_, err := ParseSaveType("q4_k_m")
+	require.NoError(t, err)
+	m := &Model{}
+	err = m.Save(filepath.Join(t.TempDir(), "x.gguf"), SaveType{Type: ggmlcgo.Q8_0, Set: true, Q4KM: true})
+	assert.ErrorContains(t, err, "beside q4_k_m")
 }
