@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Optimizers made of elementwise ops: each is a Rule (torch's settings
@@ -33,6 +34,10 @@ type Rule struct {
 	check func(fn string, s Settings) error
 	// update queues one parameter's step.
 	update func(u *ruleStep) error
+	// filled names the setting torch's constructor fills the first slot
+	// with for every parameter (Adagrad's sum), "" where state starts at
+	// the first step.
+	filled string
 }
 
 // Settings are a group's settings but lr, in the order of its rule's
@@ -330,7 +335,26 @@ func (o *RuleOptimizer) Step() error {
 // tensors, the number of steps that ran, group 1's lr and initial_lr, and
 // every group.
 func (o *RuleOptimizer) State() (OptimizerState, error) {
-	return o.countedState(o.rule.Slots, func(g int) any { return o.opts[g] })
+	st, err := o.countedState(o.rule.Slots, func(g int) any { return o.opts[g] })
+	if err != nil || o.rule.filled == "" || o.steps > 0 {
+		return st, err
+	}
+	// Before the first step torch's state already holds the filled slot
+	// (Adagrad's sum at initial_accumulator_value) for every parameter;
+	// gglua makes it at the first step, from the same value.
+	for g, pg := range o.groups {
+		v := float32(o.opts[g].num(o.rule.filled))
+		for _, p := range pg.params {
+			key := fmt.Sprintf("state.%d.%s", slices.Index(o.params, p)+1, o.rule.Slots[0])
+			if _, ok := st.Tensors[key]; ok {
+				continue
+			}
+			if st.Tensors[key], err = Full(v, p.shape...); err != nil {
+				return st, err
+			}
+		}
+	}
+	return st, nil
 }
 
 // LoadState restores what State returned, settings included.

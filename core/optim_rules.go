@@ -17,6 +17,7 @@ var (
 	Adagrad = &Rule{Name: "adagrad", LR: 1e-2,
 		Settings: []Setting{num("lr_decay", 0), num("weight_decay", 0), whole(num("initial_accumulator_value", 0)), num("eps", 1e-10)},
 		Slots:    []string{"sum"},
+		filled:   "initial_accumulator_value",
 		check:    nonNegative("lr_decay", "weight_decay", "initial_accumulator_value", "eps"),
 		update:   adagrad,
 	}

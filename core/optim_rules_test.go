@@ -149,3 +149,57 @@ func TestRuleSettingsAreChecked(t *testing.T) {
 }
 
 func nan32() float64 { var z float64; return z / z }
+
+// Before its first step Adagrad's state holds every parameter's sum at
+// initial_accumulator_value, as torch's constructor fills it, and a step
+// count of 0; loaded into a fresh optimizer, the steps that follow are the
+// straight run's, bit for bit. After a step the sums are the ones made.
+func TestAdagradStateBeforeTheFirstStep(t *testing.T) {
+	e := newEngine(t)
+	c := host(t, []int{2, 3}, 1, -2, 3, 0.5, -1, 2)
+	build := func() (*RuleOptimizer, []*Tensor) {
+		w := host(t, []int{2, 3}, 0.1, 0.2, -0.3, 0.4, -0.5, 0.6)
+		b := host(t, []int{3}, 1, 2, 3)
+		for _, p := range []*Tensor{w, b} {
+			require.NoError(t, p.SetRequiresGrad(true))
+		}
+		o, err := NewRuleOptimizer(e, Adagrad, []RuleGroup{{Params: []*Tensor{w}, LR: 0.1, Opts: Adagrad.Defaults().With("initial_accumulator_value", 0.5)},
+			{Params: []*Tensor{b}, LR: 0.2, Opts: Adagrad.Defaults().With("initial_accumulator_value", 0.5)}})
+		require.NoError(t, err)
+		return o, []*Tensor{w, b}
+	}
+	step := func(o *RuleOptimizer, ps []*Tensor) {
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			loss = e.must(e.Add(e.must(e.Sum(e.must(e.Mul(e.must(e.Mul(ps[0], ps[0])), c)))), e.must(e.Sum(e.must(e.Mul(ps[1], ps[1]))))))
+			return nil
+		}))
+		for _, p := range ps {
+			p.grad = nil
+		}
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		require.NoError(t, o.Step())
+	}
+	o, ps := build()
+	st, err := o.State()
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, st.Nums["step"])
+	require.Len(t, st.Tensors, 2)
+	assert.Equal(t, []float32{0.5, 0.5, 0.5, 0.5, 0.5, 0.5}, values(t, st.Tensors["state.1.sum"]))
+	assert.Equal(t, []float32{0.5, 0.5, 0.5}, values(t, st.Tensors["state.2.sum"]))
+
+	loaded, lps := build()
+	require.NoError(t, loaded.LoadState(st))
+	for range 3 {
+		step(o, ps)
+		step(loaded, lps)
+	}
+	for i := range ps {
+		assert.Equal(t, bitsOfFloats(values(t, ps[i])), bitsOfFloats(values(t, lps[i])), "parameter %d", i+1)
+	}
+	st, err = o.State()
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, st.Nums["step"])
+	assert.Greater(t, values(t, st.Tensors["state.2.sum"])[0], float32(0.5+4)) // 0.5, the first gradient's 2², and two more
+}
