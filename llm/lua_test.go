@@ -51,6 +51,9 @@ local y = m:logits({2, 261, 262, 4, m.vocab})
 local batch = m:logits({{9, 8, 7, 6, 5}, {2, 261, 262, 4, m.vocab}})
 assert(batch:dim() == 3 and batch:size(1) == 2 and batch:size(2) == 5 and batch:size(3) == m.vocab)
 assert((batch[2] - y):abs():max():item() < 1e-5, "a batch's row is its sequence's logits")
+local ids = tensor({{9, 8, 7, 6, 5}, {2, 261, 262, 4, m.vocab}}):int()
+assert((m:logits(ids) - batch):abs():max():item() == 0, "a tensor of ids reads as the table")
+assert((m:logits(ids[2]) - y):abs():max():item() == 0, "a [T] tensor of ids is one sequence")
 local f = llm.load(path, {dtype = "f16", device = "cpu"})
 assert(#f:parameters() == 3 + 9 * f.layers and f:state_dict()["blk.1.ffn_up.weight"]:dtype() == "f16")
 assert(f:parameters()[1]:requires_grad())
@@ -64,15 +67,17 @@ return y, y[5]:argmax():item(), m.vocab, m.layers, m.embd, m.ffn, m.heads, m.hea
 	assert.Contains(t, vals[9], "2 layers, width 256, 8 heads on 4 key/value heads")
 
 	for code, msg := range map[string]string{
-		`m:logits({0})`:              "model:logits: token 1 is 0, not an id from 1",
-		`m:logits({1, m.vocab + 1})`: "token 2 is 276, not an id from 1 to the vocabulary's 275",
-		`m:logits({1.5})`:            "token 1 is 1.5",
-		`m:logits({"a"})`:            "token 1 is a string, not an id",
-		`m:logits({})`:               "model:logits: expected 1 to",
-		`m:logits(5)`:                "model:logits: expected a text or a table of token ids, got number",
-		`m:logits({{1, 2}, {3}})`:    "sequence 2 has 1 token(s) where the first has 2",
-		`m:logits({{1, 2}, 3})`:      "model:logits: sequence 2 of the batch is a number, not a table of token ids",
-		`m:logits({{1, 2}, {3, 0}})`: "model:logits: sequence 2: token 2 is 0, not an id from 1",
+		`m:logits({0})`:                        "model:logits: token 1 is 0, not an id from 1",
+		`m:logits({1, m.vocab + 1})`:           "token 2 is 276, not an id from 1 to the vocabulary's 275",
+		`m:logits({1.5})`:                      "token 1 is 1.5",
+		`m:logits({"a"})`:                      "token 1 is a string, not an id",
+		`m:logits({})`:                         "model:logits: expected 1 to",
+		`m:logits(5)`:                          "model:logits: expected a text or a table of token ids, got number",
+		`m:logits({{1, 2}, {3}})`:              "sequence 2 has 1 token(s) where the first has 2",
+		`m:logits({{1, 2}, 3})`:                "model:logits: sequence 2 of the batch is a number, not a table of token ids",
+		`m:logits({{1, 2}, {3, 0}})`:           "model:logits: sequence 2: token 2 is 0, not an id from 1",
+		`m:logits(tensor({{1, 2}, {3, 0.5}}))`: "model:logits: id 4 of the tensor (row 2, column 2) is 0.5, not an id from 1",
+		`m:logits(tensor.zeros(2, 2, 2))`:      "expected a [T] or [B, T] tensor of at most",
 		`local row = {} for i = 1, 1025 do row[i] = 1 end local b = {} for i = 1, 1024 do b[i] = row end m:logits(b)`: "a batch of 1024 sequences of 1025 ids is more than 1048576 ids",
 		`m.logits(5, {1})`:                  "expected a model (llm.load's) as self",
 		`return m.nothing`:                  "no method or field named 'nothing'",

@@ -125,10 +125,21 @@ func objectMetatable(L *lua.LState, typeName, what string, methods map[string]lu
 
 // m:logits(text or ids) is a [T, vocab] tensor of each position's logits
 // for a text (tokenized as m:tokenize does) or a table of 1-based ids; for
-// a batch, a table of B tables of T ids each, a [B, T, vocab] tensor.
+// a batch, a table of B tables of T ids each, a [B, T, vocab] tensor. A
+// tensor of ids, [T] or [B, T] (Hugging Face's input_ids, 1-based), is
+// read as the table would be.
 func (env *Env) llmLogits(L *lua.LState) int {
 	const fn = "model:logits"
 	m := checkModel(L, fn)
+	if x := toTensor(L.Get(2)); x != nil {
+		batch := tensorIDs(L, fn, x, m.Vocab)
+		if x.Dim() == 1 {
+			t, err := m.Logits(batch[0])
+			return env.pushResult(L, t, err)
+		}
+		t, err := m.LogitsBatch(batch)
+		return env.pushResult(L, t, err)
+	}
 	if tbl, ok := L.Get(2).(*lua.LTable); ok {
 		if _, nested := tbl.RawGetInt(1).(*lua.LTable); nested {
 			t, err := m.LogitsBatch(checkBatch(L, fn, tbl, m.Vocab))
@@ -137,6 +148,26 @@ func (env *Env) llmLogits(L *lua.LState) int {
 	}
 	t, err := m.Logits(checkPrompt(L, fn, m))
 	return env.pushResult(L, t, err)
+}
+
+// tensorIDs reads x, a [T] or [B, T] tensor of 1-based token ids, as B
+// (or one) sequences of 0-based ids.
+func tensorIDs(L *lua.LState, fn string, x *core.Tensor, vocab int) [][]int {
+	shape := x.Shape()
+	if len(shape) < 1 || len(shape) > 2 || x.Numel() > 1<<20 {
+		argError(L, fn, "expected a [T] or [B, T] tensor of at most %d token ids, got shape %s", 1<<20, core.ShapeString(shape))
+	}
+	v, err := x.Float32s()
+	raise(L, err)
+	T := shape[len(shape)-1]
+	batch := make([][]int, len(v)/T)
+	for i, f := range v {
+		if f != float32(math.Trunc(float64(f))) || f < 1 || float64(f) > float64(vocab) {
+			argError(L, fn, "id %d of the tensor (row %d, column %d) is %g, not an id from 1 to the vocabulary's %d", i+1, i/T+1, i%T+1, f, vocab)
+		}
+		batch[i/T] = append(batch[i/T], int(f)-1)
+	}
+	return batch
 }
 
 // checkBatch reads tbl, a table of tables of 1-based token ids (a batch's
