@@ -307,7 +307,8 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 	if q.dtype == ggmlcgo.BF16 {
 		read = e.storedRowsInput
 	}
-	run, err := e.newOpReading("scaled_dot_product_attention", []int{flashRun(q, fo)}, []*Tensor{q, k, v}, read, func(c ctx, in []node) (node, error) {
+	runLen := ggmlcgo.FlashRun(q.Numel(), q.Numel()/int64(q.shape[q.Dim()-1]), fo)
+	run, err := e.newOpReading("scaled_dot_product_attention", []int{int(runLen)}, []*Tensor{q, k, v}, read, func(c ctx, in []node) (node, error) {
 		return c.FlashAttention(in[0], in[1], in[2], fo)
 	})
 	if err != nil {
@@ -351,16 +352,6 @@ func bf16Heads(q, k, v *Tensor) bool {
 		}
 	}
 	return true
-}
-
-// flashRun is the elements of a fused forward node's run: the output's,
-// then the log-sum-exp's f32, one a query row (ggmlcgo.FlashOutput).
-func flashRun(q *Tensor, fo ggmlcgo.FlashOptions) int {
-	n, rows := int(q.Numel()), int(q.Numel())/q.shape[q.Dim()-1]
-	if fo.BF16 {
-		return n + 2*rows
-	}
-	return n + rows
 }
 
 // headsView is the [.., H, T, D] tensor of shape that lies at element off

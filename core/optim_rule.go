@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // Optimizers made of elementwise ops: each is a Rule (torch's settings
@@ -342,10 +341,12 @@ func (o *RuleOptimizer) State() (OptimizerState, error) {
 	// Before the first step torch's state already holds the filled slot
 	// (Adagrad's sum at initial_accumulator_value) for every parameter;
 	// gglua makes it at the first step, from the same value.
+	pos := 0 // o.params is every group's, in order
 	for g, pg := range o.groups {
 		v := float32(o.opts[g].num(o.rule.filled))
 		for _, p := range pg.params {
-			key := fmt.Sprintf("state.%d.%s", slices.Index(o.params, p)+1, o.rule.Slots[0])
+			pos++
+			key := fmt.Sprintf("state.%d.%s", pos, o.rule.Slots[0])
 			if _, ok := st.Tensors[key]; ok {
 				continue
 			}

@@ -40,22 +40,20 @@ const FlashMaxHeadDim = 128
 // FlashDeviceHeadDim reports whether a GPU's kernel takes heads of d dims.
 func FlashDeviceHeadDim(d int) bool { return d == 16 || d == 32 || d == 64 || d == 128 }
 
-// FlashOutput locates a forward node's parts in its one run: the output
-// as [B][Tq][H][D] from element 0, then the log-sum-exp of the scaled
-// scores as [B][H][Tq] f32 from element lse; the run has n elements. The
-// run is f32, or bf16 in the BF16 form (the output in bf16, as PyTorch's
-// autocast writes attention's; each f32 of the log-sum-exp takes two
-// elements).
-func FlashOutput(q Tensor, o FlashOptions) (lse, n int64) {
-	ne := q.Ne()
-	lse, rows := ne[0]*ne[1]*ne[2]*ne[3], ne[1]*ne[2]*ne[3]
+// FlashRun is the element count of a forward node's one run for q of n
+// elements in rows of its head width: the output as [B][Tq][H][D] from
+// element 0, then the log-sum-exp of the scaled scores as [B][H][Tq] f32.
+// The run is f32, or bf16 in the BF16 form (FlashRunType: the output in
+// bf16, as PyTorch's autocast writes attention's; each f32 of the
+// log-sum-exp takes two elements).
+func FlashRun(n, rows int64, o FlashOptions) int64 {
 	if o.BF16 {
-		return lse, lse + 2*rows
+		return n + 2*rows
 	}
-	return lse, lse + rows
+	return n + rows
 }
 
-// FlashRunType is the type of a forward node's run (FlashOutput).
+// FlashRunType is the type of a forward node's run (FlashRun).
 func FlashRunType(o FlashOptions) Type {
 	if o.BF16 {
 		return BF16
@@ -66,7 +64,7 @@ func FlashRunType(o FlashOptions) Type {
 // FlashAttention is one node computing attention for q with ne (D, Tq, H,
 // B) and k, v with ne (D, Tk, H, B): f32, or all three bf16 in the BF16
 // form (a product's result under autocast), rows packed, any other
-// strides (heads read in place from a projection); FlashOutput says where
+// strides (heads read in place from a projection); FlashRun says where
 // its results lie.
 func (c *Context) FlashAttention(q, k, v Tensor, o FlashOptions) (Tensor, error) {
 	if err := c.checkOp("flash_attn", q, k, v); err != nil {
@@ -91,7 +89,8 @@ func (c *Context) FlashAttentionBack(q, k, v, fwd, g Tensor, o FlashOptions) (Te
 	if err := c.checkF32("flash_attn_back", g); err != nil {
 		return Tensor{}, err
 	}
-	_, n := FlashOutput(q, o)
+	qn := q.Ne()
+	n := FlashRun(qn[0]*qn[1]*qn[2]*qn[3], qn[1]*qn[2]*qn[3], o)
 	if !sameShape(g, q) || !g.contiguousRows() || !fwd.contiguous() || fwd.Nelements() != n || fwd.Type() != FlashRunType(o) {
 		return Tensor{}, fmt.Errorf("flash_attn_back: the output's gradient (ne %v) must have q's ne %v with packed rows, and the forward %d elements of %s (got %d of %s)",
 			g.Ne(), q.Ne(), n, FlashRunType(o), fwd.Nelements(), fwd.Type())
