@@ -238,84 +238,90 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
-		// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x, summed over a broadcast batch.
-		// Only what needs a gradient is computed (not, say, the input batch's).
-		var gx, gw *Tensor
-		var err error
-		// On a GPU both are out_prod, one cuBLAS GEMM reading the transposes
-		// in place: the transposed copies cost more than the product there
-		// at large batches (docs/GPU.md). Not for batches of matrices
-		// (attention's): ggml-cuda's out_prod runs one GEMM per matrix, 384
-		// launches for a [64, 6, 256, 64] product, where the copies and a
-		// batched mul_mat cost a tenth of that.
-		// (ggml's out_prod is f32 only: not under autocast.)
-		outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
-		if x.requiresGrad {
-			readBack := read
-			if quantized && !e.readsQuantized("out_prod", w.storage().dtype) {
-				readBack = e.input // w dequantized to f32 for ggml's out_prod, g as it is
-			}
-			gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, readBack, func(c ctx, in []node) (node, error) {
-				if quantized { // a quantized weight has no transpose: its rows, dequantized, times g
-					return c.OutProd(in[1], in[0], true)
-				}
-				if outProd {
-					if gx, err := c.OutProd(in[1], in[0], true); err == nil { // Σ_j w[:, j] ⊗ g[j, :]
-						return gx, nil
-					}
-				}
-				wp, gn, err := productOperands(c, in[1], in[0], prec)
-				if err != nil {
-					return node{}, err
-				}
-				wt, err := e.transposeNode(c, wp)
-				if err != nil {
-					return node{}, err
-				}
-				return c.MulMat(wt, gn)
-			})
-			if err != nil {
-				return nil, err
-			}
-		}
-		if !w.requiresGrad {
-			return []*Tensor{gx, nil}, nil
-		}
-		gwShape := w.shape
-		if x.Dim() == 3 {
-			gwShape = []int{x.shape[0], n, x.shape[2]}
-		}
-		// gᵀ·x = mul_mat(xᵀ, gᵀ). ggml's out_prod computes the same in one node
-		// but measured ~4x slower than mul_mat on the CPU (docs/BENCHMARKS.md),
-		// so the two transposed copies pay for themselves.
-		gw, err = e.newOpReading("matmul_back", gwShape, []*Tensor{x, g}, read, func(c ctx, in []node) (node, error) {
-			if outProd {
-				if gw, err := c.OutProd(in[0], in[1], false); err == nil { // Σ_i x[i, :] ⊗ g[i, :]
-					return gw, nil
-				}
-			}
-			// x is rounded before its transpose, which then moves half the bytes.
-			xp, gn, err := productOperands(c, in[0], in[1], prec)
-			if err != nil {
-				return node{}, err
-			}
-			xt, err := e.transposeNode(c, xp)
-			if err != nil {
-				return node{}, err
-			}
-			gt, err := e.transposeNode(c, gn)
-			if err != nil {
-				return node{}, err
-			}
-			return c.MulMat(xt, gt)
-		})
-		if err != nil {
-			return nil, err
-		}
-		gw, err = e.sumTo(gw, w.shape)
+		gx, gw, err := e.linearBack(g, x, w, x.requiresGrad, w.requiresGrad, prec, read)
 		return []*Tensor{gx, gw}, err
 	})
 	return y, nil
+}
+
+// linearBack is Linear(x, w)'s gradients for g, each where need says
+// (nil elsewhere); prec and read are how the forward read its operands.
+func (e *Engine) linearBack(g, x, w *Tensor, needX, needW bool, prec ggmlcgo.Type, read func(*Tensor) (node, error)) (gx, gw *Tensor, err error) {
+	n, k, quantized := w.shape[w.Dim()-2], x.shape[x.Dim()-1], w.IsQuantized()
+	// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x, summed over a broadcast batch.
+	// Only what needs a gradient is computed (not, say, the input batch's).
+	// On a GPU both are out_prod, one cuBLAS GEMM reading the transposes
+	// in place: the transposed copies cost more than the product there
+	// at large batches (docs/GPU.md). Not for batches of matrices
+	// (attention's): ggml-cuda's out_prod runs one GEMM per matrix, 384
+	// launches for a [64, 6, 256, 64] product, where the copies and a
+	// batched mul_mat cost a tenth of that.
+	// (ggml's out_prod is f32 only: not under autocast.)
+	outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
+	if needX {
+		readBack := read
+		if quantized && !e.readsQuantized("out_prod", w.storage().dtype) {
+			readBack = e.input // w dequantized to f32 for ggml's out_prod, g as it is
+		}
+		gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, readBack, func(c ctx, in []node) (node, error) {
+			if quantized { // a quantized weight has no transpose: its rows, dequantized, times g
+				return c.OutProd(in[1], in[0], true)
+			}
+			if outProd {
+				if gx, err := c.OutProd(in[1], in[0], true); err == nil { // Σ_j w[:, j] ⊗ g[j, :]
+					return gx, nil
+				}
+			}
+			wp, gn, err := productOperands(c, in[1], in[0], prec)
+			if err != nil {
+				return node{}, err
+			}
+			wt, err := e.transposeNode(c, wp)
+			if err != nil {
+				return node{}, err
+			}
+			return c.MulMat(wt, gn)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if !needW {
+		return gx, nil, nil
+	}
+	gwShape := w.shape
+	if x.Dim() == 3 {
+		gwShape = []int{x.shape[0], n, x.shape[2]}
+	}
+	// gᵀ·x = mul_mat(xᵀ, gᵀ). ggml's out_prod computes the same in one node
+	// but measured ~4x slower than mul_mat on the CPU (docs/BENCHMARKS.md),
+	// so the two transposed copies pay for themselves.
+	gw, err = e.newOpReading("matmul_back", gwShape, []*Tensor{x, g}, read, func(c ctx, in []node) (node, error) {
+		if outProd {
+			if gw, err := c.OutProd(in[0], in[1], false); err == nil { // Σ_i x[i, :] ⊗ g[i, :]
+				return gw, nil
+			}
+		}
+		// x is rounded before its transpose, which then moves half the bytes.
+		xp, gn, err := productOperands(c, in[0], in[1], prec)
+		if err != nil {
+			return node{}, err
+		}
+		xt, err := e.transposeNode(c, xp)
+		if err != nil {
+			return node{}, err
+		}
+		gt, err := e.transposeNode(c, gn)
+		if err != nil {
+			return node{}, err
+		}
+		return c.MulMat(xt, gt)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	gw, err = e.sumTo(gw, w.shape)
+	return gx, gw, err
 }
 
 // transposeNode swaps ne0 and ne1: with gglua's blocked kernel on the CPU,

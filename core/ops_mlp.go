@@ -16,8 +16,12 @@ import (
 // it): a GPT layer keeps 62 MB where the composition kept h in f32 and
 // GELU's result too (162 MB at d=768 over 8192 rows), and the passes over
 // the widest tensors read and write half the bytes. Elsewhere it is the
-// composition, LinearBias, Gelu, LinearBias.
+// composition, LinearBias, Gelu, LinearBias, with GELU's result made
+// again by the backward on a device in f32 (remadeMLP).
 func (e *Engine) MLP(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
+	if e.remadeMLP(x, w1, b1, w2, b2) {
+		return e.mlpRemade(x, w1, b1, w2, b2)
+	}
 	if !e.fusedMLP(x, w1, b1, w2, b2) {
 		var c chain
 		h := c.do(func() (*Tensor, error) { return e.LinearBias(x, w1, b1) })
@@ -136,13 +140,18 @@ func (e *Engine) fusedMLP(x, w1, b1, w2, b2 *Tensor) bool {
 	if e.autocast != ggmlcgo.BF16 || !e.gemmBF16() || !e.backend.HasKernel(ggmlcgo.KernelMLPBF16) || forceComposedMLP {
 		return false
 	}
+	return mlpChains(x, w1, b1, w2, b2) && (x.dtype == ggmlcgo.F32 || x.dtype == ggmlcgo.BF16) && x.storage().dtype != ggmlcgo.I32
+}
+
+// mlpChains reports whether the MLP's shapes chain: a 2-d or 3-d x, f32
+// weights and biases of their own memory, with sizes cuBLAS takes.
+func mlpChains(x, w1, b1, w2, b2 *Tensor) bool {
 	for _, p := range []*Tensor{w1, b1, w2, b2} {
 		if p == nil || p.base != nil || p.dtype != ggmlcgo.F32 {
 			return false
 		}
 	}
-	if x.Dim() < 2 || x.Dim() > 3 || (x.dtype != ggmlcgo.F32 && x.dtype != ggmlcgo.BF16) || x.storage().dtype == ggmlcgo.I32 ||
-		w1.Dim() != 2 || w2.Dim() != 2 || b1.Dim() != 1 || b2.Dim() != 1 {
+	if x.Dim() < 2 || x.Dim() > 3 || w1.Dim() != 2 || w2.Dim() != 2 || b1.Dim() != 1 || b2.Dim() != 1 {
 		return false
 	}
 	d, hidden, out := w1.shape[1], w1.shape[0], w2.shape[0]
@@ -151,6 +160,79 @@ func (e *Engine) fusedMLP(x, w1, b1, w2, b2 *Tensor) bool {
 		d > 0 && hidden > 0 && out > 0 && gemmSizes(int(rows), d, hidden, out)
 }
 
+// remadeMLP reports whether MLP keeps GELU's input alone for the second
+// product's gradient and makes GELU's result again in the backward: in f32
+// on a device, while the tape records, with gglua's GELU gradient kernel.
+// A GPT layer at d=768 over 8192 rows then keeps 100 MB less, where the
+// recomputation costs one elementwise pass. The CPU, where that pass is a
+// larger share of the step (erf over the widest tensor), keeps the
+// composition, which keeps both, as PyTorch's eager mode does.
+func (e *Engine) remadeMLP(x, w1, b1, w2, b2 *Tensor) bool {
+	return e.autocast == ggmlcgo.F32 && e.recording() && (!e.backend.IsCPU() || forceRemadeMLP) && !forceComposedMLP &&
+		e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack &&
+		x.dtype == ggmlcgo.F32 && x.storage().dtype == ggmlcgo.F32 && mlpChains(x, w1, b1, w2, b2)
+}
+
+// mlpRemade is the composition whose second half is one recorded op: h =
+// x·w1ᵀ + b1 is recorded as LinearBias is; y = GELU(h)·w2ᵀ + b2 is
+// computed off the tape and recorded with h, w2 and b2 as its inputs, its
+// backward making GELU(h) again for w2's gradient. Values and gradients
+// are the composition's, bit for bit.
+func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
+	if x.Dim() == 3 { // all rows as one 2-d product, as Linear
+		return e.overRows(x, w2.shape[0], func(x2 *Tensor) (*Tensor, error) { return e.MLP(x2, w1, b1, w2, b2) })
+	}
+	h, err := e.LinearBias(x, w1, b1)
+	if err != nil {
+		return nil, err
+	}
+	var y *Tensor
+	if err := e.NoGrad(func() error {
+		var c chain
+		a := c.do(func() (*Tensor, error) { return e.Gelu(h, "none") })
+		y = c.do(func() (*Tensor, error) { return e.LinearBias(a, w2, b2) })
+		if c.err == nil {
+			e.Transient(a) // only the product reads it; the backward makes it again
+		}
+		return c.err
+	}); err != nil {
+		return nil, err
+	}
+	need := []bool{h.requiresGrad, w2.requiresGrad, b2.requiresGrad} // as the forward found them
+	prec, read := e.productType()
+	bShape := b2.shape
+	e.record(y, "mlp", []*Tensor{h, w2, b2}, func(g *Tensor) ([]*Tensor, error) {
+		grads := make([]*Tensor, 3)
+		var c chain
+		if need[2] {
+			grads[2] = c.do(func() (*Tensor, error) { return e.sumTo(g, bShape) })
+		}
+		a := h // dh reads only the product's input's shape
+		if need[1] {
+			a = c.do(func() (*Tensor, error) { return e.Gelu(h, "none") })
+		}
+		if c.err != nil || !need[0] && !need[1] {
+			return grads, c.err
+		}
+		da, dw2, err := e.linearBack(g, a, w2, need[0], need[1], prec, read)
+		if err != nil {
+			return nil, err
+		}
+		grads[1] = dw2
+		if need[0] {
+			grads[0], err = e.kernelOp("gelu_back", h.shape, []*Tensor{da, h}, func(c ctx, in []node) (node, error) {
+				return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.F32)
+			})
+			e.Transient(da)
+		}
+		if a != h {
+			e.Transient(a)
+		}
+		return grads, err
+	})
+	return y, nil
+}
+
 // forceComposedMLP makes tests take the composition where the fused MLP
-// would run.
-var forceComposedMLP = false
+// would run; forceRemadeMLP, the devices' f32 form on the CPU.
+var forceComposedMLP, forceRemadeMLP = false, false

@@ -202,3 +202,83 @@ func TestMLPKeepsHalfTheComposition(t *testing.T) {
 	assert.Equal(t, int64(2*rows*(d+hidden)+2*2*hidden*d+4), fused)
 	assert.Less(t, fused, composed, "the composition keeps GELU's result besides")
 }
+
+// On a device in f32 MLP keeps GELU's input alone and makes GELU's result
+// again in the backward (forced on the CPU here). Its values and gradients
+// are the composition's bit for bit, 2-d and 3-d, with nothing frozen, x
+// and the first layer frozen (no gradient reaches GELU's input), or the
+// second layer frozen (GELU's result is not made again).
+func TestMLPInF32RemakesGELU(t *testing.T) {
+	defer func(r bool) { forceRemadeMLP = r }(forceRemadeMLP)
+	forceRemadeMLP = true
+	frozen := map[string]func(c mlpCase) []*Tensor{
+		"nothing":       func(c mlpCase) []*Tensor { return nil },
+		"x and layer 1": func(c mlpCase) []*Tensor { return []*Tensor{c.x, c.w1, c.b1} },
+		"layer 2":       func(c mlpCase) []*Tensor { return []*Tensor{c.w2, c.b2} },
+	}
+	run := func(c mlpCase, composed bool) (out [][]float32, remade bool) {
+		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
+		forceComposedMLP = composed
+		e := newEngine(t)
+		var y *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			remade = e.remadeMLP(c.x, c.w1, c.b1, c.w2, c.b2)
+			if y, err = e.MLP(c.x, c.w1, c.b1, c.w2, c.b2); err != nil {
+				return err
+			}
+			_, err = e.Backward(e.must(e.Sum(e.must(e.Mul(y, c.r)))))
+			return err
+		}))
+		out = [][]float32{values(t, y)}
+		for _, in := range []*Tensor{c.x, c.w1, c.b1, c.w2, c.b2} {
+			if in.grad != nil {
+				out = append(out, values(t, in.grad))
+			}
+			in.grad = nil
+		}
+		return out, remade
+	}
+	for name, freeze := range frozen {
+		for _, batch := range []bool{false, true} {
+			c := newMLPCase(t, 6, 5, 12, 3, batch)
+			for _, p := range freeze(c) {
+				require.NoError(t, p.SetRequiresGrad(false))
+			}
+			got, remade := run(c, false)
+			want, composed := run(c, true)
+			require.True(t, remade, name)
+			require.False(t, composed, name)
+			require.Len(t, got, len(want), name)
+			require.Len(t, got, 6-len(freeze(c)), name)
+			for i := range want {
+				assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "%s frozen, batch %v: result %d", name, batch, i)
+			}
+		}
+	}
+}
+
+// In f32 the forward keeps x (the first product's input) and h (GELU's
+// input), not GELU's result, which the composition keeps besides (as the
+// forward's graph on a device sees it: pass memory of its own).
+func TestMLPInF32KeepsGELUsInputAlone(t *testing.T) {
+	defer func(r bool) { forceRemadeMLP = r }(forceRemadeMLP)
+	forceRemadeMLP = true
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const rows, d, hidden = 256, 64, 256
+	placed := func(composed bool) int64 {
+		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
+		forceComposedMLP = composed
+		e := newEngine(t)
+		c := newMLPCase(t, rows, d, hidden, d, false)
+		return forwardPlaced(t, e, ggmlcgo.F32, func() (*Tensor, error) {
+			x := e.must(e.Scale(c.x, 2)) // an activation
+			return e.Sum(e.must(e.MLP(x, c.w1, c.b1, c.w2, c.b2)))
+		})
+	}
+	remade, composed := placed(false), placed(true)
+	assert.Equal(t, int64(4*rows*(d+hidden)+4), remade, "x, h and the loss")
+	assert.Equal(t, remade+4*rows*hidden, composed, "and GELU's result")
+}
