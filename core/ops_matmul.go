@@ -237,17 +237,24 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only w's gradient reads x: a frozen weight's product (a LoRA base's)
+	// keeps no activation, as PyTorch saves them.
+	needX, needW, xShape, saved := x.requiresGrad, w.requiresGrad, x.shape, x
+	if !needW {
+		saved = nil
+	}
 	e.record(y, "matmul", []*Tensor{x, w}, func(g *Tensor) ([]*Tensor, error) {
-		gx, gw, err := e.linearBack(g, x, w, x.requiresGrad, w.requiresGrad, prec, read)
+		gx, gw, err := e.linearBack(g, saved, w, xShape, needX, needW, prec, read)
 		return []*Tensor{gx, gw}, err
 	})
 	return y, nil
 }
 
 // linearBack is Linear(x, w)'s gradients for g, each where need says
-// (nil elsewhere); prec and read are how the forward read its operands.
-func (e *Engine) linearBack(g, x, w *Tensor, needX, needW bool, prec ggmlcgo.Type, read func(*Tensor) (node, error)) (gx, gw *Tensor, err error) {
-	n, k, quantized := w.shape[w.Dim()-2], x.shape[x.Dim()-1], w.IsQuantized()
+// (nil elsewhere), for an x of shape xShape (nil where w's gradient is not
+// needed); prec and read are how the forward read its operands.
+func (e *Engine) linearBack(g, x, w *Tensor, xShape []int, needX, needW bool, prec ggmlcgo.Type, read func(*Tensor) (node, error)) (gx, gw *Tensor, err error) {
+	n, k, quantized := w.shape[w.Dim()-2], xShape[len(xShape)-1], w.IsQuantized()
 	// dx = g·w (mul_mat(wᵀ, g)); dw = gᵀ·x, summed over a broadcast batch.
 	// Only what needs a gradient is computed (not, say, the input batch's).
 	// On a GPU both are out_prod, one cuBLAS GEMM reading the transposes
@@ -257,13 +264,13 @@ func (e *Engine) linearBack(g, x, w *Tensor, needX, needW bool, prec ggmlcgo.Typ
 	// launches for a [64, 6, 256, 64] product, where the copies and a
 	// batched mul_mat cost a tenth of that.
 	// (ggml's out_prod is f32 only: not under autocast.)
-	outProd := (forceOutProd || !e.backend.IsCPU()) && x.Dim() == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
+	outProd := (forceOutProd || !e.backend.IsCPU()) && len(xShape) == 2 && w.Dim() == 2 && cuBLASAligned(n, k) && prec == ggmlcgo.F32
 	if needX {
 		readBack := read
 		if quantized && !e.readsQuantized("out_prod", w.storage().dtype) {
 			readBack = e.input // w dequantized to f32 for ggml's out_prod, g as it is
 		}
-		gx, err = e.newOpReading("matmul_back", x.shape, []*Tensor{g, w}, readBack, func(c ctx, in []node) (node, error) {
+		gx, err = e.newOpReading("matmul_back", xShape, []*Tensor{g, w}, readBack, func(c ctx, in []node) (node, error) {
 			if quantized { // a quantized weight has no transpose: its rows, dequantized, times g
 				return c.OutProd(in[1], in[0], true)
 			}

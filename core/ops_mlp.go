@@ -207,14 +207,14 @@ func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 		if need[2] {
 			grads[2] = c.do(func() (*Tensor, error) { return e.sumTo(g, bShape) })
 		}
-		a := h // dh reads only the product's input's shape
+		var a *Tensor // only w2's gradient reads GELU's result
 		if need[1] {
 			a = c.do(func() (*Tensor, error) { return e.Gelu(h, "none") })
 		}
 		if c.err != nil || !need[0] && !need[1] {
 			return grads, c.err
 		}
-		da, dw2, err := e.linearBack(g, a, w2, need[0], need[1], prec, read)
+		da, dw2, err := e.linearBack(g, a, w2, h.shape, need[0], need[1], prec, read)
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +225,7 @@ func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 			})
 			e.Transient(da)
 		}
-		if a != h {
+		if a != nil {
 			e.Transient(a)
 		}
 		return grads, err

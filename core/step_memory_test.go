@@ -319,10 +319,16 @@ func TestAForwardGraphKeepsOnlyWhatIsSaved(t *testing.T) {
 // as PyTorch's saved tensors: an op whose gradient needs its input's shape
 // alone keeps neither its input nor its result (a closure that read
 // x.shape kept x), exp and relu their result, log and GELU their input,
-// LayerNorm its input (and a copy of its statistics), not its result. As
+// LayerNorm its input (and a copy of its statistics), not its result, a
+// product its input only where its weight is trained (as PyTorch). As
 // the forward's graph sees it: dropUnreachable's collection drops what
 // nothing reaches, and what is left gets memory of its own.
 func TestTheTapeKeepsOnlyWhatGradientsRead(t *testing.T) {
+	weight := func(t *testing.T, trained bool) *Tensor {
+		w := host(t, []int{3, 8}, make([]float32, 24)...)
+		require.NoError(t, w.SetRequiresGrad(trained))
+		return w
+	}
 	type kept struct{ x, y bool }
 	cases := []struct {
 		name string
@@ -351,6 +357,8 @@ func TestTheTapeKeepsOnlyWhatGradientsRead(t *testing.T) {
 		{"square", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Square(x) }, kept{x: true}},
 		{"gelu", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Gelu(x, "none") }, kept{x: true}},
 		{"layer_norm", func(e *Engine, x *Tensor) (*Tensor, error) { return e.LayerNorm(x, nil, nil, 1e-5) }, kept{x: true}},
+		{"linear, the weight trained", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Linear(x, weight(t, true)) }, kept{x: true}},
+		{"linear, the weight frozen", func(e *Engine, x *Tensor) (*Tensor, error) { return e.Linear(x, weight(t, false)) }, kept{}},
 	}
 	for _, c := range cases {
 		e := newEngine(t)

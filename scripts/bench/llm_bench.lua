@@ -3,16 +3,18 @@
 -- tg, G tokens generated one at a time (greedy, each read back and chosen
 -- on the host, the key/value cache on the device); then a LoRA step.
 --
---   gglua [--device cuda] scripts/bench/llm_bench.lua MODEL.gguf [P=512] [G=128] [reps=3] [lora_T=0] [lora_B=1]
+--   gglua [--device cuda] scripts/bench/llm_bench.lua MODEL.gguf [P=512] [G=128] [reps=3] [lora_T=0] [lora_B=1] [bf16]
 --
 -- The prompt is llama_bench_mini's (shared/llama-ref): token (i*7919+13)
 -- mod vocab. lora_T > 0 also times LoRA steps (r=8 on attn_q and attn_v,
 -- AdamW) on a batch of lora_B sequences of lora_T tokens (PEFT's
--- peft_lora_bench.py B T: lora_B=8, lora_T=512). Prints lines of the form
+-- peft_lora_bench.py B T: lora_B=8, lora_T=512); bf16 runs their forward
+-- under autocast (PEFT's base and activations are bf16). Prints lines of the form
 --   gglua pp512=NNN tok/s tg128=NNN tok/s (best of 3) ...
 local path = assert(arg[1], "usage: llm_bench.lua MODEL.gguf [P] [G] [reps] [lora_T] [lora_B]")
 local P, G = tonumber(arg[2]) or 512, tonumber(arg[3]) or 128
 local reps, loraT, loraB = tonumber(arg[4]) or 3, tonumber(arg[5]) or 0, tonumber(arg[6]) or 1
+local bf16 = arg[7] == "bf16"
 
 local t0 = device.clock()
 local m = llm.load(path)
@@ -51,13 +53,17 @@ if loraT > 0 then
   for step = 0, reps + 1 do
     t0 = device.clock()
     opt:zero_grad()
-    local loss = with_grad_tape(function() return nn.cross_entropy(m:logits(x):reshape(loraB * loraT, m.vocab), y) end)
+    local loss = with_grad_tape(function()
+      local function forward() return nn.cross_entropy(m:logits(x):reshape(loraB * loraT, m.vocab), y) end
+      if bf16 then return autocast(forward) end
+      return forward()
+    end)
     backward(loss)
     opt:step()
     loss:item()
     if step > 1 then best = math.min(best, device.clock() - t0) end -- two warm-up steps
   end
   s = residency.stats()
-  print(string.format("gglua LoRA r=8 q,v B=%d T=%d: %.0f tok/s (%.1f ms a step), pass peak %.0f MiB, all held %.0f MiB",
-    loraB, loraT, loraB * loraT / best, best * 1e3, s.peak_bytes / 2^20, s.total_buffer_bytes / 2^20))
+  print(string.format("gglua LoRA r=8 q,v B=%d T=%d%s: %.0f tok/s (%.1f ms a step), pass peak %.0f MiB, all held %.0f MiB",
+    loraB, loraT, bf16 and " bf16" or "", loraB * loraT / best, best * 1e3, s.peak_bytes / 2^20, s.total_buffer_bytes / 2^20))
 end
