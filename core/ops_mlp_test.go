@@ -282,3 +282,76 @@ func TestMLPInF32KeepsGELUsInputAlone(t *testing.T) {
 	assert.Equal(t, int64(4*rows*(d+hidden)+4), remade, "x, h and the loss")
 	assert.Equal(t, remade+4*rows*hidden, composed, "and GELU's result")
 }
+
+// SwiGLU's values and gradients are the composition's, silu(g)·u, bit for
+// bit, with either input frozen; mismatched shapes are refused.
+func TestSwiGLUAsTheComposition(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	randn := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * 2)
+		}
+		return v
+	}
+	gv, uv, rv := randn(24), randn(24), randn(24)
+	run := func(fused, trainG, trainU bool) [][]float32 {
+		e := newEngine(t)
+		g, u, r := host(t, []int{4, 6}, gv...), host(t, []int{4, 6}, uv...), host(t, []int{4, 6}, rv...)
+		require.NoError(t, g.SetRequiresGrad(trainG))
+		require.NoError(t, u.SetRequiresGrad(trainU))
+		var y *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			if fused {
+				y = e.must(e.SwiGLU(g, u))
+			} else {
+				y = e.must(e.Mul(e.must(e.Silu(g)), u))
+			}
+			_, err := e.Backward(e.must(e.Sum(e.must(e.Mul(y, r)))))
+			return err
+		}))
+		out := [][]float32{values(t, y)}
+		for _, p := range []*Tensor{g, u} {
+			if p.requiresGrad {
+				out = append(out, values(t, p.Grad()))
+			}
+		}
+		return out
+	}
+	for _, train := range [][2]bool{{true, true}, {true, false}, {false, true}} {
+		got, want := run(true, train[0], train[1]), run(false, train[0], train[1])
+		require.Len(t, got, len(want))
+		for i := range want {
+			assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "trained %v: result %d", train, i)
+		}
+	}
+	e := newEngine(t)
+	_, err := e.SwiGLU(host(t, []int{2, 3}, make([]float32, 6)...), host(t, []int{3, 2}, make([]float32, 6)...))
+	require.ErrorIs(t, err, ErrShape)
+	assert.Contains(t, err.Error(), "swiglu: the gate has shape 2x3 and the up projection 3x2")
+}
+
+// SwiGLU's forward keeps its two inputs, not silu(g), which the
+// composition keeps besides (as the forward's graph on a device sees it).
+func TestSwiGLUKeepsItsInputsAlone(t *testing.T) {
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const n = 1 << 12
+	placed := func(fused bool) int64 {
+		e := newEngine(t)
+		a, b := host(t, []int{n}, make([]float32, n)...), host(t, []int{n}, make([]float32, n)...)
+		require.NoError(t, a.SetRequiresGrad(true))
+		require.NoError(t, b.SetRequiresGrad(true))
+		return forwardPlaced(t, e, ggmlcgo.F32, func() (*Tensor, error) {
+			g, u := e.must(e.Scale(a, 2)), e.must(e.Scale(b, 3)) // activations
+			if fused {
+				return e.Sum(e.must(e.SwiGLU(g, u)))
+			}
+			return e.Sum(e.must(e.Mul(e.must(e.Silu(g)), u)))
+		})
+	}
+	fused, composed := placed(true), placed(false)
+	assert.Equal(t, int64(2*4*n+4), fused, "g, u and the loss")
+	assert.Equal(t, fused+4*n, composed, "and silu(g)")
+}

@@ -123,8 +123,8 @@ func (f *forward) block(i int, x *core.Tensor) *core.Tensor {
 	h := f.norm(x, l.attnNorm)
 	x = f.do(func() (*core.Tensor, error) { return f.e.Add(x, f.attention(i, h)) })
 	h = f.norm(x, l.ffnNorm)
-	gate := f.do(func() (*core.Tensor, error) { return f.e.Silu(f.adapted(i, "ffn_gate", h)) })
-	gated := f.do(func() (*core.Tensor, error) { return f.e.Mul(gate, f.adapted(i, "ffn_up", h)) })
+	gate, up := f.adapted(i, "ffn_gate", h), f.adapted(i, "ffn_up", h)
+	gated := f.do(func() (*core.Tensor, error) { return f.e.SwiGLU(gate, up) })
 	down := f.adapted(i, "ffn_down", gated)
 	out := f.do(func() (*core.Tensor, error) { return f.e.Add(x, down) })
 	if !f.e.Recording() {
