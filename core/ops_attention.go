@@ -303,12 +303,26 @@ var forceComposedAttention, forceFlashBF16 = false, false
 // [.., T, H·D] that a projection reads is free); the log-sum-exp after
 // them is what the backward's node reads to remake the weights.
 func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tensor, error) {
+	// The kernel's inputs, and what its backward reads: under autocast
+	// while the tape records, f32 heads rounded to bf16 first (the values
+	// the kernel rounds them to as it loads them), so the tape keeps half
+	// the bytes, as PyTorch's autocast keeps its bf16 casts.
+	heads := []*Tensor{q, k, v}
+	if fo.BF16 && e.recording() && (q.requiresGrad || k.requiresGrad || v.requiresGrad) && !keepF32Heads {
+		for i, t := range heads {
+			r, err := e.bf16Head(t)
+			if err != nil {
+				return nil, err
+			}
+			heads[i] = r
+		}
+	}
 	read := e.rowsInput
-	if q.dtype == ggmlcgo.BF16 {
+	if heads[0].dtype == ggmlcgo.BF16 {
 		read = e.storedRowsInput
 	}
 	runLen := ggmlcgo.FlashRun(q.Numel(), q.Numel()/int64(q.shape[q.Dim()-1]), fo)
-	run, err := e.newOpReading("scaled_dot_product_attention", []int{int(runLen)}, []*Tensor{q, k, v}, read, func(c ctx, in []node) (node, error) {
+	run, err := e.newOpReading("scaled_dot_product_attention", []int{int(runLen)}, heads, read, func(c ctx, in []node) (node, error) {
 		return c.FlashAttention(in[0], in[1], in[2], fo)
 	})
 	if err != nil {
@@ -319,6 +333,7 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 	// The backward reads run (the output and its log-sum-exp): recorded
 	// as an input, so that a write into it (through out:detach()) is
 	// refused at backward as a change of a saved tensor.
+	hq, hk, hv := heads[0], heads[1], heads[2] // (the closure reads these alone: it would keep q, k, v)
 	e.record(out, "scaled_dot_product_attention", []*Tensor{q, k, v, run}, func(g *Tensor) ([]*Tensor, error) {
 		// The run as stored, g in f32 (the kernel's sums read it so).
 		readBack := func(t *Tensor) (node, error) {
@@ -330,18 +345,40 @@ func (e *Engine) flashAttention(q, k, v *Tensor, fo ggmlcgo.FlashOptions) (*Tens
 			}
 			return read(t)
 		}
-		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{int(q.Numel() + 2*k.Numel())}, []*Tensor{q, k, v, run, g}, readBack,
+		grads, err := e.newOpReading("scaled_dot_product_attention_back", []int{int(hq.Numel() + 2*hk.Numel())}, []*Tensor{hq, hk, hv, run, g}, readBack,
 			func(c ctx, in []node) (node, error) {
 				return c.FlashAttentionBack(in[0], in[1], in[2], in[3], in[4], fo)
 			})
 		if err != nil {
 			return nil, err
 		}
-		nq := q.Numel()
-		return []*Tensor{headsView(grads, q.shape, 0), headsView(grads, k.shape, nq), headsView(grads, v.shape, nq+k.Numel()), nil}, nil
+		nq := hq.Numel()
+		return []*Tensor{headsView(grads, hq.shape, 0), headsView(grads, hk.shape, nq), headsView(grads, hv.shape, nq+hk.Numel()), nil}, nil
 	})
 	return out, nil
 }
+
+// bf16Head is the f32 head t rounded to bf16, read in place as rows: its
+// base rounded whole and viewed as t views it, where the base is t's
+// elements alone (a rotated or expanded head's transpose); else t packed
+// and rounded. A bf16 head is itself.
+func (e *Engine) bf16Head(t *Tensor) (*Tensor, error) {
+	if t.dtype != ggmlcgo.F32 {
+		return t, nil
+	}
+	if b := t.base; b != nil && b.dtype == ggmlcgo.F32 && b.Numel() == t.Numel() && readsRowsInPlace(t) {
+		r, err := e.bf16Operand(b)
+		if err != nil {
+			return nil, err
+		}
+		return viewOf(r, t.shape, t.offset, t.strides), nil
+	}
+	return e.bf16Operand(t)
+}
+
+// keepF32Heads makes tests give the bf16 kernel f32 heads, as it reads them
+// outside a tape.
+var keepF32Heads = false
 
 // bf16Heads reports whether q, k and v are all stored in bf16 and read in
 // place as rows (storedRowsInput), as the bf16 kernel takes them.

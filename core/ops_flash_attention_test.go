@@ -310,3 +310,45 @@ func TestFlashAttentionNaN(t *testing.T) {
 		require.False(t, math.IsNaN(float64(x)), "grad element %d of the rows before the NaN: %v", i, g)
 	}
 }
+
+// Under autocast while the tape records, f32 heads are rounded to bf16
+// before the kernel, which the tape then keeps (half the bytes): values
+// and gradients are those of the kernel reading the f32 heads, bit for
+// bit (it rounds them so as it loads them), and the forward keeps 2 bytes
+// a head's element where it kept 4.
+func TestFlashAttentionUnderAutocastKeepsBF16Heads(t *testing.T) {
+	forceFlashBF16 = true
+	defer func() { forceFlashBF16, keepF32Heads = false, false }()
+	for _, c := range flashCases {
+		keepF32Heads = true
+		want := flashRunCase(t, c, true, ggmlcgo.BF16)
+		keepF32Heads = false
+		got := flashRunCase(t, c, true, ggmlcgo.BF16)
+		for i, what := range []string{"values", "grad q", "grad k", "grad v"} {
+			assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "%s: %s", c.name, what)
+		}
+	}
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const b, h, tt, d = 2, 4, 16, 8
+	const n = b * h * tt * d
+	placed := func(f32Heads bool) int64 {
+		keepF32Heads = f32Heads
+		e := newEngine(t)
+		x := host(t, []int{b, tt, h, d}, make([]float32, n)...)
+		require.NoError(t, x.SetRequiresGrad(true))
+		return forwardPlaced(t, e, ggmlcgo.BF16, func() (*Tensor, error) {
+			head := func(k float32) *Tensor { // an activation, read as [b, h, t, d] in place
+				return e.must(e.Transpose(e.must(e.Scale(x, k)), 1, 2))
+			}
+			y, err := e.ScaledDotProductAttention(head(1), head(2), head(3), AttentionOptions{Causal: true})
+			if err != nil {
+				return nil, err
+			}
+			return e.Sum(y)
+		})
+	}
+	f32, bf16 := placed(true), placed(false)
+	assert.Equal(t, int64(3*n*2), f32-bf16, "three heads in bf16")
+}
