@@ -244,10 +244,25 @@ var forceComposedMLP, forceRemadeMLP = false, false
 // backward makes silu(g) again for u's gradient: the composition keeps
 // silu(g) besides (a third tensor of the block's widest shape, 92 MB a
 // TinyLlama layer over 4096 rows), as PyTorch's does. Values and gradients
-// are the composition's, bit for bit.
+// are the composition's, bit for bit. Under autocast g and u are read
+// rounded to bf16, as PyTorch's autocast products give them, and the tape
+// keeps those: half the bytes.
 func (e *Engine) SwiGLU(g, u *Tensor) (*Tensor, error) {
 	if !slices.Equal(g.shape, u.shape) {
 		return nil, shapeErrorf("swiglu: the gate has shape %s and the up projection %s (expected one shape)", ShapeString(g.shape), ShapeString(u.shape))
+	}
+	inputs := []*Tensor{g, u}
+	if e.autocast == ggmlcgo.BF16 && e.backend.HasKernel(ggmlcgo.KernelGemmBF16) {
+		for _, t := range []**Tensor{&g, &u} {
+			if (*t).dtype != ggmlcgo.F32 {
+				continue
+			}
+			r, err := e.bf16Operand(*t)
+			if err != nil {
+				return nil, err
+			}
+			*t = r
+		}
 	}
 	var y *Tensor
 	if err := e.NoGrad(func() error {
@@ -261,8 +276,8 @@ func (e *Engine) SwiGLU(g, u *Tensor) (*Tensor, error) {
 	}); err != nil {
 		return nil, err
 	}
-	needG, needU := g.requiresGrad, u.requiresGrad // as the forward found them
-	e.record(y, "swiglu", []*Tensor{g, u}, func(dy *Tensor) ([]*Tensor, error) {
+	needG, needU := inputs[0].requiresGrad, inputs[1].requiresGrad // as the forward found them
+	e.record(y, "swiglu", inputs, func(dy *Tensor) ([]*Tensor, error) {
 		var c chain
 		var dg, du *Tensor
 		if needU { // dy·silu(g)

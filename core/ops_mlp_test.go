@@ -355,3 +355,55 @@ func TestSwiGLUKeepsItsInputsAlone(t *testing.T) {
 	assert.Equal(t, int64(2*4*n+4), fused, "g, u and the loss")
 	assert.Equal(t, fused+4*n, composed, "and silu(g)")
 }
+
+// Under autocast SwiGLU reads its inputs rounded to bf16 (as PyTorch's
+// autocast products give them): its values and gradients are the f32
+// composition's of the rounded inputs, bit for bit, and the forward keeps
+// the two bf16 copies, half the bytes of f32 inputs.
+func TestSwiGLUUnderAutocastReadsBF16(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	const n = 64
+	gv, uv, rv := make([]float32, n), make([]float32, n), make([]float32, n)
+	gr, ur := make([]float32, n), make([]float32, n)
+	for i := range gv {
+		gv[i], uv[i], rv[i] = float32(rng.NormFloat64()*3), float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		gr[i], ur[i] = float32(roundBF16(gv[i])), float32(roundBF16(uv[i]))
+	}
+	run := func(fused bool) [][]float32 {
+		e := newEngine(t)
+		g, u, r := host(t, []int{8, 8}, gv...), host(t, []int{8, 8}, uv...), host(t, []int{8, 8}, rv...)
+		if !fused {
+			g, u = host(t, []int{8, 8}, gr...), host(t, []int{8, 8}, ur...)
+		}
+		require.NoError(t, g.SetRequiresGrad(true))
+		require.NoError(t, u.SetRequiresGrad(true))
+		var y *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			if fused {
+				require.NoError(t, e.Autocast(ggmlcgo.BF16, func() (err error) { y, err = e.SwiGLU(g, u); return err }))
+			} else {
+				y = e.must(e.Mul(e.must(e.Silu(g)), u))
+			}
+			_, err := e.Backward(e.must(e.Sum(e.must(e.Mul(y, r)))))
+			return err
+		}))
+		return [][]float32{values(t, y), values(t, g.Grad()), values(t, u.Grad())}
+	}
+	got, want := run(true), run(false)
+	for i := range want {
+		assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "result %d", i)
+	}
+	assert.NotEqual(t, bitsOfFloats(gv), bitsOfFloats(gr), "the inputs round")
+
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const m = 1 << 12
+	e := newEngine(t)
+	a := host(t, []int{m}, make([]float32, m)...)
+	require.NoError(t, a.SetRequiresGrad(true))
+	placed := forwardPlaced(t, e, ggmlcgo.BF16, func() (*Tensor, error) {
+		return e.Sum(e.must(e.SwiGLU(e.must(e.Scale(a, 2)), e.must(e.Scale(a, 3)))))
+	})
+	assert.Equal(t, int64(2*2*m+4), placed, "g and u in bf16, and the loss")
+}
