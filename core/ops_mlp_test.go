@@ -182,24 +182,10 @@ func TestMLPRoundsAsTorchAutocast(t *testing.T) {
 func TestMLPKeepsHalfTheComposition(t *testing.T) {
 	defer func(g bool) { forceGemmBF16 = g }(forceGemmBF16)
 	forceGemmBF16 = true
-	old := reachCheckBytes
-	reachCheckBytes = 0
-	defer func() { reachCheckBytes = old }()
-	const rows, d, hidden = 256, 64, 256
-	placed := func(composed bool) int64 {
-		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
-		forceComposedMLP = composed
-		e := newEngine(t)
-		c := newMLPCase(t, rows, d, hidden, d, false)
-		return forwardPlaced(t, e, ggmlcgo.BF16, func() (*Tensor, error) {
-			x := e.must(e.Scale(c.x, 2)) // an activation
-			return e.Sum(e.must(e.MLP(x, c.w1, c.b1, c.w2, c.b2)))
-		})
-	}
-	fused, composed := placed(false), placed(true)
+	fused, composed := mlpPlaced(t, ggmlcgo.BF16, false), mlpPlaced(t, ggmlcgo.BF16, true)
 	// x and h in bf16, the weights' bf16 copies (host weights: a resident
 	// weight's is made again by the backward) and the loss; not x itself.
-	assert.Equal(t, int64(2*rows*(d+hidden)+2*2*hidden*d+4), fused)
+	assert.Equal(t, int64(2*mlpRows*(mlpWidth+mlpHidden)+2*2*mlpHidden*mlpWidth+4), fused)
 	assert.Less(t, fused, composed, "the composition keeps GELU's result besides")
 }
 
@@ -264,23 +250,28 @@ func TestMLPInF32RemakesGELU(t *testing.T) {
 func TestMLPInF32KeepsGELUsInputAlone(t *testing.T) {
 	defer func(r bool) { forceRemadeMLP = r }(forceRemadeMLP)
 	forceRemadeMLP = true
+	remade, composed := mlpPlaced(t, ggmlcgo.F32, false), mlpPlaced(t, ggmlcgo.F32, true)
+	assert.Equal(t, int64(4*mlpRows*(mlpWidth+mlpHidden)+4), remade, "x, h and the loss")
+	assert.Equal(t, remade+4*mlpRows*mlpHidden, composed, "and GELU's result")
+}
+
+const mlpRows, mlpWidth, mlpHidden = 256, 64, 256
+
+// mlpPlaced is the pass memory the forward of an MLP of an activation
+// keeps (as the forward's graph on a device sees it), products of type
+// prec, the composition or not.
+func mlpPlaced(t *testing.T, prec ggmlcgo.Type, composed bool) int64 {
 	old := reachCheckBytes
 	reachCheckBytes = 0
 	defer func() { reachCheckBytes = old }()
-	const rows, d, hidden = 256, 64, 256
-	placed := func(composed bool) int64 {
-		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
-		forceComposedMLP = composed
-		e := newEngine(t)
-		c := newMLPCase(t, rows, d, hidden, d, false)
-		return forwardPlaced(t, e, ggmlcgo.F32, func() (*Tensor, error) {
-			x := e.must(e.Scale(c.x, 2)) // an activation
-			return e.Sum(e.must(e.MLP(x, c.w1, c.b1, c.w2, c.b2)))
-		})
-	}
-	remade, composed := placed(false), placed(true)
-	assert.Equal(t, int64(4*rows*(d+hidden)+4), remade, "x, h and the loss")
-	assert.Equal(t, remade+4*rows*hidden, composed, "and GELU's result")
+	defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
+	forceComposedMLP = composed
+	e := newEngine(t)
+	c := newMLPCase(t, mlpRows, mlpWidth, mlpHidden, mlpWidth, false)
+	return forwardPlaced(t, e, prec, func() (*Tensor, error) {
+		x := e.must(e.Scale(c.x, 2)) // an activation
+		return e.Sum(e.must(e.MLP(x, c.w1, c.b1, c.w2, c.b2)))
+	})
 }
 
 // SwiGLU's values and gradients are the composition's, silu(g)·u, bit for
