@@ -175,11 +175,12 @@ func (e *Engine) remadeMLP(x, w1, b1, w2, b2 *Tensor) bool {
 		x.dtype == ggmlcgo.F32 && x.storage().dtype == ggmlcgo.F32 && mlpChains(x, w1, b1, w2, b2)
 }
 
-// mlpRemade is the composition whose second half is one recorded op: h =
-// x·w1ᵀ + b1 is recorded as LinearBias is; y = GELU(h)·w2ᵀ + b2 is
-// computed off the tape and recorded with h, w2 and b2 as its inputs, its
-// backward making GELU(h) again for w2's gradient. Values and gradients
-// are the composition's, bit for bit.
+// mlpRemade is the composition with its middle as one recorded op: h =
+// x·w1ᵀ + b1 is recorded as LinearBias is; GELU(h)·w2ᵀ is computed off the
+// tape and recorded with h and w2 as its inputs, its backward making
+// GELU(h) again for w2's gradient; b2 is added as LinearBias adds it (its
+// gradient reads nothing). Values and gradients are the composition's,
+// bit for bit.
 func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 	if x.Dim() == 3 { // all rows as one 2-d product, as Linear
 		return e.overRows(x, w2.shape[0], func(x2 *Tensor) (*Tensor, error) { return e.MLP(x2, w1, b1, w2, b2) })
@@ -188,11 +189,11 @@ func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var y *Tensor
+	var p *Tensor
 	if err := e.NoGrad(func() error {
 		var c chain
 		a := c.do(func() (*Tensor, error) { return e.Gelu(h, "none") })
-		y = c.do(func() (*Tensor, error) { return e.LinearBias(a, w2, b2) })
+		p = c.do(func() (*Tensor, error) { return e.Linear(a, w2) })
 		if c.err == nil {
 			e.Transient(a) // only the product reads it; the backward makes it again
 		}
@@ -200,29 +201,20 @@ func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 	}); err != nil {
 		return nil, err
 	}
-	need := []bool{h.requiresGrad, w2.requiresGrad, b2.requiresGrad} // as the forward found them
+	needH, needW := h.requiresGrad, w2.requiresGrad // as the forward found them
 	prec, read := e.productType()
-	bShape := b2.shape
-	e.record(y, "mlp", []*Tensor{h, w2, b2}, func(g *Tensor) ([]*Tensor, error) {
-		grads := make([]*Tensor, 3)
-		var c chain
-		if need[2] {
-			grads[2] = c.do(func() (*Tensor, error) { return e.sumTo(g, bShape) })
-		}
+	e.record(p, "mlp", []*Tensor{h, w2}, func(g *Tensor) ([]*Tensor, error) {
 		var a *Tensor // only w2's gradient reads GELU's result
-		if need[1] {
-			a = c.do(func() (*Tensor, error) { return e.Gelu(h, "none") })
+		if needW {
+			var err error
+			if a, err = e.Gelu(h, "none"); err != nil {
+				return nil, err
+			}
 		}
-		if c.err != nil || !need[0] && !need[1] {
-			return grads, c.err
-		}
-		da, dw2, err := e.linearBack(g, a, w2, h.shape, need[0], need[1], prec, read)
-		if err != nil {
-			return nil, err
-		}
-		grads[1] = dw2
-		if need[0] {
-			grads[0], err = e.kernelOp("gelu_back", h.shape, []*Tensor{da, h}, func(c ctx, in []node) (node, error) {
+		dh, dw2, err := e.linearBack(g, a, w2, h.shape, needH, needW, prec, read)
+		if err == nil && needH {
+			da := dh
+			dh, err = e.kernelOp("gelu_back", h.shape, []*Tensor{da, h}, func(c ctx, in []node) (node, error) {
 				return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.F32)
 			})
 			e.Transient(da)
@@ -230,9 +222,13 @@ func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 		if a != nil {
 			e.Transient(a)
 		}
-		return grads, err
+		return []*Tensor{dh, dw2}, err
 	})
-	return y, nil
+	y, err := e.Add(p, b2)
+	if err == nil {
+		e.Transient(p)
+	}
+	return y, err
 }
 
 // forceComposedMLP makes tests take the composition where the fused MLP
@@ -277,6 +273,17 @@ func (e *Engine) SwiGLU(g, u *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	needG, needU := inputs[0].requiresGrad, inputs[1].requiresGrad // as the forward found them
+	// Where the tape keeps neither, the rounded copies are read by y alone.
+	if !e.recording() || !needG && !needU {
+		for i, t := range []*Tensor{g, u} {
+			if t != inputs[i] {
+				e.Transient(t)
+			}
+		}
+	}
+	if !needG {
+		u = nil // only g's gradient reads u
+	}
 	e.record(y, "swiglu", inputs, func(dy *Tensor) ([]*Tensor, error) {
 		var c chain
 		var dg, du *Tensor

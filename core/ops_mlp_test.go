@@ -190,17 +190,23 @@ func TestMLPKeepsHalfTheComposition(t *testing.T) {
 }
 
 // On a device in f32 MLP keeps GELU's input alone and makes GELU's result
-// again in the backward (forced on the CPU here). Its values and gradients
-// are the composition's bit for bit, 2-d and 3-d, with nothing frozen, x
-// and the first layer frozen (no gradient reaches GELU's input), or the
-// second layer frozen (GELU's result is not made again).
+// again in the backward (forced on the CPU here). For every set of trained
+// inputs among x, w1, b1, w2 and b2, 2-d and 3-d, its values and gradients
+// are the composition's bit for bit, and its forward keeps no more than the
+// composition's: GELU's result less where both keep GELU's input.
 func TestMLPInF32RemakesGELU(t *testing.T) {
 	defer func(r bool) { forceRemadeMLP = r }(forceRemadeMLP)
 	forceRemadeMLP = true
-	frozen := map[string]func(c mlpCase) []*Tensor{
-		"nothing":       func(c mlpCase) []*Tensor { return nil },
-		"x and layer 1": func(c mlpCase) []*Tensor { return []*Tensor{c.x, c.w1, c.b1} },
-		"layer 2":       func(c mlpCase) []*Tensor { return []*Tensor{c.w2, c.b2} },
+	old := reachCheckBytes
+	reachCheckBytes = 0
+	defer func() { reachCheckBytes = old }()
+	const rows, d, hidden, out = 6, 5, 12, 3
+	caseFor := func(mask int, batch bool) mlpCase {
+		c := newMLPCase(t, rows, d, hidden, out, batch)
+		for i, p := range []*Tensor{c.x, c.w1, c.b1, c.w2, c.b2} {
+			require.NoError(t, p.SetRequiresGrad(mask&(1<<i) != 0))
+		}
+		return c
 	}
 	run := func(c mlpCase, composed bool) (out [][]float32, remade bool) {
 		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
@@ -225,22 +231,33 @@ func TestMLPInF32RemakesGELU(t *testing.T) {
 		}
 		return out, remade
 	}
-	for name, freeze := range frozen {
+	placed := func(mask int, composed bool) int64 {
+		defer func(m bool) { forceComposedMLP = m }(forceComposedMLP)
+		forceComposedMLP = composed
+		e := newEngine(t)
+		c := caseFor(mask, false)
+		return forwardPlaced(t, e, ggmlcgo.F32, func() (*Tensor, error) {
+			x := e.must(e.Scale(c.x, 2)) // an activation where x is trained
+			return e.Sum(e.must(e.MLP(x, c.w1, c.b1, c.w2, c.b2)))
+		})
+	}
+	for mask := 1; mask < 32; mask++ {
 		for _, batch := range []bool{false, true} {
-			c := newMLPCase(t, 6, 5, 12, 3, batch)
-			for _, p := range freeze(c) {
-				require.NoError(t, p.SetRequiresGrad(false))
-			}
-			got, remade := run(c, false)
-			want, composed := run(c, true)
-			require.True(t, remade, name)
-			require.False(t, composed, name)
-			require.Len(t, got, len(want), name)
-			require.Len(t, got, 6-len(freeze(c)), name)
+			got, remade := run(caseFor(mask, batch), false)
+			want, composed := run(caseFor(mask, batch), true)
+			require.True(t, remade, "mask %05b", mask)
+			require.False(t, composed, "mask %05b", mask)
+			require.Len(t, got, len(want), "mask %05b", mask)
 			for i := range want {
-				assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "%s frozen, batch %v: result %d", name, batch, i)
+				assert.Equal(t, bitsOfFloats(want[i]), bitsOfFloats(got[i]), "trained %05b (x w1 b1 w2 b2 from the right), batch %v: result %d", mask, batch, i)
 			}
 		}
+		remade, composed := placed(mask, false), placed(mask, true)
+		less := int64(0)
+		if mask&0b111 != 0 && mask&0b1000 != 0 { // both keep h; the composition GELU's result too
+			less = 4 * rows * hidden
+		}
+		assert.Equal(t, composed-less, remade, "trained %05b: bytes the forward keeps", mask)
 	}
 }
 
@@ -322,18 +339,19 @@ func TestSwiGLUAsTheComposition(t *testing.T) {
 	assert.Contains(t, err.Error(), "swiglu: the gate has shape 2x3 and the up projection 3x2")
 }
 
-// SwiGLU's forward keeps its two inputs, not silu(g), which the
-// composition keeps besides (as the forward's graph on a device sees it).
-func TestSwiGLUKeepsItsInputsAlone(t *testing.T) {
+// SwiGLU's forward keeps what its gradients read, not silu(g), which the
+// composition keeps besides (as the forward's graph on a device sees it):
+// g and u where g is trained, g alone where only u is.
+func TestSwiGLUKeepsWhatItsGradientsRead(t *testing.T) {
 	old := reachCheckBytes
 	reachCheckBytes = 0
 	defer func() { reachCheckBytes = old }()
 	const n = 1 << 12
-	placed := func(fused bool) int64 {
+	placed := func(fused, trainG, trainU bool) int64 {
 		e := newEngine(t)
 		a, b := host(t, []int{n}, make([]float32, n)...), host(t, []int{n}, make([]float32, n)...)
-		require.NoError(t, a.SetRequiresGrad(true))
-		require.NoError(t, b.SetRequiresGrad(true))
+		require.NoError(t, a.SetRequiresGrad(trainG))
+		require.NoError(t, b.SetRequiresGrad(trainU))
 		return forwardPlaced(t, e, ggmlcgo.F32, func() (*Tensor, error) {
 			g, u := e.must(e.Scale(a, 2)), e.must(e.Scale(b, 3)) // activations
 			if fused {
@@ -342,9 +360,25 @@ func TestSwiGLUKeepsItsInputsAlone(t *testing.T) {
 			return e.Sum(e.must(e.Mul(e.must(e.Silu(g)), u)))
 		})
 	}
-	fused, composed := placed(true), placed(false)
-	assert.Equal(t, int64(2*4*n+4), fused, "g, u and the loss")
-	assert.Equal(t, fused+4*n, composed, "and silu(g)")
+	assert.Equal(t, int64(2*4*n+4), placed(true, true, true), "both trained: g, u and the loss")
+	assert.Equal(t, placed(true, true, true)+4*n, placed(false, true, true), "the composition: and silu(g)")
+	assert.Equal(t, int64(4*n+4), placed(true, false, true), "u trained: g and the loss")
+	assert.Equal(t, int64(2*4*n+4), placed(true, true, false), "g trained: g, u and the loss")
+}
+
+// Outside a tape SwiGLU's bf16 copies under autocast are scratch, read by
+// its result alone: they count toward no pass bound.
+func TestSwiGLUCopiesOutsideATapeAreScratch(t *testing.T) {
+	const n = 1 << 12
+	for _, cast := range []ggmlcgo.Type{ggmlcgo.F32, ggmlcgo.BF16} {
+		e := newEngine(t)
+		g, u := host(t, []int{n}, make([]float32, n)...), host(t, []int{n}, make([]float32, n)...)
+		before := e.pendingBytes
+		var y *Tensor
+		require.NoError(t, e.Autocast(cast, func() (err error) { y, err = e.SwiGLU(g, u); return err }))
+		e.Transient(y)
+		assert.Zero(t, e.pendingBytes-before, "%v: bytes pending after SwiGLU, its result scratch", cast)
+	}
 }
 
 // Under autocast SwiGLU reads its inputs rounded to bf16 (as PyTorch's

@@ -11,7 +11,7 @@
 -- peft_lora_bench.py B T: lora_B=8, lora_T=512); bf16 runs their forward
 -- under autocast (PEFT's base and activations are bf16). Prints lines of the form
 --   gglua pp512=NNN tok/s tg128=NNN tok/s (best of 3) ...
-local path = assert(arg[1], "usage: llm_bench.lua MODEL.gguf [P] [G] [reps] [lora_T] [lora_B]")
+local path = assert(arg[1], "usage: llm_bench.lua MODEL.gguf [P] [G] [reps] [lora_T] [lora_B] [bf16]")
 local P, G = tonumber(arg[2]) or 512, tonumber(arg[3]) or 128
 local reps, loraT, loraB = tonumber(arg[4]) or 3, tonumber(arg[5]) or 0, tonumber(arg[6]) or 1
 local bf16 = arg[7] == "bf16"
