@@ -21,10 +21,6 @@ type EngineOptions struct {
 	Device string
 	// Threads sizes the CPU threadpool (<= 0: one per core).
 	Threads int
-	// AsDevice makes a CPU engine compute as a device does: asynchronous
-	// computes and graph replays (what GGLUA_ASYNC=1 sets), to check a
-	// device's behaviour on the CPU.
-	AsDevice bool
 }
 
 // Engine is one backend with its residency state. It is used by one
@@ -103,12 +99,6 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	b, err := ggmlcgo.NewForDevice(name, opts.Threads)
 	if err != nil {
 		return nil, err
-	}
-	if opts.AsDevice && b.IsCPU() {
-		if err := b.ComputeAsDevice(); err != nil {
-			b.Close()
-			return nil, err
-		}
 	}
 	return &Engine{backend: b, res: residency.New(b), eager: os.Getenv("GGLUA_EAGER") == "1",
 		useBLAS: b.IsCPU() && ggmlcgo.BLASAvailable() && os.Getenv("GGLUA_NO_BLAS") != "1",

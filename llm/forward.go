@@ -155,12 +155,8 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 		return y
 	}
 	q, k, v := project("attn_q", c.Heads, true), project("attn_k", c.HeadsKV, true), project("attn_v", c.HeadsKV, false)
-	window := 0 // a decoded token's keys: the cache's first window rows (decodeWindow)
 	if f.cache != nil {
-		if T == 1 {
-			window = decodeWindow(f.pos[0]+1, f.cache.size)
-		}
-		k, v = f.remember(f.cache.k[i], k, window), f.remember(f.cache.v[i], v, window)
+		k, v = f.remember(f.cache.k[i], k), f.remember(f.cache.v[i], v)
 	}
 	at := len(lead)                              // the T dim
 	heads := func(y *core.Tensor) *core.Tensor { // [(B,) Tk, n, D] -> [(B,) Heads, Tk, D]
@@ -189,13 +185,6 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 		o.Causal = false
 		o.Mask = f.do(func() (*core.Tensor, error) { return core.FromFloat32(mask, T, start+T) })
 	}
-	if window > 0 { // the rows past the token's own position are masked off
-		bias := make([]float32, window)
-		for j := f.pos[0] + 1; j < window; j++ {
-			bias[j] = float32(math.Inf(-1))
-		}
-		o.Bias = f.do(func() (*core.Tensor, error) { return core.FromFloat32(bias, 1, window) })
-	}
 	y := f.do(func() (*core.Tensor, error) {
 		return f.e.ScaledDotProductAttention(heads(q), heads(k), heads(v), o)
 	})
@@ -205,24 +194,10 @@ func (f *forward) attention(i int, h *core.Tensor) *core.Tensor {
 }
 
 // remember writes x, the new positions' keys or values, into the cache's
-// rows for them and returns every position's so far (the first window
-// rows, where window is not 0): one graph with the rest of the pass (the
-// write is queued before the reads).
-func (f *forward) remember(cache, x *core.Tensor, window int) *core.Tensor {
+// rows for them and returns every position's so far: one graph with the
+// rest of the pass (the write is queued before the reads).
+func (f *forward) remember(cache, x *core.Tensor) *core.Tensor {
 	start, T := f.pos[0], len(f.pos)
-	if window == 0 {
-		window = start + T
-	}
 	f.do(func() (*core.Tensor, error) { return nil, f.e.WriteRows(cache, start, x) })
-	return f.do(func() (*core.Tensor, error) { return f.e.Narrow(cache, 0, 0, window) })
-}
-
-// decodeWindow is how many cache rows a token decoded at position n-1
-// attends to: n rounded up to a multiple of 256, at most the cache's size,
-// the rows past n masked off (as llama.cpp pads its cache's view). A
-// token's graph is then the same as the one before it, but for the data
-// its inputs hold (its id, position and mask), for 256 tokens at a time,
-// so a device replays it (a CUDA graph: one launch instead of ~1,100).
-func decodeWindow(n, size int) int {
-	return min(size, (n+255)/256*256)
+	return f.do(func() (*core.Tensor, error) { return f.e.Narrow(cache, 0, 0, start+T) })
 }

@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"github.com/gglua/gglua/core"
-	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
 
@@ -96,15 +95,6 @@ func (m *Model) Generate(prompt []int, o GenerateOptions) ([]int, error) {
 	for len(out) < o.MaxTokens {
 		if ctx := m.e.Context(); ctx != nil && ctx.Err() != nil {
 			return out, fmt.Errorf("generate: %w", ctx.Err())
-		}
-		// Each token's pass starts the pass pool afresh, so that its graph
-		// lies where the last token's did (a device replays it); a value
-		// the script holds from the pool is moved out once, as at a tape's
-		// start. Inside a tape the pool is the tape's.
-		if !m.e.Recording() {
-			if err := m.e.Reset(residency.Pass); err != nil {
-				return out, fmt.Errorf("generate: %w", err)
-			}
 		}
 		logits, err := m.forward([][]int{next}, cache)
 		if err != nil {

@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/gglua/gglua/core"
 )
 
 // Greedy generation with the key/value cache gives llama.cpp's tokens,
@@ -108,43 +106,4 @@ func TestSample(t *testing.T) {
 	near(softmax([]int{1, 2, 4}, 0.7), count(GenerateOptions{Temperature: 0.7, TopK: 3, TopP: 1}), "top_k 3")
 	// Untempered probabilities of 3, 3, 2, 1: .38 .38 .14 .05: top_p 0.8 keeps three.
 	near(softmax([]int{1, 2, 4}, 2), count(GenerateOptions{Temperature: 2, TopP: 0.8}), "top_p 0.8")
-}
-
-// A decoded token attends to the cache's first rows in steps of 256 (the
-// rest masked off), so its graph repeats the last token's: on the CPU
-// computing as a device does, all but the first tokens' graphs are
-// replayed, and the tokens are those of a plain engine. A value the script
-// held from the pass pool before is still readable after.
-func TestDecodedTokensReplay(t *testing.T) {
-	assert.Equal(t, 5, decodeWindow(5, 5))
-	assert.Equal(t, 256, decodeWindow(5, 4096))
-	assert.Equal(t, 512, decodeWindow(257, 4096))
-	assert.Equal(t, 300, decodeWindow(290, 300))
-
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	writeTestModel(t, path, 2)
-	prompt := []int{1, 260, 261, 262}
-	run := func(asDevice bool) (tokens []int, replays int64) {
-		e, err := core.NewEngine(core.EngineOptions{Threads: 1, AsDevice: asDevice})
-		require.NoError(t, err)
-		t.Cleanup(e.Close)
-		m, err := Load(e, path)
-		require.NoError(t, err)
-		held, err := m.Logits(prompt)
-		require.NoError(t, err)
-		before, err := held.Float32s()
-		require.NoError(t, err)
-		start := e.Stats().GraphReplays
-		tokens, err = m.Generate(prompt, GenerateOptions{MaxTokens: 24, TopP: 1})
-		require.NoError(t, err)
-		after, err := held.Float32s()
-		require.NoError(t, err)
-		assert.Equal(t, before, after, "a value held across the generation")
-		return tokens, e.Stats().GraphReplays - start
-	}
-	want, _ := run(false)
-	got, replays := run(true)
-	require.Len(t, want, 24, "no end-of-generation token in 24")
-	assert.Equal(t, want, got)
-	assert.GreaterOrEqual(t, replays, int64(len(got)-3), "graphs replayed (not the prompt's, nor the first captures)")
 }
