@@ -455,11 +455,12 @@ func (e *Engine) Tanh(x *Tensor) (*Tensor, error) {
 
 // Silu is x * sigmoid(x).
 func (e *Engine) Silu(x *Tensor) (*Tensor, error) {
-	return e.elementwise("silu", x, savesA, func(g, x, y *Tensor) (*Tensor, error) {
-		return e.newOp("silu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
-			return c.SiluBack(in[0], in[1])
-		})
-	})
+	return e.elementwise("silu", x, savesA, func(g, x, y *Tensor) (*Tensor, error) { return e.siluBack(g, x) })
+}
+
+// siluBack is g·silu'(x), silu's gradient (ggml's silu_back).
+func (e *Engine) siluBack(g, x *Tensor) (*Tensor, error) {
+	return e.newOp("silu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) { return c.SiluBack(in[0], in[1]) })
 }
 
 // Gelu is GELU as PyTorch's F.gelu: approximate "none" (or "") is the exact
@@ -489,9 +490,7 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 	}
 	if e.backend.HasKernel(ggmlcgo.KernelGeluBack) && !forceComposedGeluBack {
 		e.record(y, "gelu_erf", []*Tensor{x}, func(g *Tensor) ([]*Tensor, error) {
-			gx, err := e.kernelOp("gelu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
-				return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.F32)
-			})
+			gx, err := e.geluBack(g, x)
 			return []*Tensor{gx}, err
 		})
 		return y, nil
@@ -515,6 +514,14 @@ func (e *Engine) geluErf(x *Tensor) (*Tensor, error) {
 		return []*Tensor{gx}, ch.err
 	})
 	return y, nil
+}
+
+// geluBack is g·GELU'(x), exact GELU's gradient, as one pass of gglua's
+// kernel (where the backend has KernelGeluBack).
+func (e *Engine) geluBack(g, x *Tensor) (*Tensor, error) {
+	return e.kernelOp("gelu_back", x.shape, []*Tensor{g, x}, func(c ctx, in []node) (node, error) {
+		return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.F32)
+	})
 }
 
 // forceComposedGeluBack and forceComposedRelu make tests take the ops

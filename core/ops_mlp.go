@@ -214,9 +214,7 @@ func (e *Engine) mlpRemade(x, w1, b1, w2, b2 *Tensor) (*Tensor, error) {
 		dh, dw2, err := e.linearBack(g, a, w2, h.shape, needH, needW, prec, read)
 		if err == nil && needH {
 			da := dh
-			dh, err = e.kernelOp("gelu_back", h.shape, []*Tensor{da, h}, func(c ctx, in []node) (node, error) {
-				return c.GeluErfBackKernel(in[0], in[1], ggmlcgo.F32)
-			})
+			dh, err = e.geluBack(da, h)
 			e.Transient(da)
 		}
 		if a != nil {
@@ -294,9 +292,7 @@ func (e *Engine) SwiGLU(g, u *Tensor) (*Tensor, error) {
 		}
 		if needG { // silu'(g)·(dy·u)
 			ds := c.do(func() (*Tensor, error) { return e.Mul(dy, u) })
-			dg = c.do(func() (*Tensor, error) {
-				return e.newOp("silu_back", g.shape, []*Tensor{ds, g}, func(c ctx, in []node) (node, error) { return c.SiluBack(in[0], in[1]) })
-			})
+			dg = c.do(func() (*Tensor, error) { return e.siluBack(ds, g) })
 			e.Transient(ds)
 		}
 		return []*Tensor{dg, du}, c.err
