@@ -83,20 +83,16 @@ func (e *Engine) im2col(op string, x *Tensor, wd window) (*Tensor, error) {
 	}
 	oh, ow := wd.out(h, w)
 	kk := wd.k[0] * wd.k[1]
-	params := ggmlcgo.Im2colParams{
-		Kernel: [2]int{wd.k[1], wd.k[0]}, Stride: [2]int{wd.s[1], wd.s[0]},
-		Padding: [2]int{wd.p[1], wd.p[0]}, Dilation: [2]int{wd.d[1], wd.d[0]},
+	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	var y *Tensor
+	var err error
+	if e.backend.IsCPU() && x.Dtype() == ggmlcgo.F32 && win.Fits() && !forceComposedWindows {
+		y, err = e.kernelOp(op, []int{n, oh, ow, ch * kk}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+			return c.Im2colCPU(in[0], oh, ow, win)
+		})
+	} else {
+		y, err = e.ggmlIm2col(op, x, wd)
 	}
-	y, err := e.newOp(op, []int{n, oh, ow, ch * kk}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
-		// ggml reads only the kernel's shape, but the kernel is an operand
-		// and must have memory: a small computed tensor of that shape.
-		b := e.nodes(c)
-		kernel := b.reshape(b.set(c.Arange(0, float32(kk*ch), 1)), [4]int64{int64(wd.k[1]), int64(wd.k[0]), int64(ch), 1})
-		if b.err != nil {
-			return node{}, b.err
-		}
-		return c.Im2col(kernel, in[0], params)
-	})
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +102,27 @@ func (e *Engine) im2col(op string, x *Tensor, wd window) (*Tensor, error) {
 		return []*Tensor{gx}, err
 	})
 	return y, nil
+}
+
+// ggmlIm2col is im2col by ggml's op (a device's, an f16 input's).
+func (e *Engine) ggmlIm2col(op string, x *Tensor, wd window) (*Tensor, error) {
+	n, ch, h, w := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+	oh, ow := wd.out(h, w)
+	kk := wd.k[0] * wd.k[1]
+	params := ggmlcgo.Im2colParams{
+		Kernel: [2]int{wd.k[1], wd.k[0]}, Stride: [2]int{wd.s[1], wd.s[0]},
+		Padding: [2]int{wd.p[1], wd.p[0]}, Dilation: [2]int{wd.d[1], wd.d[0]},
+	}
+	return e.newOp(op, []int{n, oh, ow, ch * kk}, []*Tensor{x}, func(c ctx, in []node) (node, error) {
+		// ggml reads only the kernel's shape, but the kernel is an operand
+		// and must have memory: a small computed tensor of that shape.
+		b := e.nodes(c)
+		kernel := b.reshape(b.set(c.Arange(0, float32(kk*ch), 1)), [4]int64{int64(wd.k[1]), int64(wd.k[0]), int64(ch), 1})
+		if b.err != nil {
+			return node{}, b.err
+		}
+		return c.Im2col(kernel, in[0], params)
+	})
 }
 
 // col2im is im2col's adjoint, and its gradient: patches g [N, OH, OW,
@@ -553,7 +570,7 @@ func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 	return undo(y, c.err)
 }
 
-// forceComposedWindows makes max_pool2d and col2im compose ggml's ops on
+// forceComposedWindows makes max_pool2d, im2col and col2im compose ggml's ops on
 // the CPU too (as on a device), so that tests can compare the two.
 var forceComposedWindows bool
 

@@ -328,3 +328,148 @@ func TestMaxPoolWindowInThePadding(t *testing.T) {
 	}
 	forceComposedWindows = false
 }
+
+// TestIm2colKernelIsGGMLs: the CPU's im2col kernel (patches.c) gives ggml's
+// im2col element for element, over strides, paddings wider than the
+// kernel, dilations, kernels wider than the input, and a strided input.
+func TestIm2colKernelIsGGMLs(t *testing.T) {
+	e := newEngine(t)
+	defer func() { forceComposedWindows = false }()
+	for _, c := range []struct {
+		shape []int
+		wd    window
+	}{
+		{[]int{2, 3, 7, 6}, window{k: [2]int{3, 3}, s: [2]int{1, 1}, d: [2]int{1, 1}}},
+		{[]int{2, 3, 7, 6}, window{k: [2]int{3, 2}, s: [2]int{2, 3}, p: [2]int{1, 2}, d: [2]int{1, 1}}},
+		{[]int{1, 2, 9, 8}, window{k: [2]int{2, 3}, s: [2]int{1, 2}, p: [2]int{3, 4}, d: [2]int{2, 3}}},
+		{[]int{3, 1, 2, 3}, window{k: [2]int{5, 4}, s: [2]int{2, 1}, p: [2]int{2, 2}, d: [2]int{1, 1}}},
+		{[]int{1, 4, 5, 11}, window{k: [2]int{1, 1}, s: [2]int{3, 4}, d: [2]int{1, 1}}},
+		{[]int{2, 2, 6, 13}, window{k: [2]int{2, 6}, s: [2]int{1, 1}, p: [2]int{1, 3}, d: [2]int{1, 2}}},
+	} {
+		n := 1
+		for _, d := range c.shape {
+			n *= d
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(i%13) - 6.5 + float32(i)/1000
+		}
+		x := host(t, c.shape, v...)
+		require.NoError(t, c.wd.check("im2col", x))
+		xt, err := e.Transpose(x, 2, 3) // a view: the kernel packs it
+		require.NoError(t, err)
+		var got [2][][]float32
+		for k, in := range []*Tensor{x, xt} {
+			for _, composed := range []bool{false, true} {
+				forceComposedWindows = composed
+				y, err := e.im2col("im2col", in, c.wd)
+				require.NoError(t, err)
+				got[k] = append(got[k], values(t, y))
+			}
+			assert.Equal(t, got[k][1], got[k][0], "input %v window %+v transposed %v", c.shape, c.wd, k == 1)
+		}
+	}
+}
+
+// maxPoolLoop is PyTorch's CPU max_pool2d loop (cpu_max_pool) over one
+// [H, W] plane: each window's maximum (val > max || isnan(val): the first
+// of ties, the last NaN; -inf for a window wholly in the padding) and the
+// plane's gradient from gy, each window's sent to its maximum.
+func maxPoolLoop(x []float32, h, w, oh, ow int, o PoolOptions, gy []float32) (y, gx []float32) {
+	y, gx = make([]float32, oh*ow), make([]float32, h*w)
+	for oy := range oh {
+		for ox := range ow {
+			m, at := float32(math.Inf(-1)), -1
+			for i := range o.Kernel[0] {
+				for j := range o.Kernel[1] {
+					r, c := oy*o.Stride[0]-o.Padding[0]+i*o.Dilation[0], ox*o.Stride[1]-o.Padding[1]+j*o.Dilation[1]
+					if r < 0 || r >= h || c < 0 || c >= w {
+						continue
+					}
+					if at < 0 { // PyTorch starts at the window's first element
+						at = r*w + c
+					}
+					if v := x[r*w+c]; v > m || v != v {
+						m, at = v, r*w+c
+					}
+				}
+			}
+			y[oy*ow+ox] = m
+			if at >= 0 {
+				gx[at] += gy[oy*ow+ox]
+			}
+		}
+	}
+	return y, gx
+}
+
+// TestMaxPoolKernelIsPyTorchsLoop: the CPU's max_pool2d kernel (pool.c,
+// whose 2x2 windows take a branch-free path) gives PyTorch's loop's values
+// and gradients bit for bit, on data full of ties, NaNs and -inf, over odd
+// sizes, ceil_mode's partial windows, padding, dilation and rows longer
+// than the kernel's 64-column blocks.
+func TestMaxPoolKernelIsPyTorchsLoop(t *testing.T) {
+	e := newEngine(t)
+	nan, inf := float32(math.NaN()), float32(math.Inf(-1))
+	bits := func(v []float32) []uint32 {
+		b := make([]uint32, len(v))
+		for i, f := range v {
+			b[i] = math.Float32bits(f)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		shape []int
+		o     PoolOptions
+	}{
+		{[]int{2, 3, 6, 8}, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}}},
+		{[]int{1, 2, 7, 9}, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}}},
+		{[]int{1, 2, 7, 9}, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}, CeilMode: true}},
+		{[]int{1, 1, 4, 300}, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}}},
+		{[]int{1, 2, 7, 9}, PoolOptions{Kernel: [2]int{3, 2}, Stride: [2]int{2, 1}, Padding: [2]int{1, 1}}},
+		{[]int{1, 1, 9, 8}, PoolOptions{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}, Padding: [2]int{1, 0}, Dilation: [2]int{2, 1}}},
+	} {
+		o := c.o
+		if o.Dilation == [2]int{} {
+			o.Dilation = [2]int{1, 1}
+		}
+		n, h, w := c.shape[0]*c.shape[1], c.shape[2], c.shape[3]
+		v := make([]float32, n*h*w)
+		for i := range v {
+			switch r := (i * 7919) % 23; {
+			case r == 0:
+				v[i] = nan
+			case r == 1:
+				v[i] = inf
+			default:
+				v[i] = float32(r % 5) // ties everywhere
+			}
+		}
+		x := host(t, c.shape, v...)
+		require.NoError(t, x.SetRequiresGrad(true))
+		var y, gy, loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			var err error
+			if y, err = e.MaxPool2d(x, o); err != nil {
+				return err
+			}
+			g := make([]float32, y.Numel())
+			for i := range g {
+				g[i] = float32(i%7) + 1
+			}
+			gy = host(t, y.shape, g...)
+			loss, err = sumOf(e)(e.Mul(y, gy))
+			return err
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		oh, ow := y.shape[2], y.shape[3]
+		var wantY, wantG []float32
+		for p := range n {
+			py, pg := maxPoolLoop(v[p*h*w:(p+1)*h*w], h, w, oh, ow, o, values(t, gy)[p*oh*ow:(p+1)*oh*ow])
+			wantY, wantG = append(wantY, py...), append(wantG, pg...)
+		}
+		assert.Equal(t, bits(wantY), bits(values(t, y)), "input %v options %+v", c.shape, c.o)
+		assert.Equal(t, bits(wantG), bits(values(t, x.Grad())), "input %v options %+v", c.shape, c.o)
+	}
+}

