@@ -251,6 +251,7 @@ type ruleStep struct {
 	s       Settings
 	step    int             // this step's number, from 1
 	prod    *runningProduct // the group's
+	opt     *optimizer
 }
 
 // product is ∏ f(t) for t = 1..step (NAdam's momentum coefficients), f
@@ -313,7 +314,7 @@ func (o *RuleOptimizer) Step() error {
 		for g, ps := range withGrad {
 			for _, p := range ps {
 				u := &ruleStep{calc: calc{e: e}, p: p, grad: p.Grad(), state: o.state[p], first: first[p],
-					lr: *o.lrs[g], s: o.opts[g], step: n, prod: &o.products[g]}
+					lr: *o.lrs[g], s: o.opts[g], step: n, prod: &o.products[g], opt: &o.optimizer}
 				if err := o.rule.update(u); err != nil {
 					return err
 				}

@@ -1,6 +1,10 @@
 package core
 
-import "math"
+import (
+	"math"
+
+	"github.com/gglua/gglua/ggmlcgo"
+)
 
 // RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam: each torch.optim
 // optimizer's settings, state and update (torch 2's single-tensor form),
@@ -131,9 +135,15 @@ func adagrad(u *ruleStep) error {
 // adadelta: the step is g scaled by √(acc_delta + eps) / √(square_avg +
 // eps), both running averages with rho.
 func adadelta(u *ruleStep) error {
-	g := u.withWeightDecay()
 	rho, eps := u.s.num("rho"), u.s.num("eps")
 	sq, acc := u.state[0], u.state[1]
+	if u.e.backend.IsCPU() && !forceComposedRules && u.p.dtype == ggmlcgo.F32 {
+		// One pass of gglua's kernel (adadelta.c), the same operations.
+		return u.inPlaceStep(func(c ctx, base node, in []node) (node, error) {
+			return c.AdadeltaCPU(base, in[0], in[1], in[2], in[3])
+		}, u.grad, sq, acc, []float32{rho, 1 - rho, eps, u.s.num("weight_decay"), -u.lr})
+	}
+	g := u.withWeightDecay()
 	u.set(sq, u.axpby(rho, sq, 1-rho, u.mul(g, g)))
 	std := u.sqrt(u.plus(sq, eps))
 	delta := u.mul(u.div(u.sqrt(u.plus(acc, eps)), std), g)
@@ -202,3 +212,29 @@ func radam(u *ruleStep) error {
 	u.set(u.p, u.axpby(1, u.p, -float32(lr*rect*math.Sqrt(bc2)), step))
 	return nil
 }
+
+// inPlaceStep queues an optimizer kernel updating p in place from its
+// inputs (gradient, state) and the numbers nums, where every operand is
+// contiguous; elsewhere the rule composes its update.
+func (u *ruleStep) inPlaceStep(kernel func(c ctx, base node, in []node) (node, error), grad, s1, s2 *Tensor, nums []float32) error {
+	if u.p.pending { // the kernel needs the weight itself, not a queued update of it
+		if err := u.opt.realized(); err != nil {
+			return err
+		}
+	}
+	hyper, err := u.e.constants(nums)
+	if err != nil {
+		return err
+	}
+	return u.e.inPlace(u.p, []*Tensor{grad, s1, s2, hyper}, func(c ctx, base node, in []node) (node, error) {
+		gp, err := u.e.packed(c, in[0])
+		if err != nil {
+			return node{}, err
+		}
+		return kernel(c, base, append([]node{gp}, in[1:]...))
+	})
+}
+
+// forceComposedRules makes tests compose the rules' updates on the CPU
+// too, to compare the kernels with them.
+var forceComposedRules bool

@@ -2,9 +2,12 @@ package core
 
 import (
 	"encoding/json"
+	"math/rand"
 	"os"
 	"testing"
 
+	"github.com/gglua/gglua/core/residency"
+	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -202,4 +205,61 @@ func TestAdagradStateBeforeTheFirstStep(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3.0, st.Nums["step"])
 	assert.Greater(t, values(t, st.Tensors["state.2.sum"])[0], float32(0.5+4)) // 0.5, the first gradient's 2², and two more
+}
+
+// TestAdadeltaKernelIsTheComposition: the CPU's Adadelta kernel
+// (adadelta.c) gives the composed update's weights and state bit for bit
+// over four steps, on a size that leaves vector tails and splits across
+// threads, with and without weight decay, and with the weight changed in
+// place before a step; and torch's references pass with the composition.
+func TestAdadeltaKernelIsTheComposition(t *testing.T) {
+	run := func(composed bool, s Settings) [][]float32 {
+		forceComposedRules = composed
+		defer func() { forceComposedRules = false }()
+		e, err := NewEngine(EngineOptions{Threads: 2})
+		require.NoError(t, err)
+		defer e.Close()
+		rng := rand.New(rand.NewSource(3))
+		v := make([]float32, 37*29)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		w := host(t, []int{37, 29}, v...)
+		require.NoError(t, w.SetRequiresGrad(true))
+		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, ggmlcgo.F32))
+		opt, err := NewRuleOptimizer(e, Adadelta, []RuleGroup{{Params: []*Tensor{w}, LR: 0.5, Opts: s}})
+		require.NoError(t, err)
+		for step := 0; step < 4; step++ {
+			opt.ZeroGrad()
+			var loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				sq, err := e.Mul(w, w)
+				if err == nil {
+					sq, err = e.Mul(sq, w)
+				}
+				if err == nil {
+					loss, err = e.Sum(sq)
+				}
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			if step == 2 { // a queued in-place update of the weight first
+				require.NoError(t, e.NoGrad(func() error {
+					half, err := e.Scale(w, 0.5)
+					if err == nil {
+						err = e.writeInPlace(w, half)
+					}
+					return err
+				}))
+			}
+			require.NoError(t, opt.Step())
+		}
+		return [][]float32{values(t, w), values(t, opt.state[w][0]), values(t, opt.state[w][1])}
+	}
+	for _, wd := range []float64{0, 0.1} {
+		s := Adadelta.Defaults().With("rho", 0.8).With("weight_decay", wd)
+		assert.Equal(t, run(true, s), run(false, s), "weight_decay %g: weights, square_avg, acc_delta", wd)
+	}
+	runForced(t, &forceComposedRules, TestRuleOptimizersMatchTorch)
 }

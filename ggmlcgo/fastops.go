@@ -39,6 +39,10 @@ package ggmlcgo
 //     struct ggml_tensor * args[4] = {g, m, v, p};
 //     return gglua_named(ggml_custom_inplace(ctx, a, args, 4, gglua_adamw_f32, -1, NULL), "adamw");
 // }
+// static struct ggml_tensor * gglua_adadelta_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * g, struct ggml_tensor * sq, struct ggml_tensor * acc, struct ggml_tensor * p) {
+//     struct ggml_tensor * args[4] = {g, sq, acc, p};
+//     return gglua_named(ggml_custom_inplace(ctx, a, args, 4, gglua_adadelta_f32, -1, NULL), "adadelta");
+// }
 // static struct ggml_tensor * gglua_pad_node(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, uint64_t code) {
 //     struct ggml_tensor * args[1] = {a};
 //     return gglua_named(ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, 1, gglua_pad_f32, -1, (void *) (uintptr_t) code), "pad");
@@ -402,14 +406,34 @@ func (c *Context) ColumnSumKernel(a Tensor) (Tensor, error) {
 // vectorised; a, grad, m and v contiguous f32 of one shape, params the 7
 // numbers. The result is a view of a. A custom op: the CPU backend only.
 func (c *Context) AdamWCPU(a, grad, m, v, params Tensor) (Tensor, error) {
-	if err := c.checkF32("adamw", a, grad, m, v, params); err != nil {
+	if err := c.checkStep("adamw", 7, a, grad, m, v, params); err != nil {
 		return Tensor{}, err
 	}
-	if !sameShape(a, grad) || !sameShape(a, m) || !sameShape(a, v) || params.Nelements() != 7 ||
-		!a.contiguous() || !grad.contiguous() || !m.contiguous() || !v.contiguous() || !params.contiguous() {
-		return Tensor{}, fmt.Errorf("adamw: the kernel needs contiguous operands of one shape and 7 params, got ne %v, %v, %v, %v and %d params", a.Ne(), grad.Ne(), m.Ne(), v.Ne(), params.Nelements())
-	}
 	return result(C.gglua_adamw_node(c.p, a.p, grad.p, m.p, v.p, params.p))
+}
+
+// AdadeltaCPU is Adadelta's step as gglua's kernel (adadelta.c), in place
+// of a: grad, square_avg and acc_delta (both updated) contiguous f32 of a's
+// shape, params the 5 numbers rho, 1 - rho, eps, weight_decay and -lr. The
+// result is a view of a. A custom op: the CPU backend only.
+func (c *Context) AdadeltaCPU(a, grad, sq, acc, params Tensor) (Tensor, error) {
+	if err := c.checkStep("adadelta", 5, a, grad, sq, acc, params); err != nil {
+		return Tensor{}, err
+	}
+	return result(C.gglua_adadelta_node(c.p, a.p, grad.p, sq.p, acc.p, params.p))
+}
+
+// checkStep checks an optimizer kernel's operands: the parameter a, its
+// gradient and two state tensors contiguous f32 of one shape, and n params.
+func (c *Context) checkStep(name string, n int64, a, grad, s1, s2, params Tensor) error {
+	if err := c.checkF32(name, a, grad, s1, s2, params); err != nil {
+		return err
+	}
+	if !sameShape(a, grad) || !sameShape(a, s1) || !sameShape(a, s2) || params.Nelements() != n ||
+		!a.contiguous() || !grad.contiguous() || !s1.contiguous() || !s2.contiguous() || !params.contiguous() {
+		return fmt.Errorf("%s: the kernel needs contiguous operands of one shape and %d params, got ne %v, %v, %v, %v and %d params", name, n, a.Ne(), grad.Ne(), s1.Ne(), s2.Ne(), params.Nelements())
+	}
+	return nil
 }
 
 // PadCPU is the contiguous f32 tensor a with before zeros ahead of it and

@@ -135,6 +135,11 @@ void gglua_bias_relu_f32(struct ggml_tensor * dst, int ith, int nth, void * user
 // as dst->src[1..4] (contiguous f32; the moments are written in place).
 void gglua_adamw_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
+// gglua_adadelta_f32 is Adadelta's step, in place: dst is a view of the
+// parameter, src[1..4] its gradient, square_avg, acc_delta (both updated)
+// and the 5 numbers rho, 1 - rho, eps, weight_decay, -lr (adadelta.c).
+void gglua_adadelta_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+
 // gglua_gemm_bf16_f32 writes dst [M, N] = op(a) [M, K] · op(b) [K, N] for a,
 // b = dst->src[0..1] (contiguous, f32 or bf16; every dim past ne0 counts as
 // rows) with each f32 operand rounded to bf16 and the sums in f32 (a bf16
