@@ -300,12 +300,11 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 	cg, og, kk := ch/g, oc/g, wd.k[0]*wd.k[1]
 	var c chain
 	do := c.do
-	if g == 1 && e.useBLAS && e.autocast == ggmlcgo.F32 && x.Dtype() == ggmlcgo.F32 && w.Dtype() == ggmlcgo.F32 && !forceComposedWindows {
-		cols := do(func() (*Tensor, error) { return e.im2col(op, x, wd) })
-		cols = do(func() (*Tensor, error) { return e.Reshape(cols, n, oh*ow, ch*kk) })
+	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	blasFits := win.Fits() && oh*ow*ch*kk <= 1<<30 && oc*oh*ow <= 1<<30 && ch*x.shape[2]*x.shape[3] <= 1<<30
+	if g == 1 && e.useBLAS && e.autocast == ggmlcgo.F32 && x.Dtype() == ggmlcgo.F32 && w.Dtype() == ggmlcgo.F32 && blasFits && !forceComposedWindows {
 		w2 := do(func() (*Tensor, error) { return e.Reshape(w, oc, ch*kk) })
-		y := do(func() (*Tensor, error) { return e.patchProduct(op, w2, cols, b) })
-		return do(func() (*Tensor, error) { return e.Reshape(y, n, oc, oh, ow) }), c.err
+		return do(func() (*Tensor, error) { return e.convBLAS(op, x, w2, b, wd) }), c.err
 	}
 	parts := make([]*Tensor, 0, g)
 	for i := range g {
@@ -332,53 +331,62 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 	return y, c.err
 }
 
-// patchProduct is a convolution's product on the CPU with OpenBLAS:
-// w [OC, K] times each image's patches cols [N, P, K] into [N, OC, P]
-// (NCHW, where a Linear gives [N·P, OC] and a permute copy), plus the
-// bias b [OC] (or nil) in the same pass; and its gradients without layout
-// copies either (ggmlcgo.ConvGemm), the bias's summed over each row.
-func (e *Engine) patchProduct(op string, w, cols, b *Tensor) (*Tensor, error) {
-	gemm := func(name string, mode ggmlcgo.ConvGemmMode, shape []int, in ...*Tensor) (*Tensor, error) {
+// convBLAS is a convolution on the CPU with OpenBLAS, image by image
+// (ggmlcgo.ConvCPU): x [N, C, H, W] by w [OC, C·KH·KW] into [N, OC, OH,
+// OW], plus the bias b [OC] (or nil). Each image's patches live in a
+// thread's scratch block only, so the tape keeps x (for w's gradient) and
+// w (for x's), each only where the other's gradient is wanted, and never
+// the patches of the batch.
+func (e *Engine) convBLAS(op string, x, w, b *Tensor, wd window) (*Tensor, error) {
+	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	n, oc, k := x.shape[0], w.shape[0], w.shape[1]
+	oh, ow := wd.out(x.shape[2], x.shape[3])
+	threads := max(1, e.backend.Threads())
+	run := func(name string, mode ggmlcgo.ConvMode, shape []int, in ...*Tensor) (*Tensor, error) {
 		return e.kernelOp(name, shape, in, func(c ctx, in []node) (node, error) {
+			scratch, err := template(c, []int{threads, oh * ow * k})
+			if err != nil {
+				return node{}, err
+			}
 			var bias node
 			if len(in) > 2 {
 				bias = in[2]
 			}
-			return c.ConvGemm(mode, in[0], in[1], bias)
+			return c.ConvCPU(mode, in[0], in[1], scratch, bias, ne4(shape), win)
 		})
 	}
-	n, p, oc := cols.shape[0], cols.shape[1], w.shape[0]
-	inputs := []*Tensor{w, cols}
+	inputs := []*Tensor{x, w}
 	if b != nil { // [OC]: conv checked it
 		inputs = append(inputs, b)
 	}
-	y, err := gemm(op, ggmlcgo.ConvForward, []int{n, oc, p}, inputs...)
+	y, err := run(op, ggmlcgo.ConvForward, []int{n, oc, oh, ow}, inputs...)
 	if err != nil {
 		return nil, err
 	}
 	needB := b != nil && b.requiresGrad
-	needW, needCols, wShape, colsShape := w.requiresGrad, cols.requiresGrad, w.shape, cols.shape
-	wSaved, colsSaved := w, cols // each only where the other's gradient reads it
+	needW, needX, wShape, xShape := w.requiresGrad, x.requiresGrad, w.shape, x.shape
+	xSaved, wSaved := x, w // each only where the other's gradient reads it
 	if !needW {
-		colsSaved = nil
+		xSaved = nil
 	}
-	if !needCols {
+	if !needX {
 		wSaved = nil
 	}
 	e.record(y, op, inputs, func(g *Tensor) ([]*Tensor, error) {
-		var gw, gc, gb *Tensor
+		var gw, gx, gb *Tensor
 		var c chain
-		if needB { // each image's rows summed, then the images
-			gb = c.do(func() (*Tensor, error) { return e.SumDim(g, 2, false) })
+		if needB { // each image's positions summed, then the images
+			gb = c.do(func() (*Tensor, error) { return e.SumDim(g, 3, false) })
+			gb = c.do(func() (*Tensor, error) { return e.SumDim(gb, 2, false) })
 			gb = c.do(func() (*Tensor, error) { return e.SumDim(gb, 0, false) })
 		}
 		if needW {
-			gw = c.do(func() (*Tensor, error) { return gemm(op+"_back", ggmlcgo.ConvWeightGrad, wShape, g, colsSaved) })
+			gw = c.do(func() (*Tensor, error) { return run(op+"_back", ggmlcgo.ConvWeightGrad, wShape, g, xSaved) })
 		}
-		if needCols {
-			gc = c.do(func() (*Tensor, error) { return gemm(op+"_back", ggmlcgo.ConvPatchGrad, colsShape, g, wSaved) })
+		if needX {
+			gx = c.do(func() (*Tensor, error) { return run(op+"_back", ggmlcgo.ConvInputGrad, xShape, g, wSaved) })
 		}
-		grads := []*Tensor{gw, gc}
+		grads := []*Tensor{gx, gw}
 		if len(inputs) > 2 {
 			grads = append(grads, gb)
 		}

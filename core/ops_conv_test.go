@@ -2,9 +2,11 @@ package core
 
 import (
 	"math"
+	"math/rand"
 	"strings"
 	"testing"
 
+	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -471,5 +473,81 @@ func TestMaxPoolKernelIsPyTorchsLoop(t *testing.T) {
 		}
 		assert.Equal(t, bits(wantY), bits(values(t, y)), "input %v options %+v", c.shape, c.o)
 		assert.Equal(t, bits(wantG), bits(values(t, x.Grad())), "input %v options %+v", c.shape, c.o)
+	}
+}
+
+// TestConvBLASIsTheComposedPath: the CPU's OpenBLAS convolution (image by
+// image, conv_blas.c) gives the composed path's values and gradients, over
+// more images than threads, fewer input channels than threads (the weight
+// gradient splits channels), stride, padding and dilation, with and
+// without a bias, and with the input or the weight frozen.
+func TestConvBLASIsTheComposedPath(t *testing.T) {
+	if !ggmlcgo.BLASAvailable() {
+		t.Skip("this build has no OpenBLAS: both paths are the composed one")
+	}
+	defer func() { forceComposedWindows = false }()
+	e, err := NewEngine(EngineOptions{Threads: 2})
+	require.NoError(t, err)
+	defer e.Close()
+	rng := rand.New(rand.NewSource(5))
+	random := func(shape ...int) *Tensor {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return host(t, shape, v...)
+	}
+	for _, c := range []struct {
+		x, w         []int
+		o            ConvOptions
+		bias         bool
+		gradX, gradW bool
+	}{
+		{[]int{5, 3, 9, 8}, []int{4, 3, 3, 2}, ConvOptions{Stride: [2]int{2, 1}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 2}, Groups: 1}, true, true, true},
+		{[]int{3, 1, 6, 6}, []int{2, 1, 3, 3}, ConvOptions{Stride: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1}, false, true, true},
+		{[]int{4, 5, 7, 7}, []int{3, 5, 5, 5}, ConvOptions{Stride: [2]int{1, 1}, Padding: [2]int{2, 2}, Dilation: [2]int{1, 1}, Groups: 1}, true, false, true},
+		{[]int{4, 5, 7, 7}, []int{3, 5, 1, 1}, ConvOptions{Stride: [2]int{3, 2}, Dilation: [2]int{1, 1}, Groups: 1}, true, true, false},
+	} {
+		x, w, b := random(c.x...), random(c.w...), random(c.w[0])
+		if !c.bias {
+			b = nil
+		}
+		require.NoError(t, x.SetRequiresGrad(c.gradX))
+		require.NoError(t, w.SetRequiresGrad(c.gradW))
+		var got [2][][]float32
+		for k, composed := range []bool{false, true} {
+			forceComposedWindows = composed
+			x.grad, w.grad = nil, nil
+			var y, loss *Tensor
+			require.NoError(t, e.WithGradTape(func() error {
+				var err error
+				if y, err = e.Conv2d(x, w, b, c.o); err != nil {
+					return err
+				}
+				loss, err = sumOf(e)(e.Mul(y, y))
+				return err
+			}))
+			_, err := e.Backward(loss)
+			require.NoError(t, err)
+			got[k] = append(got[k], values(t, y))
+			for _, p := range []*Tensor{x, w} {
+				if p.requiresGrad {
+					got[k] = append(got[k], values(t, p.Grad()))
+				}
+			}
+		}
+		require.Len(t, got[0], len(got[1]))
+		for i := range got[0] {
+			for j, want := range got[1][i] { // sums of products in other orders: a relative bound
+				if d := math.Abs(float64(got[0][i][j] - want)); d > 1e-5*(1+math.Abs(float64(want))) {
+					t.Errorf("input %v weight %v: result %d element %d is %g, the composed path's %g", c.x, c.w, i, j, got[0][i][j], want)
+					break
+				}
+			}
+		}
 	}
 }

@@ -14,7 +14,7 @@ func (c *Context) Gemm(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, er
 	return Tensor{}, errors.New("gemm: this build has no BLAS (build with -tags openblas)")
 }
 
-// ConvGemm needs the openblas build; see BLASAvailable.
-func (c *Context) ConvGemm(mode ConvGemmMode, a, b, bias Tensor) (Tensor, error) {
-	return Tensor{}, errors.New("conv_gemm: this build has no BLAS (build with -tags openblas)")
+// ConvCPU needs the openblas build; see BLASAvailable.
+func (c *Context) ConvCPU(mode ConvMode, a, b, scratch, bias Tensor, out [MaxDims]int64, w Window) (Tensor, error) {
+	return Tensor{}, errors.New("conv: this build has no BLAS (build with -tags openblas)")
 }

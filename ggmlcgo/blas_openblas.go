@@ -41,56 +41,16 @@ package ggmlcgo
 //     ggml_set_name(t, "gemm"); // for the op profile
 //     return t;
 // }
-// // gglua_conv_gemm is a convolution's three products over its patches
-// // cols (ne (K, P, N): N images of P positions of K = C·KH·KW elements,
-// // im2col's layout), with no layout copies: mode 0: dst (P, OC, N) =
-// // w (K, OC) · cols_nᵀ per image (NCHW); mode 1: dst (K, OC) = Σ_n g_n
-// // (P, OC) · cols_n (w's gradient); mode 2: dst (K, P, N) = g_nᵀ · w per
-// // image (the patches' gradient). src0, src1: (w, cols), (g, cols), (g, w);
-// // mode 0's src2, where given, is a bias (OC) added to every position.
-// // Each thread takes a block of rows of every image (mode 1: of w).
-// static void gglua_conv_gemm(struct ggml_tensor * dst, int ith, int nth, void * userdata) {
-//     const int mode = (int) (intptr_t) userdata;
-//     const struct ggml_tensor * a = dst->src[0];
-//     const struct ggml_tensor * b = dst->src[1];
-//     const float * A = (const float *) a->data;
-//     const float * B = (const float *) b->data;
-//     float * D = (float *) dst->data;
-//     if (mode == 0) {
-//         const int K = (int) a->ne[0], OC = (int) a->ne[1], P = (int) b->ne[1], N = (int) b->ne[2];
-//         const int per = (OC + nth - 1) / nth, r0 = ith * per, r1 = r0 + per < OC ? r0 + per : OC;
-//         const float * bias = dst->src[2] ? (const float *) dst->src[2]->data : NULL;
-//         for (int n = 0; n < N && r0 < r1; n++) {
-//             float * Dn = D + ((size_t) n * OC + r0) * P;
-//             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, P, K, 1.0f, A + (size_t) r0 * K, K,
-//                         B + (size_t) n * P * K, K, 0.0f, Dn, P);
-//             for (int r = 0; bias && r < r1 - r0; r++) {
-//                 for (int i = 0; i < P; i++) {
-//                     Dn[(size_t) r * P + i] += bias[r0 + r];
-//                 }
-//             }
-//         }
-//     } else if (mode == 1) {
-//         const int P = (int) a->ne[0], OC = (int) a->ne[1], N = (int) a->ne[2], K = (int) b->ne[0];
-//         const int per = (OC + nth - 1) / nth, r0 = ith * per, r1 = r0 + per < OC ? r0 + per : OC;
-//         for (int n = 0; n < N && r0 < r1; n++) {
-//             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, K, P, 1.0f, A + ((size_t) n * OC + r0) * P, P,
-//                         B + (size_t) n * P * K, K, n ? 1.0f : 0.0f, D + (size_t) r0 * K, K);
-//         }
-//     } else {
-//         const int P = (int) a->ne[0], OC = (int) a->ne[1], N = (int) a->ne[2], K = (int) b->ne[0];
-//         const int per = (P + nth - 1) / nth, r0 = ith * per, r1 = r0 + per < P ? r0 + per : P;
-//         for (int n = 0; n < N && r0 < r1; n++) {
-//             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, K, OC, 1.0f, A + (size_t) n * OC * P + r0, P,
-//                         B, K, 0.0f, D + ((size_t) n * P + r0) * K, K);
-//         }
-//     }
-// }
-// static struct ggml_tensor * gglua_conv_gemm_node(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b,
-//                                                  struct ggml_tensor * bias, int mode, int64_t ne0, int64_t ne1, int64_t ne2) {
-//     struct ggml_tensor * args[3] = {a, b, bias};
-//     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, 1, args, bias ? 3 : 2, gglua_conv_gemm, -1, (void *) (intptr_t) mode);
-//     ggml_set_name(t, "conv_gemm");
+// void gglua_conv_forward_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+// void gglua_conv_weight_grad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+// void gglua_conv_input_grad_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
+// static struct ggml_tensor * gglua_conv_node(struct ggml_context * ctx, int mode, struct ggml_tensor * a, struct ggml_tensor * b,
+//                                             struct ggml_tensor * scratch, struct ggml_tensor * bias, int64_t ne0, int64_t ne1,
+//                                             int64_t ne2, int64_t ne3, uint64_t code) {
+//     struct ggml_tensor * args[4] = {a, b, scratch, bias};
+//     ggml_custom_op_t f = mode == 0 ? gglua_conv_forward_f32 : mode == 1 ? gglua_conv_weight_grad_f32 : gglua_conv_input_grad_f32;
+//     struct ggml_tensor * t = ggml_custom_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3, args, bias ? 4 : 3, f, -1, (void *) (uintptr_t) code);
+//     ggml_set_name(t, "conv");
 //     return t;
 // }
 // static void gglua_blas_init(void) { openblas_set_num_threads(1); }
@@ -132,55 +92,56 @@ func (c *Context) Gemm(a, b Tensor, ta, tb bool, out [MaxDims]int64) (Tensor, er
 	return result(C.gglua_gemm_node(c.p, a.p, b.p, cbool(ta), cbool(tb), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3])))
 }
 
-// ConvGemm is one of a convolution's three products over its patches
-// cols (f32, ne (K, P, N): im2col's layout, K = C·KH·KW elements at P
-// positions of N images), read in place: ConvForward (w (K, OC), cols) ->
-// (P, OC, N), the output in NCHW, plus bias (OC) where bias is not
-// Tensor{}; ConvWeightGrad (g (P, OC, N), cols) ->
-// (K, OC), summed over the images; ConvPatchGrad (g, w) -> (K, P, N). A
+// ConvCPU is one of a 2-d convolution's three products by window w, image
+// by image (conv_blas.c): ConvForward (x [N, C, H, W], weight ne (C·KH·KW,
+// OC)) -> [N, OC, OH, OW], plus bias (OC) where bias is not Tensor{};
+// ConvWeightGrad (g [N, OC, OH, OW], x) -> ne (C·KH·KW, OC); ConvInputGrad
+// (g, weight) -> out, the input's shape. scratch (f32, ne (OH·OW·C·KH·KW,
+// T)) holds one image's patches for each of up to T threads. Every operand
+// is packed f32 and every shape is checked here: the kernel trusts them. A
 // CPU custom op running OpenBLAS.
-func (c *Context) ConvGemm(mode ConvGemmMode, a, b, bias Tensor) (Tensor, error) {
-	if err := c.checkF32("conv_gemm", a, b); err != nil {
+func (c *Context) ConvCPU(mode ConvMode, a, b, scratch, bias Tensor, out [MaxDims]int64, w Window) (Tensor, error) {
+	code, err := w.code()
+	for _, t := range []Tensor{a, b, scratch} {
+		if err == nil {
+			err = c.checkPackedF32("conv", t)
+		}
+	}
+	if err != nil {
 		return Tensor{}, err
+	}
+	x, g, wt := a.Ne(), a.Ne(), b.Ne() // which is which, by mode
+	switch mode {
+	case ConvForward:
+		g = out
+	case ConvWeightGrad:
+		x, wt = b.Ne(), out
+	case ConvInputGrad:
+		x = out
+	default:
+		return Tensor{}, fmt.Errorf("conv: unknown mode %d", mode)
+	}
+	oh, ow := w.out(x[1], x[0])
+	kk := x[2] * int64(w.Kernel[0]) * int64(w.Kernel[1])
+	p := oh * ow
+	fits := oh >= 1 && ow >= 1 && wt == [MaxDims]int64{kk, g[2], 1, 1} && g == [MaxDims]int64{ow, oh, g[2], x[3]} &&
+		scratch.Ne()[0] >= p*kk && scratch.Ne()[1] >= 1 && scratch.Ne()[2] == 1 && scratch.Ne()[3] == 1
+	for _, v := range []int64{p * kk, g[2] * p, g[2] * kk, x[0] * x[1] * x[2]} {
+		fits = fits && v > 0 && v <= 1<<30
+	}
+	if !fits {
+		return Tensor{}, fmt.Errorf("conv: input ne %v, weight ne %v, output ne %v and scratch ne %v do not fit window %+v", x, wt, g, scratch.Ne(), w)
 	}
 	var biasp *C.struct_ggml_tensor
 	if bias.p != nil {
-		if err := c.checkPackedF32("conv_gemm", bias); err != nil {
+		if err := c.checkPackedF32("conv", bias); err != nil {
 			return Tensor{}, err
 		}
-		if mode != ConvForward || bias.Ne() != [MaxDims]int64{a.Ne()[1], 1, 1, 1} {
-			return Tensor{}, fmt.Errorf("conv_gemm: a bias of ne %v for weight ne %v (the forward's only)", bias.Ne(), a.Ne())
+		if mode != ConvForward || bias.Ne() != [MaxDims]int64{g[2], 1, 1, 1} {
+			return Tensor{}, fmt.Errorf("conv: a bias of ne %v for weight ne %v (the forward's only)", bias.Ne(), wt)
 		}
 		biasp = bias.p
 	}
-	if !a.contiguous() || !b.contiguous() {
-		return Tensor{}, fmt.Errorf("conv_gemm: needs contiguous operands")
-	}
-	na, nb := a.Ne(), b.Ne()
-	var out [3]int64
-	switch mode {
-	case ConvForward:
-		if na[2] != 1 || na[3] != 1 || nb[0] != na[0] || nb[3] != 1 {
-			return Tensor{}, fmt.Errorf("conv_gemm: weight ne %v and patches ne %v do not fit", na, nb)
-		}
-		out = [3]int64{nb[1], na[1], nb[2]}
-	case ConvWeightGrad:
-		if na[0] != nb[1] || na[2] != nb[2] || na[3] != 1 || nb[3] != 1 {
-			return Tensor{}, fmt.Errorf("conv_gemm: gradient ne %v and patches ne %v do not fit", na, nb)
-		}
-		out = [3]int64{nb[0], na[1], 1}
-	case ConvPatchGrad:
-		if na[1] != nb[1] || nb[2] != 1 || na[3] != 1 || nb[3] != 1 {
-			return Tensor{}, fmt.Errorf("conv_gemm: gradient ne %v and weight ne %v do not fit", na, nb)
-		}
-		out = [3]int64{nb[0], na[0], na[2]}
-	default:
-		return Tensor{}, fmt.Errorf("conv_gemm: unknown mode %d", mode)
-	}
-	for _, d := range append(na[:2:2], nb[:2]...) {
-		if d > 1<<30 {
-			return Tensor{}, fmt.Errorf("conv_gemm: a size past 2^30 (ne %v, %v)", na, nb)
-		}
-	}
-	return result(C.gglua_conv_gemm_node(c.p, a.p, b.p, biasp, C.int(mode), C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2])))
+	return result(C.gglua_conv_node(c.p, C.int(mode), a.p, b.p, scratch.p, biasp,
+		C.int64_t(out[0]), C.int64_t(out[1]), C.int64_t(out[2]), C.int64_t(out[3]), C.uint64_t(code)))
 }

@@ -107,11 +107,24 @@ static inline struct gglua_window gglua_window_of(void * userdata) {
 void gglua_max_pool_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_max_pool_back_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 
-// gglua_im2col_f32 writes dst [N, OH, OW, C·KH·KW] = the patches of
-// dst->src[0] [N, C, H, W] (contiguous f32) as ggml's im2col lays them
-// out, zeros in the padding; gglua_col2im_f32 writes dst [N, C, H, W] =
-// the patches dst->src[0] added where im2col takes them from: its adjoint
-// (patches.c).
+// gglua_patches writes output rows [oy0, oy1) of the patches of one image
+// x (c planes of h×w, packed) by the window k into cols: ow positions a
+// row, each c·kh·kw values as ggml's im2col lays them out, zeros in the
+// padding. gglua_patches_add zeroes out (c planes of h×w) and adds the
+// patches cols (oh·ow positions) where gglua_patches takes them from: its
+// adjoint. gglua_im2col_f32 writes dst [N, OH, OW, C·KH·KW] = the patches
+// of dst->src[0] [N, C, H, W] (contiguous f32); gglua_col2im_f32 writes dst
+// [N, C, H, W] = its adjoint of the patches dst->src[0] (patches.c).
+void gglua_patches(const float * x, int64_t c, int64_t h, int64_t w, int64_t ow, struct gglua_window k, int64_t oy0, int64_t oy1,
+                   float * cols);
+void gglua_patches_add(const float * cols, int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow, struct gglua_window k,
+                       float * out);
+// gglua_patches_kp and gglua_patches_add_kp are the same with the patches
+// transposed, [C·KH·KW, OH·OW]: each row's run read (written) from one
+// input row, contiguous for stride 1, for the OpenBLAS convolution.
+void gglua_patches_kp(const float * x, int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow, struct gglua_window k, float * cols);
+void gglua_patches_add_kp(const float * cols, int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow, struct gglua_window k,
+                          float * out);
 void gglua_im2col_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 void gglua_col2im_f32(struct ggml_tensor * dst, int ith, int nth, void * userdata);
 

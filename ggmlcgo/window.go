@@ -126,12 +126,25 @@ func (c *Context) Col2imCPU(g Tensor, ch, h, wd int, w Window) (Tensor, error) {
 	return result(C.gglua_col2im_node(c.p, g.p, C.int64_t(ch), C.int64_t(h), C.int64_t(wd), C.uint64_t(code)))
 }
 
-// ConvGemmMode is which of a convolution's products Context.ConvGemm
-// computes (openblas builds).
-type ConvGemmMode int
+// ConvMode is which of a convolution's products Context.ConvCPU computes
+// (openblas builds).
+type ConvMode int
 
 const (
-	ConvForward    ConvGemmMode = iota // the output, in NCHW
-	ConvWeightGrad                     // the weight's gradient
-	ConvPatchGrad                      // the patches' gradient, in im2col's layout
+	ConvForward    ConvMode = iota // the output, in NCHW
+	ConvWeightGrad                 // the weight's gradient
+	ConvInputGrad                  // the input's gradient
 )
+
+// out is the output size (rows, columns) of the window over an h×w input;
+// below 1 where the window does not fit.
+func (w Window) out(h, wd int64) (int64, int64) {
+	size := func(in int64, i int) int64 {
+		span := int64(w.Dilation[i])*int64(w.Kernel[i]-1) + 1
+		if w.Stride[i] < 1 || in+2*int64(w.Padding[i]) < span {
+			return 0
+		}
+		return (in+2*int64(w.Padding[i])-span)/int64(w.Stride[i]) + 1
+	}
+	return size(h, 0), size(wd, 1)
+}
