@@ -2,12 +2,9 @@ package core
 
 import (
 	"encoding/json"
-	"math/rand"
 	"os"
 	"testing"
 
-	"github.com/gglua/gglua/core/residency"
-	"github.com/gglua/gglua/ggmlcgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -216,34 +213,10 @@ func TestAdadeltaKernelIsTheComposition(t *testing.T) {
 	run := func(composed bool, s Settings) [][]float32 {
 		forceComposedRules = composed
 		defer func() { forceComposedRules = false }()
-		e, err := NewEngine(EngineOptions{Threads: 2})
-		require.NoError(t, err)
-		defer e.Close()
-		rng := rand.New(rand.NewSource(3))
-		v := make([]float32, 37*29)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		w := host(t, []int{37, 29}, v...)
-		require.NoError(t, w.SetRequiresGrad(true))
-		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, ggmlcgo.F32))
+		e, w := cubeWeight(t, 3)
 		opt, err := NewRuleOptimizer(e, Adadelta, []RuleGroup{{Params: []*Tensor{w}, LR: 0.5, Opts: s}})
 		require.NoError(t, err)
-		for step := 0; step < 4; step++ {
-			opt.ZeroGrad()
-			var loss *Tensor
-			require.NoError(t, e.WithGradTape(func() error {
-				sq, err := e.Mul(w, w)
-				if err == nil {
-					sq, err = e.Mul(sq, w)
-				}
-				if err == nil {
-					loss, err = e.Sum(sq)
-				}
-				return err
-			}))
-			_, err := e.Backward(loss)
-			require.NoError(t, err)
+		cubeSteps(t, e, w, opt, func(step int) {
 			if step == 2 { // a queued in-place update of the weight first
 				require.NoError(t, e.NoGrad(func() error {
 					half, err := e.Scale(w, 0.5)
@@ -253,8 +226,7 @@ func TestAdadeltaKernelIsTheComposition(t *testing.T) {
 					return err
 				}))
 			}
-			require.NoError(t, opt.Step())
-		}
+		})
 		return [][]float32{values(t, w), values(t, opt.state[w][0]), values(t, opt.state[w][1])}
 	}
 	for _, wd := range []float64{0, 0.1} {

@@ -563,36 +563,10 @@ func TestAdamWKernelIsGGMLs(t *testing.T) {
 	run := func(ggml bool, o AdamOptions) ([]float32, []float32) {
 		forceGGMLAdamW = ggml
 		defer func() { forceGGMLAdamW = false }()
-		e, err := NewEngine(EngineOptions{Threads: 2})
-		require.NoError(t, err)
-		defer e.Close()
-		rng := rand.New(rand.NewSource(7))
-		v := make([]float32, 37*29)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		w := host(t, []int{37, 29}, v...)
-		require.NoError(t, w.SetRequiresGrad(true))
-		require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, ggmlcgo.F32))
+		e, w := cubeWeight(t, 7)
 		opt, err := NewAdam(e, []*Tensor{w}, o)
 		require.NoError(t, err)
-		for step := 0; step < 4; step++ {
-			opt.ZeroGrad()
-			var loss *Tensor
-			require.NoError(t, e.WithGradTape(func() error {
-				sq, err := e.Mul(w, w)
-				if err == nil {
-					sq, err = e.Mul(sq, w)
-				}
-				if err == nil {
-					loss, err = e.Sum(sq)
-				}
-				return err
-			}))
-			_, err := e.Backward(loss)
-			require.NoError(t, err)
-			require.NoError(t, opt.Step())
-		}
+		cubeSteps(t, e, w, opt, func(int) {})
 		return values(t, w), values(t, opt.state[w][1])
 	}
 	for name, o := range map[string]AdamOptions{
@@ -605,4 +579,47 @@ func TestAdamWKernelIsGGMLs(t *testing.T) {
 		assert.InEpsilonSlice(t, vg, vk, 1e-5, name+": second moments")
 	}
 	runForced(t, &forceGGMLAdamW, TestAdamAndAdamWMatchReference, TestAdamStateDictResumesTraining)
+}
+
+// cubeWeight is an engine of two threads and a persistent 37x29 weight
+// (a size that leaves vector tails) of normal values from seed.
+func cubeWeight(t *testing.T, seed int64) (*Engine, *Tensor) {
+	e, err := NewEngine(EngineOptions{Threads: 2})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	rng := rand.New(rand.NewSource(seed))
+	v := make([]float32, 37*29)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	w := host(t, []int{37, 29}, v...)
+	require.NoError(t, w.SetRequiresGrad(true))
+	require.NoError(t, w.MoveToDeviceAs(e, residency.Persistent, ggmlcgo.F32))
+	return e, w
+}
+
+// cubeSteps runs four steps of opt on the loss sum(w³), before(step) just
+// before each step.
+func cubeSteps(t *testing.T, e *Engine, w *Tensor, opt interface {
+	ZeroGrad()
+	Step() error
+}, before func(step int)) {
+	for step := 0; step < 4; step++ {
+		opt.ZeroGrad()
+		var loss *Tensor
+		require.NoError(t, e.WithGradTape(func() error {
+			sq, err := e.Mul(w, w)
+			if err == nil {
+				sq, err = e.Mul(sq, w)
+			}
+			if err == nil {
+				loss, err = e.Sum(sq)
+			}
+			return err
+		}))
+		_, err := e.Backward(loss)
+		require.NoError(t, err)
+		before(step)
+		require.NoError(t, opt.Step())
+	}
 }
