@@ -30,6 +30,7 @@ type gradFn struct {
 	// reads it).
 	versions []readVersion
 	backward func(g *Tensor) ([]*Tensor, error)
+	shapes   [][]int // the inputs' shapes (call)
 	// roundsGrad: backward rounds g to bf16 before it reads it (autocast's
 	// gemm), so the op that makes g may hand it over rounded.
 	roundsGrad bool
@@ -120,9 +121,9 @@ func (e *Engine) record(out *Tensor, name string, inputs []*Tensor, backward fun
 	if !e.recording() || !slices.ContainsFunc(inputs, func(in *Tensor) bool { return in.requiresGrad }) {
 		return
 	}
-	f := &gradFn{name: name, inputs: make([]*gradFn, len(inputs)), backward: backward}
+	f := &gradFn{name: name, inputs: make([]*gradFn, len(inputs)), backward: backward, shapes: make([][]int, len(inputs))}
 	for i, in := range inputs {
-		f.inputs[i] = in.tapeNode()
+		f.inputs[i], f.shapes[i] = in.tapeNode(), in.shape
 	}
 	if !savesNothing[name] {
 		f.versions = make([]readVersion, len(inputs))
@@ -132,6 +133,27 @@ func (e *Engine) record(out *Tensor, name string, inputs []*Tensor, backward fun
 		}
 	}
 	out.requiresGrad, out.gradFn = true, f
+}
+
+// call is f's backward of g. An empty g (an output of no elements, which
+// depends on nothing) gives each input a zero gradient, with no op of
+// f's own: a narrow of length 0 gives its input zeros, as PyTorch does.
+func (f *gradFn) call(g *Tensor) ([]*Tensor, error) {
+	if g.Numel() > 0 {
+		return f.backward(g)
+	}
+	ins := make([]*Tensor, len(f.shapes))
+	for i, sh := range f.shapes {
+		if f.inputs[i] == nil {
+			continue
+		}
+		z, err := Zeros(sh...)
+		if err != nil {
+			return nil, err
+		}
+		ins[i] = z
+	}
+	return ins, nil
 }
 
 // WithGradTape runs one step's forward pass: it computes pending work,
@@ -264,7 +286,7 @@ func (e *Engine) Backward(loss *Tensor) (_ map[*Tensor]*Tensor, err error) {
 			waiting[f.inputs[0]] = append(waiting[f.inputs[0]], f)
 			continue
 		}
-		ins, err := f.backward(g)
+		ins, err := f.call(g)
 		if err != nil {
 			return nil, fmt.Errorf("backward through %s: %w", f.name, err)
 		}
@@ -346,7 +368,7 @@ func (e *Engine) joinSlices(x *gradFn, views []*gradFn, grads map[*gradFn]*Tenso
 	}
 	sum := grads[x]
 	for _, v := range views {
-		ins, err := v.backward(grads[v])
+		ins, err := v.call(grads[v])
 		if err != nil {
 			return nil, fmt.Errorf("backward through %s: %w", v.name, err)
 		}
@@ -406,6 +428,10 @@ func topoOrder(loss *gradFn) []*gradFn {
 // parameter's too: it outlives the pass reset, as PyTorch accumulates
 // gradients over backward calls).
 func (e *Engine) accumulateGrad(leaf, g *Tensor) error {
+	if leaf.Numel() == 0 { // an empty gradient: nothing to add or hold
+		leaf.grad, leaf.gradZero = emptyTensor(leaf.shape), false
+		return nil
+	}
 	g, err := e.Contiguous(g) // a gradient owns its storage
 	if err != nil {
 		return err

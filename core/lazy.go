@@ -99,6 +99,9 @@ func (e *Engine) input(t *Tensor) (ggmlcgo.Tensor, error) {
 // packed bf16 view's too (packedBF16View: attention's output that a
 // projection reads), any other view's in f32.
 func (e *Engine) storedInput(t *Tensor) (ggmlcgo.Tensor, error) {
+	if t.Numel() == 0 {
+		return ggmlcgo.Tensor{}, errEmptyInput(t)
+	}
 	st := t.storage()
 	if st.dtype == ggmlcgo.I32 && !st.indices {
 		return ggmlcgo.Tensor{}, errIntOperand(t)
@@ -182,6 +185,9 @@ func (e *Engine) newOp(name string, shape []int, inputs []*Tensor, build func(c 
 // newOpReading is newOp with the inputs' nodes made by read (e.input, or
 // rowsInput for ops that take strided rows).
 func (e *Engine) newOpReading(name string, shape []int, inputs []*Tensor, read func(*Tensor) (ggmlcgo.Tensor, error), build func(c *ggmlcgo.Context, in []ggmlcgo.Tensor) (ggmlcgo.Tensor, error)) (*Tensor, error) {
+	if numel(shape) == 0 { // nothing to compute (empty.go)
+		return emptyTensor(shape), nil
+	}
 	ins := make([]ggmlcgo.Tensor, len(inputs))
 	for i, t := range inputs {
 		x, err := read(t)
@@ -226,6 +232,9 @@ func (e *Engine) writeInPlace(dst, src *Tensor) error {
 // inPlace queues build, an op that writes into dst's own memory (base is
 // dst's tensor, or its queued update to chain after) reading inputs.
 func (e *Engine) inPlace(dst *Tensor, inputs []*Tensor, build func(c ctx, base node, in []node) (node, error)) error {
+	if dst.Numel() == 0 { // nothing to write
+		return nil
+	}
 	if dst.handle == nil || dst.engine != e {
 		return fmt.Errorf("in-place update of a tensor that is not placed on this device")
 	}

@@ -70,16 +70,16 @@ func flashRunCaseOf(t *testing.T, c flashCase, fused bool, cast, heads ggmlcgo.T
 		s := shape(tt)
 		if c.strided { // [.., t, 2d] narrowed: rows 2d apart
 			wide := append(append([]int(nil), s[:len(s)-1]...), 2*c.d)
-			x := host(t, wide, randn(numel(wide))...)
+			x := host(t, wide, randn(int(numel(wide)))...)
 			require.NoError(t, x.SetRequiresGrad(!flashFrozen[len(ins)]))
 			ins = append(ins, x)
 			continue
 		}
-		x := host(t, s, randn(numel(s))...)
+		x := host(t, s, randn(int(numel(s)))...)
 		require.NoError(t, x.SetRequiresGrad(!flashFrozen[len(ins)]))
 		ins = append(ins, x)
 	}
-	w := host(t, shape(c.tq), randn(numel(shape(c.tq)))...)
+	w := host(t, shape(c.tq), randn(int(numel(shape(c.tq))))...)
 	var y, loss *Tensor
 	require.NoError(t, e.WithGradTape(func() error {
 		return e.Autocast(cast, func() error {
@@ -118,14 +118,6 @@ func flashRunCaseOf(t *testing.T, c flashCase, fused bool, cast, heads ggmlcgo.T
 		out = append(out, values(t, x.Grad()))
 	}
 	return out
-}
-
-func numel(shape []int) int {
-	n := 1
-	for _, s := range shape {
-		n *= s
-	}
-	return n
 }
 
 func TestFlashAttentionMatchesComposed(t *testing.T) {

@@ -95,7 +95,7 @@ func (o InterpolateOptions) sizes(in []int) ([]int, []float64, error) {
 			}
 		}
 		if size[i] < 1 || size[i] > 1<<30 {
-			return nil, nil, shapeErrorf("%s: output size %d along spatial dim %d (input %d): sizes are from 1 (gglua has no empty tensors)", op, size[i], i+1, n)
+			return nil, nil, shapeErrorf("%s: output size %d along spatial dim %d (input %d): sizes are from 1, as PyTorch's", op, size[i], i+1, n)
 		}
 	}
 	return size, scales, nil

@@ -187,6 +187,13 @@ func (e *Engine) Linear(x, w *Tensor) (*Tensor, error) {
 	if x.Dim() < 2 || w.Dim() < 2 || x.Dim() > 3 || w.Dim() > 3 || x.shape[x.Dim()-1] != w.shape[w.Dim()-1] || (bx != bw && bx != 1 && bw != 1) {
 		return nil, shapeErrorf("linear: cannot multiply shape %s by the transpose of %s (expected [.., m, k] and [.., n, k])", ShapeString(x.shape), ShapeString(w.shape))
 	}
+	if k := x.shape[x.Dim()-1]; k == 0 { // a sum of no products: zeros
+		shape := []int{x.shape[x.Dim()-2], w.shape[w.Dim()-2]}
+		if x.Dim() == 3 || w.Dim() == 3 {
+			shape = append([]int{max(bx, bw)}, shape...)
+		}
+		return e.filled("linear", []*Tensor{x, w}, 0, shape)
+	}
 	if x.Dim() == 3 && w.Dim() == 2 && x.dtype == ggmlcgo.F32 && w.dtype != ggmlcgo.I32 {
 		// A batch of inputs times one weight is one 2-d product over all
 		// their rows. As a batched mul_mat, ggml-cuda ran it 30x slower than

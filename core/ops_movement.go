@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+
 	"github.com/gglua/gglua/core/residency"
 	"github.com/gglua/gglua/ggmlcgo"
 )
@@ -43,7 +45,7 @@ func inferShape(op string, x *Tensor, shape []int) ([]int, error) {
 		switch {
 		case d == -1 && infer < 0:
 			infer = i
-		case d < 1:
+		case d < 0:
 			return nil, argErrorf("%s: bad size %d in %v", op, d, shape)
 		default:
 			known *= int64(d)
@@ -242,7 +244,7 @@ func (e *Engine) Narrow(x *Tensor, dim, start, length int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if start < 0 || length < 1 || start >= x.shape[d] || length > x.shape[d]-start {
+	if start < 0 || length < 0 || start > x.shape[d] || length > x.shape[d]-start {
 		return nil, argErrorf("narrow: start %d and length %d are outside dim %d (size %d) of shape %s", start+1, length, d+1, x.shape[d], ShapeString(x.shape))
 	}
 	off, st := x.layout()
@@ -308,6 +310,9 @@ func keepScalar(y, x *Tensor) *Tensor {
 func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 	if len(ts) == 0 {
 		return nil, argErrorf("cat: no tensors")
+	}
+	if slices.ContainsFunc(ts, func(t *Tensor) bool { return t.Numel() == 0 }) {
+		return e.catEmpty(ts, dim)
 	}
 	d, err := checkDim("cat", ts[0].shape, dim)
 	if err != nil {
@@ -584,8 +589,15 @@ func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(idx) == 0 {
-		return nil, argErrorf("index_select: no indices")
+	if len(idx) == 0 { // nothing picked: empty, and x's gradient zeros
+		shape := x.Shape()
+		shape[d] = 0
+		y, xshape := emptyTensor(shape), x.shape
+		e.record(y, "index_select", []*Tensor{x}, func(*Tensor) ([]*Tensor, error) {
+			gx, err := Zeros(xshape...)
+			return []*Tensor{gx}, err
+		})
+		return y, nil
 	}
 	for i, v := range idx {
 		if v < 0 || v >= x.shape[d] {
@@ -629,6 +641,9 @@ func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
 // indexRows picks rows of a 2-d x by checked 0-based indices (ggml's
 // get_rows, and get_rows_back for the gradient).
 func (e *Engine) indexRows(x *Tensor, idx []int) (*Tensor, error) {
+	if len(idx) == 0 { // no rows picked (empty.go)
+		return e.emptyOf("get_rows", []int{0, x.shape[x.Dim()-1]}, x), nil
+	}
 	it, err := e.uploadInts(idx)
 	if err != nil {
 		return nil, err

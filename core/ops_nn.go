@@ -55,6 +55,12 @@ func (e *Engine) Softmax(x *Tensor, dim int) (*Tensor, error) {
 // (vectorised and threaded) rather than exp(y) (scalar and single-threaded
 // there): the same values within f32 rounding.
 func (e *Engine) LogSoftmax(x *Tensor, dim int) (*Tensor, error) {
+	if x.Numel() == 0 {
+		if _, err := checkDim("log_softmax", x.shape, dim); err != nil {
+			return nil, err
+		}
+		return e.emptyOf("log_softmax", x.shape, x), nil
+	}
 	return e.alongLastDim("log_softmax", x, dim, func(x *Tensor) (*Tensor, error) {
 		cols := int64(x.shape[len(x.shape)-1])
 		rows := x.Numel() / cols
@@ -118,6 +124,9 @@ func (e *Engine) LayerNorm(x, w, b *Tensor, eps float32) (*Tensor, error) {
 		if p != nil && (p.Dim() != 1 || p.shape[0] != last) {
 			return nil, shapeErrorf("layer_norm: weight/bias of shape %s do not match the last dim %d of %s", ShapeString(p.shape), last, ShapeString(x.shape))
 		}
+	}
+	if x.Numel() == 0 {
+		return e.emptyOf("layer_norm", x.shape, x, w, b), nil
 	}
 	if e.fusedLayerNorm(x) {
 		return e.layerNormFused(x, w, b, eps)

@@ -74,7 +74,10 @@ func (e *Engine) BatchNorm(x, runMean, runVar, w, b *Tensor, o BatchNormOptions)
 	if (runMean == nil) != (runVar == nil) {
 		return nil, argErrorf("%s: running_mean and running_var must be given together", op)
 	}
-	s := int(x.Numel()) / (n * ch)
+	s := 1 // the positions of a channel in one sample
+	for _, d := range x.shape[2:] {
+		s *= d
+	}
 	count := n * s
 	if o.Training && count < 2 {
 		return nil, shapeErrorf("%s: expected more than 1 value per channel when training, got input of shape %s", op, ShapeString(x.shape))

@@ -199,6 +199,9 @@ func (e *Engine) sumToFront(g *Tensor, shape []int) (*Tensor, bool, error) {
 
 // Sum adds all elements (a one-element result of shape [1]).
 func (e *Engine) Sum(x *Tensor) (*Tensor, error) {
+	if x.Numel() == 0 {
+		return e.filled("sum", []*Tensor{x}, 0, []int{1})
+	}
 	y, err := e.newOp("sum", []int{1}, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Sum(in[0]) })
 	if err != nil {
 		return nil, err
@@ -228,6 +231,9 @@ func (e *Engine) SumDim(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 		return nil, err
 	}
 	kept, out := reducedShapes(x.shape, d, keepdim)
+	if x.Numel() == 0 {
+		return e.filled("sum", []*Tensor{x}, 0, out)
+	}
 	if s, done, err := e.sumToFront(x, kept); done || err != nil {
 		if err != nil {
 			return nil, err
@@ -383,6 +389,17 @@ func (e *Engine) MaxDim(x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, err
 
 // maxDim is MaxDim for the op named op (as its errors name it).
 func (e *Engine) maxDim(op string, x *Tensor, dim int, keepdim bool) (*Tensor, *Tensor, error) {
+	if x.Numel() == 0 {
+		d, err := checkDim(op, x.shape, dim)
+		if err != nil {
+			return nil, nil, err
+		}
+		if x.shape[d] == 0 {
+			return nil, nil, argErrorf("%s: dim %d of shape %s has size 0, so no %s (PyTorch's error too)", op, d+1, ShapeString(x.shape), op)
+		}
+		_, out := reducedShapes(x.shape, d, keepdim)
+		return e.emptyOf(op, out, x), emptyTensor(out), nil
+	}
 	rows, d, err := e.rowsAlong(op, x, dim)
 	if err != nil {
 		return nil, nil, err
@@ -423,6 +440,9 @@ func (e *Engine) ArgmaxDim(x *Tensor, dim int) (*Tensor, error) {
 // Max is the largest element (shape [1]); its gradient is shared evenly by
 // the elements equal to it (by the NaNs, if it is NaN), as PyTorch's.
 func (e *Engine) Max(x *Tensor) (*Tensor, error) {
+	if x.Numel() == 0 {
+		return nil, argErrorf("max: the tensor of shape %s has no elements, so no maximum (PyTorch's error too); give a dim", ShapeString(x.shape))
+	}
 	flat, err := e.Reshape(x, 1, int(x.Numel()))
 	if err != nil {
 		return nil, err

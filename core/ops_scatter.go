@@ -9,6 +9,9 @@ package core
 // cols] added to row idx[i] (0-based, checked; repeats add up). Its
 // gradient to src picks the rows back.
 func (e *Engine) scatterRows(src *Tensor, idx []int, rows int) (*Tensor, error) {
+	if len(idx) == 0 { // no rows added (empty.go)
+		return e.filled("scatter", []*Tensor{src}, 0, []int{rows, src.shape[src.Dim()-1]})
+	}
 	it, err := e.uploadInts(idx)
 	if err != nil {
 		return nil, err
@@ -34,7 +37,7 @@ func (e *Engine) IndexAdd(x *Tensor, dim int, idx []int, source *Tensor) (*Tenso
 	}
 	want := x.Shape()
 	want[d] = len(idx)
-	if len(idx) == 0 || !sameShape(source.shape, want) {
+	if !sameShape(source.shape, want) {
 		return nil, shapeErrorf("index_add: source of shape %s for %d indices into dim %d of shape %s (expected %s)", ShapeString(source.shape), len(idx), d+1, ShapeString(x.shape), ShapeString(want))
 	}
 	for i, v := range idx {
@@ -115,8 +118,8 @@ func (e *Engine) ScatterAddIndex(x *Tensor, dim int, idx []int, idxShape []int, 
 
 // MaskedSelect is the elements of x where mask (broadcast to x's shape) is
 // nonzero, in order, as a 1-d tensor; its gradient goes back to them. The
-// mask is read on the host (the result's size depends on it). No element
-// selected is an error: gglua has no empty tensors.
+// mask is read on the host (the result's size depends on it); none
+// selected gives an empty tensor.
 func (e *Engine) MaskedSelect(x, mask *Tensor) (*Tensor, error) {
 	picked, err := e.maskPositions("masked_select", x, mask)
 	if err != nil {
@@ -130,7 +133,7 @@ func (e *Engine) MaskedSelect(x, mask *Tensor) (*Tensor, error) {
 }
 
 // maskPositions reads mask (broadcast to x's shape) on the host: the flat
-// positions of its nonzero elements, in order; none is an error.
+// positions of its nonzero elements, in order.
 func (e *Engine) maskPositions(op string, x, mask *Tensor) ([]int, error) {
 	if err := checkMask(op, x, mask); err != nil {
 		return nil, err
@@ -148,9 +151,6 @@ func (e *Engine) maskPositions(op string, x, mask *Tensor) ([]int, error) {
 		if v != 0 {
 			picked = append(picked, i)
 		}
-	}
-	if len(picked) == 0 {
-		return nil, argErrorf("%s: the mask selects no element (gglua has no empty tensors)", op)
 	}
 	return picked, nil
 }
@@ -190,6 +190,9 @@ func (e *Engine) maskedScatter(op string, x, mask, src *Tensor, exact bool) (*Te
 	}
 	if n := int64(len(picked)); n > src.Numel() || exact && n != src.Numel() {
 		return nil, shapeErrorf("%s: the mask selects %d elements, the values (shape %s) are %d", op, n, ShapeString(src.shape), src.Numel())
+	}
+	if len(picked) == 0 { // nothing replaced
+		return e.Clone(x)
 	}
 	from := make([]int, x.Numel()) // the src element each position would take (0 where unmasked)
 	for k, p := range picked {

@@ -119,7 +119,7 @@ func TestMaskedPutAndScatter(t *testing.T) {
 		{mask, host(t, []int{4}, 1, 2, 3, 4), "selects 3 elements"},
 		{mask, host(t, []int{3, 1}, 1, 2, 3), "must be 1-d"},
 		{host(t, []int{2}, 1, 1), host(t, []int{3}, 1, 2, 3), "do not broadcast"},
-		{host(t, []int{2, 3}, 0, 0, 0, 0, 0, 0), host(t, []int{3}, 1, 2, 3), "selects no element"},
+		{host(t, []int{2, 3}, 0, 0, 0, 0, 0, 0), host(t, []int{3}, 1, 2, 3), "selects 0 elements, the values (shape 3) are 3"},
 	} {
 		_, err := e.MaskedPut(x(), c.mask, c.values)
 		assert.Error(t, err, c.want)

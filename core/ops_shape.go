@@ -156,7 +156,7 @@ func (e *Engine) Expand(x *Tensor, sizes []int) (*Tensor, error) {
 		switch {
 		case n == -1 && i >= lead:
 			n = own
-		case n < 1:
+		case n < 0:
 			return nil, argErrorf("expand: bad size %d at position %d of %v", n, i+1, sizes)
 		case own != 1 && n != own:
 			return nil, shapeErrorf("expand: dim %d of shape %s has size %d, which cannot expand to %d", i-lead+1, ShapeString(x.shape), own, n)
@@ -375,6 +375,14 @@ func (e *Engine) Roll(x *Tensor, shifts, dims []int) (*Tensor, error) {
 	}
 	if len(shifts) != len(dims) {
 		return nil, shapeErrorf("roll: %d shifts for %d dims", len(shifts), len(dims))
+	}
+	if x.Numel() == 0 {
+		for _, dim := range dims {
+			if _, err := checkDim("roll", x.shape, dim); err != nil {
+				return nil, err
+			}
+		}
+		return e.emptyOf("roll", x.shape, x), nil
 	}
 	y := x
 	for i, dim := range dims {

@@ -31,7 +31,8 @@ func (e *Engine) Var(x *Tensor, dim int, correction float64, keepdim bool) (*Ten
 	dev := c.do(func() (*Tensor, error) { return e.Sub(x, mean) })
 	sq := c.do(func() (*Tensor, error) { return e.Mul(dev, dev) })
 	ss := c.do(func() (*Tensor, error) { return e.SumDim(sq, d, true) })
-	v := c.do(func() (*Tensor, error) { return e.arithRight(OpDiv, ss, float64(x.shape[d])-correction) })
+	// PyTorch divides by max(0, n - correction): 0/0 is NaN for n = 0 too.
+	v := c.do(func() (*Tensor, error) { return e.arithRight(OpDiv, ss, max(0, float64(x.shape[d])-correction)) })
 	out := c.do(func() (*Tensor, error) { return e.dropDim(v, d, keepdim) })
 	return out, c.err
 }
@@ -52,6 +53,10 @@ func (e *Engine) LogSumExp(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	d, err := checkDim("logsumexp", x.shape, dim)
 	if err != nil {
 		return nil, err
+	}
+	if x.Numel() == 0 { // log of a sum of nothing: -inf, as PyTorch's
+		_, out := reducedShapes(x.shape, d, keepdim)
+		return e.filled("logsumexp", []*Tensor{x}, float32(math.Inf(-1)), out)
 	}
 	var c chain
 	m := c.do(func() (*Tensor, error) {
@@ -159,6 +164,10 @@ func (e *Engine) Prod(x *Tensor, dim int, keepdim bool) (*Tensor, error) {
 	d, err := checkDim("prod", x.shape, dim)
 	if err != nil {
 		return nil, err
+	}
+	if x.Numel() == 0 {
+		_, out := reducedShapes(x.shape, d, keepdim)
+		return e.filled("prod", []*Tensor{x}, 1, out)
 	}
 	cur := x
 	for cur.shape[d] > 1 {

@@ -328,6 +328,10 @@ func (o *optimizer) slots(p *Tensor, need []bool) ([]*Tensor, error) {
 		if !want || s[i] != nil {
 			continue
 		}
+		if p.Numel() == 0 { // an empty parameter's state is empty (empty.go)
+			s[i] = emptyTensor(p.shape)
+			continue
+		}
 		h, err := o.e.res.Alloc(residency.Request{Shape: p.shape, Scope: residency.Persistent})
 		if err == nil {
 			err = h.Zero()
@@ -605,7 +609,7 @@ func (o *optimizer) prepare(need func(g int) []bool) (withGrad [][]*Tensor, fres
 				// Allocated by a step that did not run (a cancelled compute
 				// may have written part of it): zero again.
 				for _, t := range st {
-					if t == nil {
+					if t == nil || t.handle == nil {
 						continue
 					}
 					if err := t.handle.Zero(); err != nil {

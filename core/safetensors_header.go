@@ -215,7 +215,8 @@ func checkHeaderEntry(name string, e stHeaderEntry) (stTensor, error) {
 }
 
 // gglua's shape for a safetensors shape: a scalar is a 1-element tensor
-// (gglua has no 0-d tensors); empty tensors and more than 4 dims are errors.
+// (gglua has no 0-d tensors); a size of 0 an empty tensor; more than 4
+// dims an error.
 func (t stTensor) ggluaShape() ([]int, error) {
 	if len(t.shape) == 0 {
 		return []int{1}, nil
@@ -225,10 +226,7 @@ func (t stTensor) ggluaShape() ([]int, error) {
 	}
 	shape := make([]int, len(t.shape))
 	for i, d := range t.shape {
-		if d == 0 {
-			return nil, argErrorf("tensor %q has shape %v, with no elements; gglua tensors have at least one", t.name, t.shape)
-		}
-		shape[i] = int(d) // bounded: d * size <= the file's length
+		shape[i] = int(d) // bounded: d * size <= the file's length (or d is 0)
 	}
 	if _, err := checkShape(shape); err != nil {
 		return nil, fmt.Errorf("tensor %q: %w", t.name, err)

@@ -20,14 +20,24 @@ func ShapeString(shape []int) string {
 // request is an error instead of the Go runtime dying out of memory.
 const MaxHostElements = int64(1) << 31
 
+// checkShape validates a shape and returns its element count. A size of 0
+// is allowed, as PyTorch allows it (an empty tensor: see empty.go); the
+// rest is ggml's check, with each 0 counted as 1.
 func checkShape(shape []int) (int64, error) {
 	ne := make([]int64, len(shape))
+	empty := false
 	for i, d := range shape {
 		ne[i] = int64(d)
+		if d == 0 {
+			ne[i], empty = 1, true
+		}
 	}
 	n, err := ggmlcgo.CheckShape(ggmlcgo.F32, ne)
 	if err != nil {
 		return 0, shapeErrorf("shape %s: %v", ShapeString(shape), err)
+	}
+	if empty {
+		return 0, nil
 	}
 	if n > MaxHostElements {
 		return 0, shapeErrorf("shape %s: %d elements is more than a tensor may hold (%d)", ShapeString(shape), n, MaxHostElements)

@@ -196,6 +196,9 @@ func (t *Tensor) IsLeaf() bool { return t.gradFn == nil }
 
 // ToDevice copies the tensor into a pool of e's device, stored as dtype.
 func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) (*Tensor, error) {
+	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
+		return emptyTensor(t.shape), nil
+	}
 	var h *residency.Handle
 	if (t.storage().dtype == ggmlcgo.I32) != (dtype == ggmlcgo.I32) {
 		return nil, argErrorf("to_gpu: an i32 tensor moves as i32 and only as i32; convert with x:float() or x:int() first")
@@ -240,6 +243,9 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 	}
 	if t.base != nil {
 		return errors.New("to_gpu: a view shares its base's storage and cannot move in place; move the base, or copy it with clone()")
+	}
+	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
+		return nil
 	}
 	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending && t.dtype == dtype {
 		return nil

@@ -96,6 +96,9 @@ func (env *Env) multinomial(L *lua.LState) int {
 	if p.Dim() > 2 {
 		argError(L, fn, "expected 1-d or 2-d weights, got shape %s", core.ShapeString(p.Shape()))
 	}
+	if p.Numel() == 0 {
+		argError(L, fn, "weights of shape %s: no categories to draw from", core.ShapeString(p.Shape()))
+	}
 	w, err := p.Float32s()
 	raise(L, err)
 	cats := p.Shape()[p.Dim()-1]

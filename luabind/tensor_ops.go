@@ -175,6 +175,9 @@ func (env *Env) argmax(L *lua.LState) int {
 	x := checkTensor(L, "argmax", 1)
 	d := 0
 	if L.Get(2) == lua.LNil {
+		if x.Numel() == 0 {
+			argError(L, "argmax", "the tensor of shape %s has no elements, so no maximum (PyTorch's error too); give a dim", core.ShapeString(x.Shape()))
+		}
 		flat, err := e.Reshape(x, int(x.Numel()))
 		raise(L, err)
 		x = flat

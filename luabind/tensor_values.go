@@ -156,12 +156,12 @@ func valuesFromLua(L *lua.LState, fn string, v lua.LValue) ([]float64, []int) {
 		if !ok {
 			break
 		}
-		if ct.Len() == 0 {
-			argError(L, fn, "empty table at depth %d: every dimension needs at least one element", len(shape)+1)
-		}
 		shape = append(shape, ct.Len())
 		if len(shape) > 4 {
 			argError(L, fn, "more than 4 levels of nesting; tensors have at most 4 dims")
+		}
+		if ct.Len() == 0 { // {} is an empty tensor, {{}, {}} one of 2x0, as torch.tensor's
+			break
 		}
 		cur = ct.RawGetInt(1)
 	}
@@ -217,9 +217,12 @@ func nestedTable[T float32 | float64](L *lua.LState, v []T, shape []int) *lua.LT
 		}
 		return tbl
 	}
-	step := len(v) / shape[0]
+	step := 1 // the values of one entry (0 in an empty tensor: {{}, {}} for 2x0)
+	for _, d := range shape[1:] {
+		step *= d
+	}
 	for i := 0; i < shape[0]; i++ {
-		if i%max(1, totableCheckEvery/step) == 0 {
+		if i%max(1, totableCheckEvery/max(1, step)) == 0 {
 			stopIfEnded(L, "totable")
 		}
 		tbl.Append(nestedTable(L, v[i*step:(i+1)*step], shape[1:]))
@@ -258,8 +261,10 @@ func formatValues[T float32 | float64](v []T, shape []int, verb string) string {
 	var rec func(v []T, shape []int, indent int)
 	rec = func(v []T, shape []int, indent int) {
 		b.WriteString("[")
-		n := shape[0]
-		step := len(v) / n
+		n, step := shape[0], 1 // step: the values of one entry, 0 in an empty tensor
+		for _, d := range shape[1:] {
+			step *= d
+		}
 		for i := 0; i < n; i++ {
 			if summarise && n > 6 && i == 3 {
 				b.WriteString("...")

@@ -141,3 +141,11 @@ for name, t in pairs(m1:state_dict()) do
     end
   end
 end
+
+-- An empty tensor round-trips through safetensors, as PyTorch's; GGUF (ggml's) refuses it.
+local pe = dir .. "/empty.safetensors"
+tensor.save(pe, {a = tensor.zeros(0, 3), b = tensor{1}})
+local back = tensor.load(pe)
+assert(table.concat(back.a:size(), "x") == "0x3" and back.b:item() == 1)
+local ok, err = pcall(tensor.save, dir .. "/empty.gguf", {a = tensor.zeros(0, 3)})
+assert(not ok and tostring(err):find("has size 0", 1, true), tostring(err))
