@@ -25,16 +25,30 @@ func numel(shape []int) int64 {
 	return n
 }
 
-// emptyTensor is a host tensor of shape, which has a size of 0.
-func emptyTensor(shape []int) *Tensor {
-	return &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, host: []float32{}}
+// emptyTensor is a host f32 tensor of shape, which has a size of 0.
+func emptyTensor(shape []int) *Tensor { return emptyTyped(shape, ggmlcgo.F32) }
+
+// emptyTyped is an empty host tensor of shape and dtype (an i32 one holds
+// no ints, any other no f32 values).
+func emptyTyped(shape []int, dtype ggmlcgo.Type) *Tensor {
+	t := &Tensor{shape: append([]int(nil), shape...), dtype: dtype}
+	if dtype == ggmlcgo.I32 {
+		t.ints = []int32{}
+	} else {
+		t.host = []float32{}
+	}
+	return t
 }
 
 // emptyOf is op's result of shape (which has no elements) from inputs
 // (nil ones left out): empty, and recorded, so that each input gets its
 // gradient, zeros (gradFn.call gives them for an empty output).
 func (e *Engine) emptyOf(op string, shape []int, inputs ...*Tensor) *Tensor {
-	y := emptyTensor(shape)
+	return e.emptyRecorded(op, emptyTensor(shape), inputs...)
+}
+
+// emptyRecorded is emptyOf with the empty result y given (of a dtype).
+func (e *Engine) emptyRecorded(op string, y *Tensor, inputs ...*Tensor) *Tensor {
 	ins := slices.DeleteFunc(slices.Clone(inputs), func(t *Tensor) bool { return t == nil })
 	e.record(y, op, ins, func(*Tensor) ([]*Tensor, error) { return nil, nil })
 	return y

@@ -33,6 +33,9 @@ func FromInt32(data []int32, shape ...int) (*Tensor, error) {
 	if int64(len(data)) != n {
 		return nil, shapeErrorf("tensor: %d values given for shape %s (%d elements)", len(data), ShapeString(shape), n)
 	}
+	if data == nil { // an empty tensor still holds (no) host values
+		data = []int32{}
+	}
 	return &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.I32, ints: data}, nil
 }
 

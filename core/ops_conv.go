@@ -343,8 +343,14 @@ func (e *Engine) convBLAS(op string, x, w, b *Tensor, wd window) (*Tensor, error
 	oh, ow := wd.out(x.shape[2], x.shape[3])
 	threads := max(1, e.backend.Threads())
 	run := func(name string, mode ggmlcgo.ConvMode, shape []int, in ...*Tensor) (*Tensor, error) {
+		// A scratch block for each thread that has work: the weight's
+		// gradient splits the input channels, the others the images.
+		blocks := min(threads, n)
+		if mode == ggmlcgo.ConvWeightGrad {
+			blocks = min(threads, x.shape[1])
+		}
 		return e.kernelOp(name, shape, in, func(c ctx, in []node) (node, error) {
-			scratch, err := template(c, []int{threads, oh * ow * k})
+			scratch, err := template(c, []int{blocks, oh * ow * k})
 			if err != nil {
 				return node{}, err
 			}

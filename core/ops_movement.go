@@ -289,6 +289,9 @@ func (e *Engine) Clone(x *Tensor) (*Tensor, error) {
 }
 
 func (e *Engine) copyOf(name string, x *Tensor) (*Tensor, error) {
+	if x.Numel() == 0 { // of x's dtype, as the copy of any tensor is
+		return e.emptyRecorded(name, emptyTyped(x.shape, x.storage().dtype), x), nil
+	}
 	y, err := e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Cont(in[0]) })
 	if err != nil {
 		return nil, err
@@ -317,6 +320,9 @@ func (e *Engine) Cat(ts []*Tensor, dim int) (*Tensor, error) {
 	d, err := checkDim("cat", ts[0].shape, dim)
 	if err != nil {
 		return nil, err
+	}
+	if len(ts) == 1 { // a new tensor, as PyTorch's cat makes: never its input
+		return e.Clone(ts[0])
 	}
 	out := ts[0]
 	for i, t := range ts[1:] {

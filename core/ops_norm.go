@@ -74,11 +74,14 @@ func (e *Engine) BatchNorm(x, runMean, runVar, w, b *Tensor, o BatchNormOptions)
 	if (runMean == nil) != (runVar == nil) {
 		return nil, argErrorf("%s: running_mean and running_var must be given together", op)
 	}
-	s := 1 // the positions of a channel in one sample
-	for _, d := range x.shape[2:] {
-		s *= d
-	}
+	s := positions(x)
 	count := n * s
+	if x.Numel() == 0 { // no values: an empty result, the running statistics untouched (PyTorch's)
+		if !o.Training && runMean == nil {
+			return nil, argErrorf("%s: eval mode needs running_mean and running_var", op)
+		}
+		return e.emptyOf(op, x.shape, x, w, b), nil
+	}
 	if o.Training && count < 2 {
 		return nil, shapeErrorf("%s: expected more than 1 value per channel when training, got input of shape %s", op, ShapeString(x.shape))
 	}
@@ -157,7 +160,7 @@ func (e *Engine) GroupNorm(x *Tensor, groups int, w, b *Tensor, eps float64) (*T
 	if err := perChannel(op, x, ch, []*Tensor{w, b}, []string{"weight", "bias"}); err != nil {
 		return nil, err
 	}
-	s := int(x.Numel()) / (n * ch)
+	s := positions(x)
 	var c chain
 	do := c.do
 	xg := do(func() (*Tensor, error) { return e.Reshape(x, n, groups, ch/groups*s) })
@@ -243,4 +246,14 @@ func (e *Engine) rmsNormRows(x *Tensor, eps float32) (*Tensor, error) {
 		return []*Tensor{dx}, err
 	})
 	return y, nil
+}
+
+// positions is how many values a channel has in one sample of x [N, C,
+// ...]: the product of the dims past C (1 for x [N, C]).
+func positions(x *Tensor) int {
+	s := 1
+	for _, d := range x.shape[2:] {
+		s *= d
+	}
+	return s
 }

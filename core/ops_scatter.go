@@ -45,6 +45,9 @@ func (e *Engine) IndexAdd(x *Tensor, dim int, idx []int, source *Tensor) (*Tenso
 			return nil, argErrorf("index_add: index %d (position %d) is out of range for dim %d of size %d", v+1, i+1, d+1, x.shape[d])
 		}
 	}
+	if x.Numel() == 0 {
+		return e.emptyOf("index_add", x.shape, x, source), nil
+	}
 	// Move dim d first, flatten the rest into rows, scatter, move back.
 	axes := []int{d}
 	for i := range x.shape {

@@ -237,6 +237,9 @@ func (e *Engine) Split(x *Tensor, size, dim int) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if x.shape[d] == 0 && size >= 0 { // one empty piece, as PyTorch's
+		return e.SplitSizes(x, []int{0}, d)
+	}
 	if size < 1 {
 		return nil, argErrorf("split: size %d must be at least 1", size)
 	}
@@ -266,8 +269,8 @@ func (e *Engine) SplitSizes(x *Tensor, sizes []int, dim int) ([]*Tensor, error) 
 	}
 	total := 0
 	for i, n := range sizes {
-		if n < 1 || n > x.shape[d] {
-			return nil, argErrorf("split: size %d (position %d) is outside 1..%d", n, i+1, x.shape[d])
+		if n < 0 || n > x.shape[d] {
+			return nil, argErrorf("split: size %d (position %d) is outside 0..%d", n, i+1, x.shape[d])
 		}
 		total += n
 	}
@@ -299,6 +302,12 @@ func (e *Engine) Chunk(x *Tensor, n, dim int) ([]*Tensor, error) {
 	if n > MaxPieces && x.shape[d] > MaxPieces {
 		return nil, argErrorf("chunk: %d chunks of dim %d (size %d) is more than one call makes (at most %d): narrow first, or chunk in steps", min(n, x.shape[d]), d+1, x.shape[d], MaxPieces)
 	}
+	if x.shape[d] == 0 { // n empty chunks, as PyTorch's
+		if n > MaxPieces {
+			return nil, argErrorf("chunk: %d chunks is more than one call makes (at most %d)", n, MaxPieces)
+		}
+		return e.SplitSizes(x, make([]int, n), d)
+	}
 	return e.Split(x, (x.shape[d]+n-1)/n, d)
 }
 
@@ -315,8 +324,8 @@ func (e *Engine) Tile(x *Tensor, reps []int) (*Tensor, error) {
 	shape := append(ones(n-x.Dim()), x.shape...)
 	final := make([]int, n)
 	for d, r := range reps {
-		if r < 1 {
-			return nil, argErrorf("tile: %d repetitions of dim %d; at least 1", r, d+1)
+		if r < 0 {
+			return nil, argErrorf("tile: %d repetitions of dim %d; at least 0", r, d+1)
 		}
 		if int64(r)*int64(shape[d]) > 1<<40 {
 			return nil, shapeErrorf("tile: %d repetitions of dim %d (size %d) are too many", r, d+1, shape[d])

@@ -147,8 +147,8 @@ func (e *Engine) TopK(x *Tensor, k, dim int, largest bool) (*Tensor, *Tensor, er
 	if err != nil {
 		return nil, nil, err
 	}
-	if k < 1 || k > x.shape[d] {
-		return nil, nil, argErrorf("topk: k = %d is outside 1..%d (dim %d of shape %s)", k, x.shape[d], d+1, ShapeString(x.shape))
+	if k < 0 || k > x.shape[d] {
+		return nil, nil, argErrorf("topk: k = %d is outside 0..%d (dim %d of shape %s)", k, x.shape[d], d+1, ShapeString(x.shape))
 	}
 	vals, idx, err := e.Sort(x, d, largest)
 	if err != nil {

@@ -89,6 +89,10 @@ func (e *Engine) Norm(x *Tensor, p float64, dim int, keepdim bool) (*Tensor, err
 	if !(p > 0) {
 		return nil, argErrorf("norm: p must be positive or inf, got %g", p)
 	}
+	if x.shape[d] == 0 { // the norm of no values: 0, whatever p (PyTorch's)
+		_, out := reducedShapes(x.shape, d, keepdim)
+		return e.filled("norm", []*Tensor{x}, 0, out)
+	}
 	var c chain
 	abs := c.do(func() (*Tensor, error) { return e.Abs(x) })
 	var y *Tensor

@@ -158,7 +158,7 @@ func TestStatsErrors(t *testing.T) {
 		"norm p NaN":       func() error { _, err := e.Norm(x, math.NaN(), 1, false); return err },
 		"var dim":          func() error { _, err := e.Var(x, 2, 1, false); return err },
 		"topk k too large": func() error { _, _, err := e.TopK(x, 4, 1, true); return err },
-		"topk k 0":         func() error { _, _, err := e.TopK(x, 0, 1, true); return err },
+		"topk k negative":  func() error { _, _, err := e.TopK(x, -1, 1, true); return err },
 		"gather rank":      func() error { _, err := e.Gather(x, 0, []int{0}, []int{1}); return err },
 		"gather range":     func() error { _, err := e.Gather(x, 1, []int{3}, []int{1, 1}); return err },
 		"gather too big":   func() error { _, err := e.Gather(x, 1, make([]int, 9), []int{3, 3}); return err },

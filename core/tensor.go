@@ -83,6 +83,9 @@ func FromFloat32(data []float32, shape ...int) (*Tensor, error) {
 	if int64(len(data)) != n {
 		return nil, shapeErrorf("tensor: %d values given for shape %s (%d elements)", len(data), ShapeString(shape), n)
 	}
+	if data == nil { // an empty tensor still holds (no) host values
+		data = []float32{}
+	}
 	return &Tensor{shape: append([]int(nil), shape...), dtype: ggmlcgo.F32, host: data}, nil
 }
 
@@ -196,12 +199,12 @@ func (t *Tensor) IsLeaf() bool { return t.gradFn == nil }
 
 // ToDevice copies the tensor into a pool of e's device, stored as dtype.
 func (t *Tensor) ToDevice(e *Engine, scope residency.Scope, dtype ggmlcgo.Type) (*Tensor, error) {
-	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
-		return emptyTensor(t.shape), nil
-	}
 	var h *residency.Handle
 	if (t.storage().dtype == ggmlcgo.I32) != (dtype == ggmlcgo.I32) {
 		return nil, argErrorf("to_gpu: an i32 tensor moves as i32 and only as i32; convert with x:float() or x:int() first")
+	}
+	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
+		return emptyTyped(t.shape, dtype), nil
 	}
 	if dtype == ggmlcgo.I32 {
 		ints, err := t.int32s()
@@ -245,6 +248,10 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 		return errors.New("to_gpu: a view shares its base's storage and cannot move in place; move the base, or copy it with clone()")
 	}
 	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
+		if (t.storage().dtype == ggmlcgo.I32) != (dtype == ggmlcgo.I32) {
+			return argErrorf("to_gpu: an i32 tensor moves as i32 and only as i32; convert with x:float() or x:int() first")
+		}
+		t.dtype = dtype
 		return nil
 	}
 	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending && t.dtype == dtype {

@@ -391,6 +391,9 @@ func (e *Engine) assignView(dst, src *Tensor) error {
 	if err := e.checkWrittenGrad(src); err != nil {
 		return err
 	}
+	if dst.Numel() == 0 { // nothing to write
+		return nil
+	}
 	if base.host != nil {
 		v, err := src.Float32s()
 		if err != nil {

@@ -151,8 +151,8 @@ func (env *Env) arange(L *lua.LState) int {
 		}
 	}
 	n := math.Ceil((stop - start) / step)
-	if step == 0 || n < 1 || n > 1<<30 || math.IsNaN(n) {
-		argError(L, "tensor.arange", "empty or bad range %g to %g by %g", start, stop, step)
+	if step == 0 || n < 0 || n > 1<<30 || math.IsNaN(n) { // n = 0: an empty tensor, as PyTorch's
+		argError(L, "tensor.arange", "bad range %g to %g by %g (the step's sign goes the other way)", start, stop, step)
 	}
 	return env.finishExact(L, "tensor.arange", []int{int(n)}, o, func(i int) float64 { return start + float64(i)*step })
 }

@@ -68,8 +68,8 @@ func (env *Env) randint(L *lua.LState) int {
 func (env *Env) randperm(L *lua.LState) int {
 	o, _ := trailingOpts(L, "tensor.randperm")
 	n := checkInteger(L, "tensor.randperm", 1)
-	if n < 1 || (n > maxExactInt && o.dtype != ggmlcgo.I32) {
-		argError(L, "tensor.randperm", "n = %d is outside 1..2^24 (use {dtype=\"i32\"} past 2^24)", n)
+	if n < 0 || (n > maxExactInt && o.dtype != ggmlcgo.I32) {
+		argError(L, "tensor.randperm", "n = %d is outside 0..2^24 (use {dtype=\"i32\"} past 2^24)", n)
 	}
 	env.checkHost(L, "tensor.randperm", int64(n))
 	// math/rand's Perm, draw for draw (the same permutation for a seed),

@@ -116,8 +116,9 @@ func (env *Env) repeatInterleave(L *lua.LState) int {
 	if n < 0 || n > 1<<24 {
 		argError(L, fn, "repeats must be from 0 to %d, got %d", 1<<24, n)
 	}
-	if n == 0 {
-		argError(L, fn, "repeats of 0 would make an empty tensor, which gglua does not have")
+	if n == 0 { // no slices: an empty result, as PyTorch's
+		y, err := e.IndexSelect(x, d, nil)
+		return env.pushResult(L, y, err)
 	}
 	// As [A, m, 1, B] (the dims before d, d, the new one, the dims after:
 	// four at most, as ggml holds), expanded to [A, m, n, B] and merged.
@@ -165,9 +166,6 @@ func repeatIndex(L *lua.LState, fn string, counts *core.Tensor, size int) []int 
 		for range int(c) {
 			idx = append(idx, i)
 		}
-	}
-	if len(idx) == 0 {
-		argError(L, fn, "repeats that are all 0 would make an empty tensor, which gglua does not have")
 	}
 	return idx
 }

@@ -256,6 +256,9 @@ func formatTensor(t *core.Tensor) string {
 // formatValues prints values of shape as nested brackets, each with verb,
 // summarised (three first and last along each dim) above 1000 values.
 func formatValues[T float32 | float64](v []T, shape []int, verb string) string {
+	if len(v) == 0 { // an empty tensor (its shape is in the footer), as PyTorch prints one
+		return "[]"
+	}
 	var b strings.Builder
 	summarise := len(v) > 1000
 	var rec func(v []T, shape []int, indent int)

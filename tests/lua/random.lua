@@ -42,7 +42,7 @@ assert(table.concat(tensor.randn_like(tensor.zeros(3, 4)):shape(), "x") == "3x4"
 
 for _, bad in ipairs({
   function() return tensor.randint(5, 5, {2}) end, function() return tensor.randint(0, 2^30, {2}) end,
-  function() return tensor.randperm(0) end, function() return tensor.multinomial(tensor{1, 0}, 2) end,
+  function() return tensor.randperm(-1) end, function() return tensor.multinomial(tensor{1, 0}, 2) end,
   function() return tensor.multinomial(tensor{-1, 2}, 1) end, function() return tensor.bernoulli(tensor{1.5}) end,
   function() return tensor.zeros(2):normal_(0, -1) end, function() return tensor.zeros(2):uniform_(1, 0) end,
 }) do
