@@ -54,6 +54,15 @@ func (e *Engine) emptyRecorded(op string, y *Tensor, inputs ...*Tensor) *Tensor 
 	return y
 }
 
+// opDtype is the dtype of an op's result from x: i32 for an i32 x (ops
+// that take one keep it), f32 otherwise (ops compute in f32).
+func opDtype(x *Tensor) ggmlcgo.Type {
+	if x.storage().dtype == ggmlcgo.I32 {
+		return ggmlcgo.I32
+	}
+	return ggmlcgo.F32
+}
+
 // errEmptyInput is the error of an op given an empty tensor it cannot
 // compute with (an op's name is added by its caller).
 func errEmptyInput(t *Tensor) error {
@@ -96,7 +105,7 @@ func (e *Engine) catEmpty(ts []*Tensor, dim int) (*Tensor, error) {
 		}
 	}
 	if like == nil {
-		return e.filled("cat", ts, 0, []int{0})
+		return e.emptyRecorded("cat", emptyTyped([]int{0}, opDtype(ts[0])), ts...), nil
 	}
 	d, err := checkDim("cat", like.shape, dim)
 	if err != nil {
@@ -122,7 +131,7 @@ func (e *Engine) catEmpty(ts []*Tensor, dim int) (*Tensor, error) {
 		}
 	}
 	if len(full) == 0 {
-		return e.filled("cat", ts, 0, shape)
+		return e.emptyRecorded("cat", emptyTyped(shape, opDtype(like)), ts...), nil
 	}
 	joined, err := e.Cat(full, d)
 	if err != nil {

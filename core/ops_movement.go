@@ -289,8 +289,8 @@ func (e *Engine) Clone(x *Tensor) (*Tensor, error) {
 }
 
 func (e *Engine) copyOf(name string, x *Tensor) (*Tensor, error) {
-	if x.Numel() == 0 { // of x's dtype, as the copy of any tensor is
-		return e.emptyRecorded(name, emptyTyped(x.shape, x.storage().dtype), x), nil
+	if x.Numel() == 0 { // of the dtype a copy of x has
+		return e.emptyRecorded(name, emptyTyped(x.shape, opDtype(x)), x), nil
 	}
 	y, err := e.newOp(name, x.shape, []*Tensor{x}, func(c ctx, in []node) (node, error) { return c.Cont(in[0]) })
 	if err != nil {
@@ -598,7 +598,7 @@ func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
 	if len(idx) == 0 { // nothing picked: empty, and x's gradient zeros
 		shape := x.Shape()
 		shape[d] = 0
-		y, xshape := emptyTensor(shape), x.shape
+		y, xshape := emptyTyped(shape, opDtype(x)), x.shape
 		e.record(y, "index_select", []*Tensor{x}, func(*Tensor) ([]*Tensor, error) {
 			gx, err := Zeros(xshape...)
 			return []*Tensor{gx}, err

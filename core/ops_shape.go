@@ -335,6 +335,9 @@ func (e *Engine) Tile(x *Tensor, reps []int) (*Tensor, error) {
 	if _, err := checkShape(final); err != nil {
 		return nil, fmt.Errorf("tile: %w", err)
 	}
+	if numel(final) == 0 { // empty: nothing to repeat (and no large step to build first)
+		return e.emptyRecorded("tile", emptyTyped(final, opDtype(x)), x), nil
+	}
 	if n == 4 && !slices.Equal(reps, []int{1, 1, 1, 1}) {
 		return nil, shapeErrorf("tile: a 4-d result needs a fifth dim to repeat into (ggml has four); reshape to fewer dims first")
 	}

@@ -150,9 +150,15 @@ func (env *Env) arange(L *lua.LState) int {
 			argError(L, "tensor.arange", "start, stop and step must be finite, got %g to %g by %g", start, stop, step)
 		}
 	}
+	if step == 0 {
+		argError(L, "tensor.arange", "step must be nonzero")
+	}
+	if (stop-start)*step < 0 { // start = stop is an empty tensor, as PyTorch's
+		argError(L, "tensor.arange", "range %g to %g is inconsistent with the step %g's sign", start, stop, step)
+	}
 	n := math.Ceil((stop - start) / step)
-	if step == 0 || n < 0 || n > 1<<30 || math.IsNaN(n) { // n = 0: an empty tensor, as PyTorch's
-		argError(L, "tensor.arange", "bad range %g to %g by %g (the step's sign goes the other way)", start, stop, step)
+	if n > 1<<30 || math.IsNaN(n) {
+		argError(L, "tensor.arange", "range %g to %g by %g has too many values", start, stop, step)
 	}
 	return env.finishExact(L, "tensor.arange", []int{int(n)}, o, func(i int) float64 { return start + float64(i)*step })
 }

@@ -136,6 +136,13 @@ same(dev, {1, 1, 1, 1, 1, 1}, "in-place ops on an empty view write nothing")
 assert(to_gpu(tensor.zeros(0, {dtype = "i32"})):dtype() == "i32")
 assert(tostring(to_cpu(tensor.zeros(0, 3))):sub(1, 2) == "[]")
 
+assert(shape(tensor.ones(2, 3):tile({2^28, 0})) == "536870912x0") -- nothing built first
+assert(shape(tensor.ones(1, 1, 1, 2):tile({0, 1, 1, 1})) == "0x1x1x2")
+assert(tensor{1, 2}:int():tile({0}):dtype() == "i32" and tensor{1, 2}:int():repeat_interleave(0):dtype() == "i32")
+assert(tensor.cat({tensor.zeros(0, {dtype = "i32"}), tensor.zeros(0, {dtype = "i32"})}):dtype() == "i32")
+fails(function() return tensor.arange(0, -0.5) end, "inconsistent with the step")
+fails(function() return tensor.arange(0, 0, 0) end, "step must be nonzero")
+
 -- printing
 local s = tostring(tensor.zeros(100000, 0)) -- PyTorch's tensor([], size=(100000, 0)): no rows printed
 assert(s:sub(1, 3) == "[]\n" and s:find("100000x0", 1, true) and #s < 100, s)
