@@ -48,6 +48,11 @@ type window struct {
 	k, s, p, d [2]int
 }
 
+// kernel is wd as gglua's CPU kernels take it (ggmlcgo's Window).
+func (wd window) kernel() ggmlcgo.Window {
+	return ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+}
+
 // out is the number of kernel positions along H and W of an h×w input.
 func (wd window) out(h, w int) (int, int) {
 	f := func(n, i int) int { return (n+2*wd.p[i]-wd.d[i]*(wd.k[i]-1)-1)/wd.s[i] + 1 }
@@ -83,7 +88,7 @@ func (e *Engine) im2col(op string, x *Tensor, wd window) (*Tensor, error) {
 	}
 	oh, ow := wd.out(h, w)
 	kk := wd.k[0] * wd.k[1]
-	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	win := wd.kernel()
 	var y *Tensor
 	var err error
 	if e.backend.IsCPU() && x.Dtype() == ggmlcgo.F32 && win.Fits() && !forceComposedWindows {
@@ -154,7 +159,7 @@ func (e *Engine) col2im(op string, g *Tensor, shape []int, wd window) (*Tensor, 
 func (e *Engine) scatterPatches(op string, g *Tensor, shape []int, wd window) (*Tensor, error) {
 	n, ch, h, w := shape[0], shape[1], shape[2], shape[3]
 	oh, ow := g.shape[1], g.shape[2]
-	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	win := wd.kernel()
 	if e.backend.IsCPU() && g.Dtype() == ggmlcgo.F32 && win.Fits() && !forceComposedWindows {
 		return e.kernelOp(op+"_back", shape, []*Tensor{g}, func(c ctx, in []node) (node, error) {
 			return c.Col2imCPU(in[0], ch, h, w, win)
@@ -300,7 +305,7 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 	cg, og, kk := ch/g, oc/g, wd.k[0]*wd.k[1]
 	var c chain
 	do := c.do
-	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	win := wd.kernel()
 	blasFits := win.Fits() && oh*ow*ch*kk <= 1<<30 && oc*oh*ow <= 1<<30 && ch*x.shape[2]*x.shape[3] <= 1<<30
 	if g == 1 && e.useBLAS && e.autocast == ggmlcgo.F32 && x.Dtype() == ggmlcgo.F32 && w.Dtype() == ggmlcgo.F32 && blasFits && !forceComposedWindows {
 		w2 := do(func() (*Tensor, error) { return e.Reshape(w, oc, ch*kk) })
@@ -338,7 +343,7 @@ func (e *Engine) conv(op string, x, w, b *Tensor, o ConvOptions) (*Tensor, error
 // w (for x's), each only where the other's gradient is wanted, and never
 // the patches of the batch.
 func (e *Engine) convBLAS(op string, x, w, b *Tensor, wd window) (*Tensor, error) {
-	win := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	win := wd.kernel()
 	n, oc, k := x.shape[0], w.shape[0], w.shape[1]
 	oh, ow := wd.out(x.shape[2], x.shape[3])
 	threads := max(1, e.backend.Threads())
@@ -528,7 +533,7 @@ func (e *Engine) pool(op string, x *Tensor, o PoolOptions) (*Tensor, error) {
 		return nil, shapeErrorf("%s: kernel %dx%d (dilation %v) is larger than the input %dx%d padded by %v (input shape %s): the output would be %dx%d",
 			op, wd.k[0], wd.k[1], wd.d, h, w, wd.p, ShapeString(x4.shape), oh, ow)
 	}
-	pw := ggmlcgo.Window{Kernel: wd.k, Stride: wd.s, Padding: wd.p, Dilation: wd.d}
+	pw := wd.kernel()
 	if op == "max_pool2d" && e.backend.IsCPU() && x4.Dtype() == ggmlcgo.F32 && pw.Fits() && !forceComposedWindows {
 		return undo(e.maxPoolCPU(x4, oh, ow, pw))
 	}

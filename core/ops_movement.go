@@ -595,15 +595,10 @@ func (e *Engine) IndexSelect(x *Tensor, dim int, idx []int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(idx) == 0 { // nothing picked: empty, and x's gradient zeros
+	if len(idx) == 0 { // nothing picked: empty (and x's gradient zeros, gradFn.call's)
 		shape := x.Shape()
 		shape[d] = 0
-		y, xshape := emptyTyped(shape, opDtype(x)), x.shape
-		e.record(y, "index_select", []*Tensor{x}, func(*Tensor) ([]*Tensor, error) {
-			gx, err := Zeros(xshape...)
-			return []*Tensor{gx}, err
-		})
-		return y, nil
+		return e.emptyRecorded("index_select", emptyTyped(shape, opDtype(x)), x), nil
 	}
 	for i, v := range idx {
 		if v < 0 || v >= x.shape[d] {

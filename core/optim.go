@@ -316,6 +316,19 @@ func (o *optimizer) realized() error {
 	return err
 }
 
+// stepInPlace queues a fused optimizer kernel (build) that updates p in
+// its own memory from inputs. The kernel reads the weight itself, so a
+// queued update of p (an in-place change before the step) is computed
+// first.
+func (o *optimizer) stepInPlace(p *Tensor, inputs []*Tensor, build func(c ctx, base node, in []node) (node, error)) error {
+	if p.pending {
+		if err := o.realized(); err != nil {
+			return err
+		}
+	}
+	return o.e.inPlace(p, inputs, build)
+}
+
 // slots returns p's state tensors, allocating (zeroed, on the device, in
 // the persistent pool) those need asks for that it lacks; a slot nothing
 // asked for stays nil (RMSprop's momentum buffer without momentum).

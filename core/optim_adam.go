@@ -186,12 +186,7 @@ func (a *Adam) stepGroup(ps []*Tensor, o AdamOptions, n int) error {
 				return err
 			}
 		}
-		if p.pending { // the fused kernel needs the weight itself, not a queued update of it
-			if err := a.realized(); err != nil {
-				return err
-			}
-		}
-		err = e.inPlace(p, []*Tensor{g, st[0], st[1], hyper}, func(c ctx, base node, in []node) (node, error) {
+		err = a.stepInPlace(p, []*Tensor{g, st[0], st[1], hyper}, func(c ctx, base node, in []node) (node, error) {
 			if e.backend.IsCPU() && !forceGGMLAdamW && in[1].IsContiguous() && in[2].IsContiguous() && in[3].IsContiguous() {
 				// gglua's kernel (adamw.c): ggml's update, vectorised.
 				if gp, err := e.packed(c, in[0]); err == nil {

@@ -139,9 +139,17 @@ func adadelta(u *ruleStep) error {
 	sq, acc := u.state[0], u.state[1]
 	if u.e.backend.IsCPU() && !forceComposedRules && u.p.dtype == ggmlcgo.F32 {
 		// One pass of gglua's kernel (adadelta.c), the same operations.
-		return u.inPlaceStep(func(c ctx, base node, in []node) (node, error) {
-			return c.AdadeltaCPU(base, in[0], in[1], in[2], in[3])
-		}, u.grad, sq, acc, []float32{rho, 1 - rho, eps, u.s.num("weight_decay"), -u.lr})
+		hyper, err := u.e.constants([]float32{rho, 1 - rho, eps, u.s.num("weight_decay"), -u.lr})
+		if err != nil {
+			return err
+		}
+		return u.opt.stepInPlace(u.p, []*Tensor{u.grad, sq, acc, hyper}, func(c ctx, base node, in []node) (node, error) {
+			gp, err := u.e.packed(c, in[0])
+			if err != nil {
+				return node{}, err
+			}
+			return c.AdadeltaCPU(base, gp, in[1], in[2], in[3])
+		})
 	}
 	g := u.withWeightDecay()
 	u.set(sq, u.axpby(rho, sq, 1-rho, u.mul(g, g)))
@@ -211,28 +219,6 @@ func radam(u *ruleStep) error {
 	step := u.div(m, u.plus(u.sqrt(v), u.s.num("eps")))
 	u.set(u.p, u.axpby(1, u.p, -float32(lr*rect*math.Sqrt(bc2)), step))
 	return nil
-}
-
-// inPlaceStep queues an optimizer kernel updating p in place from its
-// inputs (gradient, state) and the numbers nums, where every operand is
-// contiguous; elsewhere the rule composes its update.
-func (u *ruleStep) inPlaceStep(kernel func(c ctx, base node, in []node) (node, error), grad, s1, s2 *Tensor, nums []float32) error {
-	if u.p.pending { // the kernel needs the weight itself, not a queued update of it
-		if err := u.opt.realized(); err != nil {
-			return err
-		}
-	}
-	hyper, err := u.e.constants(nums)
-	if err != nil {
-		return err
-	}
-	return u.e.inPlace(u.p, []*Tensor{grad, s1, s2, hyper}, func(c ctx, base node, in []node) (node, error) {
-		gp, err := u.e.packed(c, in[0])
-		if err != nil {
-			return node{}, err
-		}
-		return kernel(c, base, append([]node{gp}, in[1:]...))
-	})
 }
 
 // forceComposedRules makes tests compose the rules' updates on the CPU

@@ -247,19 +247,16 @@ func (t *Tensor) MoveToDeviceAs(e *Engine, scope residency.Scope, dtype ggmlcgo.
 	if t.base != nil {
 		return errors.New("to_gpu: a view shares its base's storage and cannot move in place; move the base, or copy it with clone()")
 	}
-	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
-		if (t.storage().dtype == ggmlcgo.I32) != (dtype == ggmlcgo.I32) {
-			return argErrorf("to_gpu: an i32 tensor moves as i32 and only as i32; convert with x:float() or x:int() first")
-		}
-		t.dtype = dtype
-		return nil
-	}
 	if t.handle != nil && t.engine == e && t.handle.Scope() == scope && t.handle.Live() && !t.pending && t.dtype == dtype {
 		return nil
 	}
 	moved, err := t.ToDevice(e, scope, dtype)
 	if err != nil {
 		return err
+	}
+	if t.Numel() == 0 { // no memory anywhere: an empty tensor stays on the host
+		t.host, t.ints, t.dtype = moved.host, moved.ints, dtype
+		return nil
 	}
 	// The gradient moves too (as f32, beside its weight): an optimizer step
 	// after the move must see what backward computed.

@@ -72,16 +72,16 @@ function nn.one_hot(labels, num_classes)
   if type(labels) == "table" and getmetatable(labels) == nil then labels = tensor(labels) end
   check(type(labels) == "userdata", fn, "expected labels (an i32 tensor or a table of integers), got %s", type(labels))
   local f = labels:dtype() == "i32" and labels:float() or labels
-  if f:numel() == 0 then -- no labels: as PyTorch, only with num_classes given
-    check(type(num_classes) == "number" and num_classes >= 1 and num_classes % 1 == 0, fn,
-      "cannot infer num_classes from no labels; give it")
-    return f:unsqueeze(-1):eq(tensor.arange(1, num_classes + 1)):int()
+  local lo, hi -- the labels' range; none for no labels
+  if f:numel() == 0 then -- as PyTorch, only with num_classes given
+    check(num_classes ~= nil and num_classes ~= -1, fn, "cannot infer num_classes from no labels; give it")
+  else
+    check((f - f:round()):abs():max():item() == 0, fn, "labels must be integers")
+    lo, hi = f:min():item(), f:max():item()
+    if num_classes == nil or num_classes == -1 then num_classes = hi end
   end
-  check((f - f:round()):abs():max():item() == 0, fn, "labels must be integers")
-  local lo, hi = f:min():item(), f:max():item()
-  if num_classes == nil or num_classes == -1 then num_classes = hi end
   check(type(num_classes) == "number" and num_classes >= 1 and num_classes % 1 == 0, fn,
     "num_classes must be a positive integer, got %s", tostring(num_classes))
-  check(lo >= 1 and hi <= num_classes, fn, "labels must be in 1..%d (1-based), got %g..%g", num_classes, lo, hi)
+  check(lo == nil or (lo >= 1 and hi <= num_classes), fn, "labels must be in 1..%d (1-based), got %g..%g", num_classes, lo, hi)
   return f:unsqueeze(-1):eq(tensor.arange(1, num_classes + 1)):int()
 end

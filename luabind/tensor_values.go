@@ -264,10 +264,8 @@ func formatValues[T float32 | float64](v []T, shape []int, verb string) string {
 	var rec func(v []T, shape []int, indent int)
 	rec = func(v []T, shape []int, indent int) {
 		b.WriteString("[")
-		n, step := shape[0], 1 // step: the values of one entry, 0 in an empty tensor
-		for _, d := range shape[1:] {
-			step *= d
-		}
+		n := shape[0]
+		step := len(v) / n
 		for i := 0; i < n; i++ {
 			if summarise && n > 6 && i == 3 {
 				b.WriteString("...")
